@@ -1,0 +1,238 @@
+"""The one interface every latency distribution shares."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from .._checks import check_count, check_finite, check_probabilities, check_x
+
+__all__ = ["Distribution", "as_rng"]
+
+#: Relative slack put around quantiles that are computed exactly but in floating point, so the
+#: reported bracket contains the exact value despite rounding in scipy's special functions.
+_FLOAT_SLACK = 1e-12
+
+
+def as_rng(rng: Any) -> np.random.Generator:
+    """Return a ``numpy.random.Generator`` from a Generator, a seed, a SeedSequence or None."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    return np.random.default_rng(rng)
+
+
+def _scalar_or_array(values: np.ndarray, like: np.ndarray) -> float | np.ndarray:
+    return float(values) if np.ndim(like) == 0 else values
+
+
+class Distribution(ABC):
+    """A univariate latency distribution (seconds, float64).
+
+    Subclasses implement the private vectorised ``_cdf``, ``_sf`` (computed directly, never as
+    ``1 - cdf``), ``_quantile`` and ``_isf``; the public methods validate input and keep
+    scalars scalar. ``is_exact`` says whether values are exact up to floating point (closed
+    forms) or numerical with a guaranteed bracket (grids).
+    """
+
+    is_exact: bool = True
+
+    # ----- to implement -----------------------------------------------------------------
+    @abstractmethod
+    def _cdf(self, x: np.ndarray) -> np.ndarray: ...
+
+    @abstractmethod
+    def _sf(self, x: np.ndarray) -> np.ndarray: ...
+
+    @property
+    @abstractmethod
+    def support(self) -> tuple[float, float]:
+        """Closed interval outside which the distribution has no mass."""
+
+    # ----- defaults that subclasses may replace by closed forms -----------------------------
+    def _quantile(self, q: np.ndarray) -> np.ndarray:
+        return self._invert(q, upper=False)
+
+    def _isf(self, p: np.ndarray) -> np.ndarray:
+        return self._invert(p, upper=True)
+
+    def _mean(self) -> float:
+        return self._numeric_moments()[0]
+
+    def _var(self) -> float:
+        return self._numeric_moments()[1]
+
+    def _sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        u = rng.random(size)
+        # Inverse transform, upper half through the survival function for tail accuracy.
+        out = np.empty(size)
+        lower = u < 0.5
+        out[lower] = self._quantile(u[lower])
+        out[~lower] = self._isf(1.0 - u[~lower])
+        return out
+
+    # ----- public interface ------------------------------------------------------------------
+    def cdf(self, x: Any) -> float | np.ndarray:
+        """P(X <= x)."""
+        arr = check_x(x)
+        return _scalar_or_array(self._cdf(np.atleast_1d(arr)).reshape(arr.shape), arr)
+
+    def sf(self, x: Any) -> float | np.ndarray:
+        """P(X > x), computed directly so that small upper-tail probabilities keep precision."""
+        arr = check_x(x)
+        return _scalar_or_array(self._sf(np.atleast_1d(arr)).reshape(arr.shape), arr)
+
+    def quantile(self, q: Any) -> float | np.ndarray:
+        """The smallest x with P(X <= x) >= q, for q in [0, 1]."""
+        arr = check_probabilities(q)
+        flat = np.atleast_1d(arr)
+        out = np.empty(flat.shape)
+        upper = flat > 0.5
+        out[~upper] = self._quantile(flat[~upper])
+        out[upper] = self._isf(1.0 - flat[upper])
+        return _scalar_or_array(out.reshape(arr.shape), arr)
+
+    def isf(self, p: Any) -> float | np.ndarray:
+        """Upper-tail quantile: the x with P(X > x) = p; precise for tiny p (e.g. 1e-12)."""
+        arr = check_probabilities(p, "p")
+        return _scalar_or_array(self._isf(np.atleast_1d(arr)).reshape(arr.shape), arr)
+
+    def quantile_bracket(self, q: Any) -> tuple[float | np.ndarray, float | np.ndarray]:
+        """An interval (low, high) that contains the exact q-quantile.
+
+        For exact distributions it is the computed quantile widened by floating-point slack;
+        grid results override it with the rounding sandwich (DESIGN.md §5).
+        """
+        value = np.asarray(self.quantile(q), dtype=float)
+        slack = _FLOAT_SLACK * np.maximum(np.abs(value), np.finfo(float).tiny)
+        low, high = value - slack, value + slack
+        if value.ndim == 0:
+            return float(low), float(high)
+        return low, high
+
+    def mean(self) -> float:
+        """Expected value (``inf`` when it does not exist)."""
+        return float(self._mean())
+
+    def var(self) -> float:
+        """Variance (``inf`` when it does not exist)."""
+        return float(self._var())
+
+    def std(self) -> float:
+        """Standard deviation (``inf`` when it does not exist)."""
+        return float(np.sqrt(self._var()))
+
+    def sample(self, size: int, rng: Any = None) -> np.ndarray:
+        """Draw ``size`` independent samples; ``rng`` is a Generator or a seed."""
+        n = check_count(size, "size", minimum=0)
+        return self._sample(n, as_rng(rng))
+
+    # ----- constants only: shift and scale (independence is never implied by operators) --
+    def shift(self, c: float) -> Distribution:
+        """The distribution of X + c for a constant c."""
+        from .affine import affine
+
+        return affine(self, shift=check_finite(c, "c"), scale=1.0)
+
+    def scale(self, a: float) -> Distribution:
+        """The distribution of a X for a constant a > 0."""
+        from .affine import affine
+
+        a = check_finite(a, "a")
+        if a <= 0:
+            raise ValueError(f"a must be > 0 (latencies keep their orientation), got {a}")
+        return affine(self, shift=0.0, scale=a)
+
+    def __add__(self, other: Any) -> Distribution:
+        if isinstance(other, Distribution):
+            raise TypeError(
+                "adding two distributions would hide an independence assumption: "
+                "use prism_analytic.convolve(a, b) for the sum of independent variables"
+            )
+        return self.shift(other)
+
+    __radd__ = __add__
+
+    def __mul__(self, other: Any) -> Distribution:
+        if isinstance(other, Distribution):
+            raise TypeError("the product of two distributions is not supported")
+        return self.scale(other)
+
+    __rmul__ = __mul__
+
+    # ----- reporting ----------------------------------------------------------------------
+    def summary(self, levels: tuple[float, ...] = (0.5, 0.9, 0.99, 0.999)) -> str:
+        """A short human-readable description with mean, std and a few quantiles."""
+        lines = [f"{self!r}", f"  mean {self.mean():.6g}  std {self.std():.6g}"]
+        for q in levels:
+            low, high = self.quantile_bracket(q)
+            lines.append(f"  q{q:<6g} {self.quantile(q):.6g}   bracket [{low:.6g}, {high:.6g}]")
+        return "\n".join(lines)
+
+    def to_dict(self, levels: tuple[float, ...] = (0.5, 0.9, 0.95, 0.99, 0.999)) -> dict:
+        """Plain-dict summary (JSON-friendly)."""
+        return {
+            "type": type(self).__name__,
+            "mean": self.mean(),
+            "std": self.std(),
+            "quantiles": {str(q): float(self.quantile(q)) for q in levels},
+            "bracket": {str(q): [float(v) for v in self.quantile_bracket(q)] for q in levels},
+        }
+
+    def plot(self, ax: Any = None, *, ccdf: bool = False, label: str | None = None) -> Any:
+        """Plot the CDF (or the CCDF on a log axis) on ``ax``; returns the axes."""
+        from ..plotting import plot_distribution
+
+        return plot_distribution(self, ax=ax, ccdf=ccdf, label=label)
+
+    # ----- numerical helpers ----------------------------------------------------------------
+    def _bracket_for_inversion(self) -> tuple[float, float]:
+        lo, hi = self.support
+        return lo, hi
+
+    def _invert(self, p: np.ndarray, *, upper: bool) -> np.ndarray:
+        """Vectorised bisection: solve cdf(x) = p (or sf(x) = p when ``upper``)."""
+        p = np.asarray(p, dtype=float)
+        out = np.empty(p.shape)
+        if p.size == 0:
+            return out
+        lo, hi = self._bracket_for_inversion()
+        a = np.full(p.shape, lo, dtype=float)
+        b = np.full(p.shape, hi, dtype=float)
+        for _ in range(2200):  # enough for any float64 interval; exits early when converged
+            mid = np.where(
+                np.isfinite(a) & np.isfinite(b),
+                0.5 * (a + b),
+                np.where(np.isfinite(a), a + np.maximum(1.0, np.abs(a)),
+                         np.where(np.isfinite(b), b - np.maximum(1.0, np.abs(b)), 0.0)),
+            )
+            if upper:
+                go_right = self._sf(mid) > p  # still too much mass above mid
+            else:
+                go_right = self._cdf(mid) < p
+            a = np.where(go_right, mid, a)
+            b = np.where(go_right, b, mid)
+            width = b - a
+            if np.all(np.isfinite(width) & (width <= 4 * np.spacing(np.maximum(np.abs(a), np.abs(b))))):
+                break
+        out[...] = b
+        return out
+
+    def _numeric_moments(self, points: int = 20001) -> tuple[float, float]:
+        """Mean and variance by integrating the survival function over the bulk.
+
+        The range [Q(1e-13), Q(1 - 1e-13)] holds all but 2e-13 of the mass; subclasses with
+        possibly infinite moments check that before calling this.
+        """
+        lo = float(self._quantile(np.array([1e-13]))[0])
+        hi = float(self._isf(np.array([1e-13]))[0])
+        if hi <= lo:
+            return lo, 0.0
+        x = np.linspace(lo, hi, points)
+        s = self._sf(x)
+        # E[X] = lo + int_lo^hi S(x) dx; E[(X - lo)^2] = 2 int (x - lo) S(x) dx (tails negligible)
+        mean = lo + np.trapezoid(s, x)
+        second = 2.0 * np.trapezoid((x - lo) * s, x)
+        var = max(second - (mean - lo) ** 2, 0.0)
+        return float(mean), float(var)

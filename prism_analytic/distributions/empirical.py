@@ -1,0 +1,129 @@
+"""Distributions given by data: the empirical distribution of samples, and a point mass."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._checks import check_finite, check_probabilities
+from .base import Distribution
+
+__all__ = ["Empirical", "empirical", "PointMass", "point_mass"]
+
+
+class Empirical(Distribution):
+    """The empirical distribution of observed samples (each sample has mass 1/n).
+
+    Parameters
+    ----------
+    samples : array_like
+        One-dimensional, non-empty, finite observations (seconds).
+    """
+
+    is_exact = True
+
+    def __init__(self, samples: Any) -> None:
+        arr = np.asarray(samples, dtype=float).ravel()
+        if arr.size == 0:
+            raise ValueError("samples must not be empty")
+        if not np.isfinite(arr).all():
+            raise ValueError("samples must be finite (no NaN or inf)")
+        self.samples = np.sort(arr)
+
+    def __repr__(self) -> str:
+        return f"Empirical(n={self.samples.size})"
+
+    @property
+    def n(self) -> int:
+        """Number of samples."""
+        return int(self.samples.size)
+
+    @property
+    def support(self) -> tuple[float, float]:
+        return float(self.samples[0]), float(self.samples[-1])
+
+    def _cdf(self, x: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.samples, x, side="right") / self.n
+
+    def _sf(self, x: np.ndarray) -> np.ndarray:
+        return (self.n - np.searchsorted(self.samples, x, side="right")) / self.n
+
+    def _quantile(self, q: np.ndarray) -> np.ndarray:
+        # Smallest sample with ECDF >= q (inverse of a right-continuous step function).
+        idx = np.clip(np.ceil(q * self.n).astype(np.int64) - 1, 0, self.n - 1)
+        return self.samples[idx]
+
+    def _isf(self, p: np.ndarray) -> np.ndarray:
+        # Smallest sample x with P(X > x) <= p, i.e. at least n (1 - p) samples at or below x.
+        idx = np.clip(np.ceil((1.0 - p) * self.n).astype(np.int64) - 1, 0, self.n - 1)
+        return self.samples[idx]
+
+    def _mean(self) -> float:
+        return float(self.samples.mean())
+
+    def _var(self) -> float:
+        return float(self.samples.var())
+
+    def _sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.choice(self.samples, size=size, replace=True)
+
+    def dkw_epsilon(self, alpha: float = 0.05) -> float:
+        """Half-width of the Dvoretzky-Kiefer-Wolfowitz band at confidence 1 - alpha."""
+        (a,) = check_probabilities([alpha], "alpha")
+        if not 0 < a < 1:
+            raise ValueError(f"alpha must lie in (0, 1), got {a}")
+        return float(np.sqrt(np.log(2.0 / a) / (2.0 * self.n)))
+
+    def cdf_band(self, x: Any, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+        """Simultaneous (1 - alpha) confidence band (low, high) for the true CDF at ``x``."""
+        eps = self.dkw_epsilon(alpha)
+        f = np.asarray(self.cdf(x))
+        return np.clip(f - eps, 0.0, 1.0), np.clip(f + eps, 0.0, 1.0)
+
+
+def empirical(samples: Any) -> Empirical:
+    """The empirical distribution of ``samples`` (see :class:`Empirical`)."""
+    return Empirical(samples)
+
+
+class PointMass(Distribution):
+    """A deterministic latency: all mass at ``value``."""
+
+    is_exact = True
+
+    def __init__(self, value: float) -> None:
+        self.value = check_finite(value, "value")
+
+    def __repr__(self) -> str:
+        return f"PointMass({self.value:.6g})"
+
+    @property
+    def support(self) -> tuple[float, float]:
+        return self.value, self.value
+
+    def _cdf(self, x: np.ndarray) -> np.ndarray:
+        return (x >= self.value).astype(float)
+
+    def _sf(self, x: np.ndarray) -> np.ndarray:
+        return (x < self.value).astype(float)
+
+    def _quantile(self, q: np.ndarray) -> np.ndarray:
+        return np.full(np.shape(q), self.value)
+
+    def _isf(self, p: np.ndarray) -> np.ndarray:
+        return np.full(np.shape(p), self.value)
+
+    def _mean(self) -> float:
+        return self.value
+
+    def _var(self) -> float:
+        return 0.0
+
+    def _sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        return np.full(size, self.value)
+
+
+def point_mass(value: float) -> PointMass:
+    """A deterministic latency equal to ``value``."""
+    return PointMass(value)

@@ -1,0 +1,49 @@
+"""The numerical grid policy: one object, passed in and recorded in every gridded result."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ._checks import check_count, check_positive
+
+__all__ = ["GridPolicy", "DEFAULT_POLICY"]
+
+
+@dataclass(frozen=True)
+class GridPolicy:
+    """How finely distributions are discretised.
+
+    Parameters
+    ----------
+    rel_width : float
+        Target width of the numerical quantile bracket relative to the result's scale
+        (its mean, or its standard deviation when the mean is near zero). Each operand of a
+        sum of ``k`` terms is discretised with spacing ``rel_width * scale / k``, because every
+        discretised operand widens the rounding sandwich by one cell.
+    max_cells : int
+        Hard cap on the length of any grid. A longer result is re-binned onto a coarser
+        lattice (which widens the bracket, honestly reported) instead of exhausting memory.
+    tail_mass : float
+        Probability trimmed from each tail into explicit atoms (at -inf for the lower
+        variable, +inf for the upper one). Quantiles inside that mass return infinite bounds.
+    """
+
+    rel_width: float = 2.5e-4
+    max_cells: int = 2**18
+    tail_mass: float = 1e-15
+
+    def __post_init__(self) -> None:
+        check_positive(self.rel_width, "rel_width")
+        if self.rel_width >= 1:
+            raise ValueError(f"rel_width must be < 1, got {self.rel_width}")
+        check_count(self.max_cells, "max_cells", minimum=16)
+        check_positive(self.tail_mass, "tail_mass")
+        if self.tail_mass >= 1e-3:
+            raise ValueError(f"tail_mass must be < 1e-3, got {self.tail_mass}")
+
+    def to_dict(self) -> dict:
+        """Plain-dict form, for results and JSON."""
+        return asdict(self)
+
+
+DEFAULT_POLICY = GridPolicy()
