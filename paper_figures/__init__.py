@@ -1,0 +1,1 @@
+"""One script per PRISM figure; `prism figures` regenerates them (see the roadmap)."""
