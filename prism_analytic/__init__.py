@@ -22,6 +22,8 @@ from .distributions import (
     point_mass,
     uniform,
 )
+from .engines import MonteCarloSettings, StepTimeResult, predict
+from .graph import GraphError, StepGraph
 from .operations import (
     convolve,
     iid_max,
@@ -35,7 +37,8 @@ from .policy import DEFAULT_POLICY, GridPolicy
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_POLICY", "Distribution", "Empirical", "GridDistribution", "GridPolicy", "Mixture",
+    "DEFAULT_POLICY", "Distribution", "GraphError", "MonteCarloSettings", "StepGraph",
+    "StepTimeResult", "predict", "Empirical", "GridDistribution", "GridPolicy", "Mixture",
     "PointMass", "ScipyDistribution", "convolve", "empirical", "exponential", "from_scipy",
     "gamma", "iid_max", "iid_sum", "lognormal", "max_independent", "min_independent", "mixture",
     "normal", "order_statistic", "pareto", "point_mass", "uniform",

@@ -123,10 +123,12 @@ class Distribution(ABC):
         """Standard deviation (``inf`` when it does not exist)."""
         return float(np.sqrt(self._var()))
 
-    def sample(self, size: int, rng: Any = None) -> np.ndarray:
-        """Draw ``size`` independent samples; ``rng`` is a Generator or a seed."""
-        n = check_count(size, "size", minimum=0)
-        return self._sample(n, as_rng(rng))
+    def sample(self, size: int | tuple[int, ...], rng: Any = None) -> np.ndarray:
+        """Draw independent samples of shape ``size``; ``rng`` is a Generator or a seed."""
+        shape = tuple(size) if isinstance(size, tuple | list) else (size,)
+        dims = [check_count(s, "size", minimum=0) for s in shape]
+        n = int(np.prod(dims))
+        return self._sample(n, as_rng(rng)).reshape(dims)
 
     # ----- constants only: shift and scale (independence is never implied by operators) --
     def shift(self, c: float) -> Distribution:

@@ -22,12 +22,13 @@ def _cdf_sf(pmf: np.ndarray, below: float, above: float) -> tuple[np.ndarray, np
 
 
 def _log_cdf(cdf: np.ndarray, sf: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore"):
+    # FFT round-off can push an unused branch slightly outside [0, 1]; np.where picks the other.
+    with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(sf < 0.5, np.log1p(-sf), np.log(np.maximum(cdf, 0.0)))
 
 
 def _log_sf(cdf: np.ndarray, sf: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(cdf < 0.5, np.log1p(-cdf), np.log(np.maximum(sf, 0.0)))
 
 

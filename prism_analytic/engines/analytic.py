@@ -1,0 +1,169 @@
+"""The analytic engine: exact on series-parallel structure and replica groups, correlation-aware
+on the irreducible core (pipelines, overlapped streams).
+
+1. Regimes are handled exactly by conditioning: F(t) = sum_r pi_r F(t | r).
+2. Replica groups: the body is evaluated once; n copies joined by a barrier are F^n (persistent
+   speed factors enter as a scale mixture of the body, slow copies as a separate F(t/f)^k).
+   The cost does not depend on n.
+3. Series-parallel reduction (:mod:`.series_parallel`) evaluates sums and maxima exactly on grids.
+4. What does not reduce is a reconvergent core. Its makespan comes from the Clark-Mehler canonical
+   form (:mod:`.canonical`), which carries the correlations that shared ancestors induce between
+   the inputs of every max; the result is Gaussian with the core's mean and standard deviation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from ..distributions import Distribution, GridDistribution, normal, point_mass, to_grid
+from ..distributions.grid import mix_grids
+from ..distributions.grid_extremes import iid_max_grid, max_grids
+from ..graph import OP, StepGraph
+from ..policy import DEFAULT_POLICY, GridPolicy
+from .series_parallel import reduce_graph
+
+__all__ = ["analytic_distribution", "AnalyticReport", "scale_mixture_grid", "mean_critical_path"]
+
+
+@dataclass
+class AnalyticReport:
+    """What the analytic engine did: exact or not, and where it used the canonical form."""
+
+    exact: bool = True
+    cores: list[dict[str, Any]] = field(default_factory=list)
+    core_method: str = "clark-mehler"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"exact": self.exact, "core_method": self.core_method, "cores": self.cores}
+
+
+def mean_critical_path(graph: StepGraph) -> tuple[float, int]:
+    """(longest path by mean duration, number of ops on the deepest path), for grid spacing.
+
+    Replica groups count as their body's path plus a Gumbel-like allowance for the max.
+    """
+    length: dict[str, float] = {}
+    depth: dict[str, int] = {}
+    for v in nx.topological_sort(graph.graph):
+        d = graph.graph.nodes[v]
+        if d["type"] == OP:
+            mean, ops = d["latency"].mean(), 1
+            if not np.isfinite(mean):
+                mean = float(d["latency"].quantile(0.5))
+        else:
+            mean, ops = mean_critical_path(d["body"])
+            mean *= 1.0 + 0.05 * np.sqrt(2 * np.log(max(d["n"], 2)))
+        preds = list(graph.graph.predecessors(v))
+        length[v] = mean + max((length[p] for p in preds), default=0.0)
+        depth[v] = ops + max((depth[p] for p in preds), default=0)
+    return max(length.values()), max(depth.values())
+
+
+def scale_mixture_grid(body: GridDistribution, speed: Distribution, bins: int = 512) -> GridDistribution:
+    """The law of ``S * X`` for X ~ body and an independent positive factor S ~ speed.
+
+    S is cut into ``bins`` bins of equal width in value (so the tails, which decide the max of
+    many copies, are resolved as finely as the bulk); the lower variable scales by each bin's
+    left edge and the upper by its right edge, so the rounding sandwich still holds.
+    """
+    tail = body.policy.tail_mass
+    s_min, s_max = float(speed.quantile(tail)), float(speed.isf(tail))
+    edges = np.linspace(s_min, s_max, bins + 1)
+    cdf = np.asarray(speed.cdf(edges), dtype=float)
+    sf = np.asarray(speed.sf(edges), dtype=float)
+    weights = np.where(cdf[1:] <= 0.5, np.diff(cdf), sf[:-1] - sf[1:])
+    keep = weights > 0
+    lows = [body.scaled(s) for s in edges[:-1][keep]]
+    highs = [body.scaled(s) for s in edges[1:][keep]]
+    h = max(g.h for g in lows + highs)
+    w = weights[keep]
+    lo_mix = mix_grids([g.rebin(h) for g in lows], w / w.sum())
+    hi_mix = mix_grids([g.rebin(h) for g in highs], w / w.sum())
+    # Lower variable from lo_mix (S below the range -> -inf), upper from hi_mix (above -> +inf).
+    k0 = min(lo_mix.k0, hi_mix.k0)
+    k1 = max(lo_mix.k0 + lo_mix.lo.size, hi_mix.k0 + hi_mix.hi.size)
+    lo = np.pad(lo_mix.lo, (lo_mix.k0 - k0, k1 - lo_mix.k0 - lo_mix.lo.size)) * (1 - cdf[0])
+    hi = np.pad(hi_mix.hi, (hi_mix.k0 - k0, k1 - hi_mix.k0 - hi_mix.hi.size)) * (1 - sf[-1])
+    below = cdf[0] + (1 - cdf[0]) * lo_mix.below
+    above = sf[-1] + (1 - sf[-1]) * hi_mix.above
+    return GridDistribution(h, k0, lo, hi, below, above, body.policy).trimmed()
+
+
+class _Evaluator:
+    def __init__(self, policy: GridPolicy, core_method: str, window: int | None) -> None:
+        self.policy = policy
+        self.core_method = core_method
+        self.window = window
+        self.report = AnalyticReport(core_method=core_method)
+
+    def graph(self, g: StepGraph, path: str = "") -> GridDistribution:
+        mean, depth = mean_critical_path(g)
+        h = self.policy.rel_width * max(abs(mean), 1e-300) / max(depth, 1)
+        weights: dict[str, GridDistribution] = {}
+        for v in g.graph.nodes:
+            d = g.graph.nodes[v]
+            if d["type"] == OP:
+                weights[v] = to_grid(d["latency"], h, self.policy)
+            else:
+                weights[v] = self.group(d, f"{path}/{v}")
+        reduction = reduce_graph(g.graph, weights.__getitem__)
+        if reduction.exact:
+            result = reduction.result()
+            return result if result is not None else to_grid(point_mass(0.0), h, self.policy)
+        return self.core(reduction.graph, h, path or g.name)
+
+    def group(self, d: dict[str, Any], path: str) -> GridDistribution:
+        body = self.graph(d["body"], path)
+        if d["speed"] is not None:
+            body = scale_mixture_grid(body, d["speed"])
+        k, factor = d["slow"] if d["slow"] else (0, 1.0)
+        parts = []
+        if d["n"] > k:
+            parts.append(iid_max_grid(body, d["n"] - k))
+        if k:
+            parts.append(iid_max_grid(body.scaled(factor), k))
+        return parts[0] if len(parts) == 1 else max_grids(parts)
+
+    def core(self, m: nx.MultiDiGraph, h: float, where: str) -> GridDistribution:
+        """Canonical-form makespan of an irreducible core (edges carry grids or zero)."""
+        from .canonical import canonical_makespan
+
+        self.report.exact = False
+        dag = nx.DiGraph()
+        mean: dict[Any, float] = {}
+        std: dict[Any, float] = {}
+        for x in m.nodes:
+            dag.add_node(("v", x))
+            mean[("v", x)] = std[("v", x)] = 0.0
+        for i, (a, b, w) in enumerate(m.edges(data="w")):
+            e = ("e", i)
+            dag.add_edge(("v", a), e)
+            dag.add_edge(e, ("v", b))
+            mean[e] = 0.0 if w is None else w.mean()
+            std[e] = 0.0 if w is None else w.std()
+        res = canonical_makespan(dag, mean, std, method=self.core_method, window=self.window)
+        self.report.cores.append({"where": where, "edges": m.number_of_edges(),
+                                  "mean_s": res.mean, "std_s": res.std})
+        if res.std <= 0:
+            return to_grid(point_mass(res.mean), h, self.policy)
+        return to_grid(normal(res.mean, res.std), h, self.policy)
+
+
+def analytic_distribution(graph: StepGraph, policy: GridPolicy | None = None, *,
+                          core_method: str = "clark-mehler",
+                          window: int | None = None) -> tuple[GridDistribution, AnalyticReport]:
+    """The step-time distribution of ``graph`` and a report of how it was obtained."""
+    graph.validate()
+    ev = _Evaluator(policy or DEFAULT_POLICY, core_method, window)
+    states = list(graph.regime_states())
+    if len(states) == 1:
+        return ev.graph(graph), ev.report
+    grids = [ev.graph(graph.conditioned(factors)) for _, factors in states]
+    weights = np.array([p for p, _ in states])
+    return mix_grids(grids, weights / weights.sum()), ev.report
+
+

@@ -1,0 +1,327 @@
+"""The step DAG: ops with latency distributions, collectives, replica groups and regimes.
+
+Semantics (DESIGN.md §3): an op starts when all its predecessors have finished and then takes
+its latency; a collective is an op with one shared duration that starts when its last
+participant is ready; a replica group is ``n`` independent copies of a sub-graph started
+together and joined by a barrier; a regime is a per-step common shock that rescales the
+latencies of a class of ops, handled exactly by conditioning.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from .._checks import check_count, check_positive
+from ..distributions import Distribution
+from ..distributions.serialize import from_spec, to_spec
+
+__all__ = ["StepGraph", "Regime", "GraphError", "OP", "REPLICA"]
+
+OP = "op"
+REPLICA = "replica"
+KINDS = ("compute", "comm")
+#: Regime states are enumerated exactly; beyond this many combinations, conditioning is not cheap.
+MAX_REGIME_COMBINATIONS = 4096
+
+
+class GraphError(ValueError):
+    """A step graph that cannot be evaluated: cycles, unknown nodes, bad sizes or latencies."""
+
+
+@dataclass(frozen=True)
+class Regime:
+    """A per-step common shock: with probability ``probs[s]`` every op tagged ``applies_to``
+    has its latency multiplied by ``factors[s]`` (all ops in the step, replica bodies included).
+    """
+
+    name: str
+    probs: Mapping[str, float]
+    factors: Mapping[str, float]
+    applies_to: str
+
+    def __post_init__(self) -> None:
+        if set(self.probs) != set(self.factors):
+            raise GraphError(f"regime {self.name!r}: probs and factors must name the same states, "
+                             f"got {sorted(self.probs)} and {sorted(self.factors)}")
+        if not self.probs:
+            raise GraphError(f"regime {self.name!r}: needs at least one state")
+        for state, p in self.probs.items():
+            if not (isinstance(p, int | float) and 0 <= p <= 1 and math.isfinite(p)):
+                raise GraphError(f"regime {self.name!r}: probs[{state!r}] must lie in [0, 1], "
+                                 f"got {p!r}")
+        total = sum(self.probs.values())
+        if abs(total - 1) > 1e-9:
+            raise GraphError(f"regime {self.name!r}: probs must sum to 1, got {total:.12g}")
+        for state, f in self.factors.items():
+            try:
+                check_positive(f, f"regime {self.name!r}: factors[{state!r}]")
+            except (TypeError, ValueError) as exc:
+                raise GraphError(str(exc)) from None
+
+
+@dataclass
+class StepGraph:
+    """A training step as a DAG of ops (a thin, validated wrapper over ``networkx.DiGraph``).
+
+    Examples
+    --------
+    >>> import prism_analytic as pa
+    >>> g = StepGraph("tiny")
+    >>> g.add_op("fwd", pa.normal(1.0, 0.05))
+    'fwd'
+    >>> g.add_op("bwd", pa.normal(2.0, 0.1), after=["fwd"])
+    'bwd'
+    >>> sorted(g.nodes)
+    ['bwd', 'fwd']
+    """
+
+    name: str = "step"
+    graph: nx.DiGraph = field(default_factory=nx.DiGraph)
+    regimes: list[Regime] = field(default_factory=list)
+
+    # ----- building ------------------------------------------------------------------------
+    def _add(self, name: str, after: Iterable[str], **attrs: Any) -> str:
+        if not isinstance(name, str) or not name:
+            raise GraphError(f"node names must be non-empty strings, got {name!r}")
+        if name in self.graph:
+            raise GraphError(f"node {name!r} already exists in graph {self.name!r}")
+        after = [after] if isinstance(after, str) else list(after)
+        missing = [a for a in after if a not in self.graph]
+        if missing:
+            raise GraphError(f"node {name!r}: unknown predecessor(s) {missing}; add them first")
+        self.graph.add_node(name, **attrs)
+        self.graph.add_edges_from((a, name) for a in after)
+        return name
+
+    def add_op(self, name: str, latency: Distribution, after: Iterable[str] = (), *,
+               kind: str = "compute", tags: Iterable[str] = ()) -> str:
+        """Add an op that starts when every op in ``after`` has finished.
+
+        Parameters
+        ----------
+        name : str
+            Unique node name.
+        latency : Distribution
+            Its duration (seconds).
+        after : iterable of str
+            Predecessors (already added).
+        kind : {"compute", "comm"}
+            Op class; regimes and reports select ops by kind or tag.
+        tags : iterable of str
+            Free labels, e.g. ``("inter-node",)``, used by regimes.
+        """
+        if not isinstance(latency, Distribution):
+            raise GraphError(f"op {name!r}: latency must be a Distribution, got "
+                             f"{type(latency).__name__} {latency!r}")
+        if kind not in KINDS:
+            raise GraphError(f"op {name!r}: kind must be one of {KINDS}, got {kind!r}")
+        return self._add(name, after, type=OP, latency=latency, kind=kind, tags=tuple(tags))
+
+    def add_collective(self, name: str, latency: Distribution, after: Iterable[str] = (), *,
+                       tags: Iterable[str] = ()) -> str:
+        """Add a collective: one shared duration, starting when its last participant is ready."""
+        return self.add_op(name, latency, after, kind="comm", tags=tags)
+
+    def add_replica_group(self, name: str, body: StepGraph, n: int, after: Iterable[str] = (), *,
+                          slow: tuple[int, float] | None = None,
+                          speed: Distribution | None = None) -> str:
+        """Add ``n`` independent copies of ``body`` started together and joined by a barrier.
+
+        Represented once: the cost of every engine is independent of ``n``.
+
+        Parameters
+        ----------
+        body : StepGraph
+            One copy's sub-graph (its makespan is the copy's duration).
+        n : int
+            Number of copies (1 <= n <= 1e12).
+        slow : (k, factor), optional
+            ``k`` of the copies are ``factor`` times slower (e.g. degraded GPUs).
+        speed : Distribution, optional
+            Persistent per-copy slowdown factor (spatial variability, DESIGN.md §3): each copy's
+            whole duration is multiplied by an independent draw (positive support).
+        """
+        if not isinstance(body, StepGraph):
+            raise GraphError(f"replica group {name!r}: body must be a StepGraph, got "
+                             f"{type(body).__name__}")
+        if body.regimes:
+            raise GraphError(f"replica group {name!r}: regimes are per-step shocks; declare them "
+                             "on the top-level graph, not in a replica body")
+        if len(body.graph) == 0:
+            raise GraphError(f"replica group {name!r}: body graph {body.name!r} is empty")
+        try:
+            n = check_count(n, f"replica group {name!r}: n", minimum=1, maximum=10**12)
+        except (TypeError, ValueError) as exc:
+            raise GraphError(str(exc)) from None
+        if slow is not None:
+            try:
+                k, factor = slow
+                k = check_count(k, f"replica group {name!r}: slow count", minimum=0, maximum=n)
+                factor = check_positive(factor, f"replica group {name!r}: slow factor")
+            except (TypeError, ValueError) as exc:
+                raise GraphError(str(exc)) from None
+            slow = (k, factor) if k > 0 else None
+        if speed is not None:
+            if not isinstance(speed, Distribution):
+                raise GraphError(f"replica group {name!r}: speed must be a Distribution")
+            if speed.support[0] < 0:
+                raise GraphError(f"replica group {name!r}: speed factors must be positive; "
+                                 f"support starts at {speed.support[0]}")
+        return self._add(name, after, type=REPLICA, body=body, n=n, slow=slow, speed=speed)
+
+    def add_regime(self, name: str, probs: Mapping[str, float], factors: Mapping[str, float], *,
+                   applies_to: str = "comm") -> Regime:
+        """Declare a per-step common shock on ops whose kind or tag equals ``applies_to``."""
+        regime = Regime(name, dict(probs), dict(factors), applies_to)
+        if any(r.name == name for r in self.regimes):
+            raise GraphError(f"regime {name!r} already declared")
+        combos = math.prod(len(r.probs) for r in [*self.regimes, regime])
+        if combos > MAX_REGIME_COMBINATIONS:
+            raise GraphError(f"regime {name!r}: {combos} state combinations exceed the limit of "
+                             f"{MAX_REGIME_COMBINATIONS}")
+        self.regimes.append(regime)
+        return regime
+
+    # ----- views --------------------------------------------------------------------------------
+    @property
+    def nodes(self) -> list[str]:
+        return list(self.graph.nodes)
+
+    def __len__(self) -> int:
+        return self.graph.number_of_nodes()
+
+    def node(self, name: str) -> dict[str, Any]:
+        """The attribute dict of node ``name``."""
+        return self.graph.nodes[name]
+
+    def validate(self) -> None:
+        """Raise :class:`GraphError` unless the graph (and every replica body) is evaluable."""
+        if len(self.graph) == 0:
+            raise GraphError(f"graph {self.name!r} is empty")
+        if not nx.is_directed_acyclic_graph(self.graph):
+            cycle = nx.find_cycle(self.graph)
+            raise GraphError(f"graph {self.name!r} has a cycle: "
+                             + " -> ".join(str(u) for u, _ in cycle) + f" -> {cycle[0][0]}")
+        for name, data in self.graph.nodes(data=True):
+            if data.get("type") == REPLICA:
+                data["body"].validate()
+            elif data.get("type") != OP:
+                raise GraphError(f"node {name!r} was not added through StepGraph (no type)")
+
+    def topological_order(self) -> list[str]:
+        """Nodes in an order where every predecessor comes first."""
+        self.validate()
+        return list(nx.topological_sort(self.graph))
+
+    def total_ops(self) -> int:
+        """Number of op instances in the whole step, counting every replica (may be huge)."""
+        total = 0
+        for _, d in self.graph.nodes(data=True):
+            total += d["n"] * d["body"].total_ops() if d["type"] == REPLICA else 1
+        return total
+
+    def regime_states(self) -> Iterator[tuple[float, dict[str, float]]]:
+        """Every combination of regime states as (probability, {tag: factor})."""
+        if not self.regimes:
+            yield 1.0, {}
+            return
+        for combo in itertools.product(*(r.probs.items() for r in self.regimes)):
+            prob = math.prod(p for _, p in combo)
+            if prob == 0:
+                continue
+            factors: dict[str, float] = {}
+            for regime, (state, _) in zip(self.regimes, combo):
+                factors[regime.applies_to] = factors.get(regime.applies_to, 1.0) * regime.factors[state]
+            yield prob, factors
+
+    def conditioned(self, factors: Mapping[str, float]) -> StepGraph:
+        """A regime-free copy with latencies of ops matching a tag or kind scaled by its factor."""
+        out = StepGraph(self.name)
+        for name in nx.topological_sort(self.graph):
+            d = self.graph.nodes[name]
+            after = list(self.graph.predecessors(name))
+            if d["type"] == OP:
+                scale = math.prod(f for tag, f in factors.items()
+                                  if tag == d["kind"] or tag in d["tags"])
+                latency = d["latency"] if scale == 1.0 else d["latency"].scale(scale)
+                out.add_op(name, latency, after, kind=d["kind"], tags=d["tags"])
+            else:
+                out.add_replica_group(name, d["body"].conditioned(factors), d["n"], after,
+                                      slow=d["slow"], speed=d["speed"])
+        return out
+
+    # ----- serialisation ------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Node-link form (networkx ``node_link_data``) with distributions as specs."""
+        nodes = []
+        for name in self.graph.nodes:
+            d = self.graph.nodes[name]
+            entry: dict[str, Any] = {"id": name, "type": d["type"]}
+            if d["type"] == OP:
+                entry.update(latency=to_spec(d["latency"]), kind=d["kind"], tags=list(d["tags"]))
+            else:
+                entry.update(body=d["body"].to_dict(), n=d["n"],
+                             slow=list(d["slow"]) if d["slow"] else None,
+                             speed=to_spec(d["speed"]) if d["speed"] is not None else None)
+            nodes.append(entry)
+        return {
+            "name": self.name,
+            "directed": True,
+            "nodes": nodes,
+            "edges": [{"source": u, "target": v} for u, v in self.graph.edges],
+            "regimes": [{"name": r.name, "probs": dict(r.probs), "factors": dict(r.factors),
+                         "applies_to": r.applies_to} for r in self.regimes],
+        }
+
+    def to_json(self, **kwargs: Any) -> str:
+        """JSON text of :meth:`to_dict`."""
+        return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StepGraph:
+        """Rebuild a graph from :meth:`to_dict` output, validating every field."""
+        if not isinstance(data, Mapping) or "nodes" not in data:
+            raise GraphError("graph data must be an object with 'nodes' and 'edges'")
+        g = cls(str(data.get("name", "step")))
+        preds: dict[str, list[str]] = {}
+        for e in data.get("edges", []):
+            preds.setdefault(e["target"], []).append(e["source"])
+        nodes = {n["id"]: n for n in data["nodes"]}
+        unknown = {p for ps in preds.values() for p in ps} - set(nodes)
+        unknown |= set(preds) - set(nodes)
+        if unknown:
+            raise GraphError(f"edges name unknown node(s) {sorted(unknown)}")
+        skeleton = nx.DiGraph()
+        skeleton.add_nodes_from(nodes)
+        skeleton.add_edges_from((p, t) for t, ps in preds.items() for p in ps)
+        if not nx.is_directed_acyclic_graph(skeleton):
+            raise GraphError("graph data has a cycle: " + str(nx.find_cycle(skeleton)))
+        for name in nx.topological_sort(skeleton):
+            n = nodes[name]
+            after = preds.get(name, [])
+            if n.get("type") == OP:
+                g.add_op(name, from_spec(n["latency"], f"nodes[{name!r}].latency"), after,
+                         kind=n.get("kind", "compute"), tags=n.get("tags", ()))
+            elif n.get("type") == REPLICA:
+                speed = n.get("speed")
+                g.add_replica_group(name, cls.from_dict(n["body"]), n["n"], after,
+                                    slow=tuple(n["slow"]) if n.get("slow") else None,
+                                    speed=from_spec(speed, f"nodes[{name!r}].speed") if speed else None)
+            else:
+                raise GraphError(f"nodes[{name!r}].type must be 'op' or 'replica', "
+                                 f"got {n.get('type')!r}")
+        for r in data.get("regimes", []):
+            g.add_regime(r["name"], r["probs"], r["factors"], applies_to=r["applies_to"])
+        return g
+
+    @classmethod
+    def from_json(cls, text: str) -> StepGraph:
+        """Rebuild a graph from :meth:`to_json` text."""
+        return cls.from_dict(json.loads(text))
