@@ -20,11 +20,11 @@ import networkx as nx
 import numpy as np
 
 from ..distributions import Distribution, GridDistribution, normal, point_mass, to_grid
-from ..distributions.grid import mix_grids
+from ..distributions.grid import convolve_grids, mix_grids
 from ..distributions.grid_extremes import iid_max_grid, max_grids
 from ..graph import OP, StepGraph
 from ..policy import DEFAULT_POLICY, GridPolicy
-from .series_parallel import reduce_graph
+from .series_parallel import SINK, reduce_graph
 
 __all__ = ["analytic_distribution", "AnalyticReport", "scale_mixture_grid", "mean_critical_path"]
 
@@ -93,8 +93,23 @@ def scale_mixture_grid(body: GridDistribution, speed: Distribution, bins: int = 
     return GridDistribution(h, k0, lo, hi, below, above, body.policy).trimmed()
 
 
+def _dist_key(dist: Distribution) -> Any:
+    """A hashable identity for a latency law: equal parameters give equal keys."""
+    from ..distributions import PointMass, ScipyDistribution
+
+    if isinstance(dist, ScipyDistribution):
+        return ("scipy", dist.family, tuple(dist.frozen.args),
+                tuple(sorted(dist.frozen.kwds.items())))
+    if isinstance(dist, PointMass):
+        return ("point", dist.value)
+    return ("object", id(dist))
+
+
 class _Evaluator:
-    def __init__(self, policy: GridPolicy, core_method: str, window: int | None) -> None:
+    def __init__(self, policy: GridPolicy, core_method: str, window: int | None,
+                 shape: str = "normal") -> None:
+        self.shape = shape
+        self._grids: dict[tuple, GridDistribution] = {}
         self.policy = policy
         self.core_method = core_method
         self.window = window
@@ -107,7 +122,10 @@ class _Evaluator:
         for v in g.graph.nodes:
             d = g.graph.nodes[v]
             if d["type"] == OP:
-                weights[v] = to_grid(d["latency"], h, self.policy)
+                key = (_dist_key(d["latency"]), h)
+                if key not in self._grids:  # ops of a layer or schedule share a few laws
+                    self._grids[key] = to_grid(d["latency"], h, self.policy)
+                weights[v] = self._grids[key]
             else:
                 weights[v] = self.group(d, f"{path}/{v}")
         reduction = reduce_graph(g.graph, weights.__getitem__)
@@ -147,18 +165,43 @@ class _Evaluator:
             std[e] = 0.0 if w is None else w.std()
         res = canonical_makespan(dag, mean, std, method=self.core_method, window=self.window)
         self.report.cores.append({"where": where, "edges": m.number_of_edges(),
-                                  "mean_s": res.mean, "std_s": res.std})
+                                  "mean_s": res.mean, "std_s": res.std, "shape": self.shape})
         if res.std <= 0:
             return to_grid(point_mass(res.mean), h, self.policy)
-        return to_grid(normal(res.mean, res.std), h, self.policy)
+        if self.shape == "normal":
+            return to_grid(normal(res.mean, res.std), h, self.policy)
+        # Shape from independent propagation (it keeps the skew of the op laws and of the
+        # maxima), location and scale from the canonical form (which keeps the correlations).
+        shape = _independent_makespan(m, h, self.policy)
+        a = res.std / shape.std()
+        return shape.scaled(a).shifted(res.mean - a * shape.mean())
+
+
+def _independent_makespan(m: nx.MultiDiGraph, h: float, policy: GridPolicy) -> GridDistribution:
+    """Source-to-sink makespan of an edge-weighted multigraph with independence at every max."""
+    finish: dict[Any, GridDistribution | None] = {}
+    for x in nx.topological_sort(m):
+        arrivals = []
+        for a, _, w in m.in_edges(x, data="w"):
+            start = finish[a]
+            if w is not None and w.h < h:
+                w = w.rebin(h)
+            arrivals.append(w if start is None else start if w is None
+                            else convolve_grids(start, w, strict=False))
+        arrivals = [a for a in arrivals if a is not None]
+        finish[x] = (None if not arrivals else arrivals[0] if len(arrivals) == 1
+                     else max_grids(arrivals, strict=False))
+    out = finish[SINK]
+    return out if out is not None else to_grid(point_mass(0.0), h, policy)
 
 
 def analytic_distribution(graph: StepGraph, policy: GridPolicy | None = None, *,
                           core_method: str = "clark-mehler",
-                          window: int | None = None) -> tuple[GridDistribution, AnalyticReport]:
+                          window: int | None = None,
+                          shape: str = "normal") -> tuple[GridDistribution, AnalyticReport]:
     """The step-time distribution of ``graph`` and a report of how it was obtained."""
     graph.validate()
-    ev = _Evaluator(policy or DEFAULT_POLICY, core_method, window)
+    ev = _Evaluator(policy or DEFAULT_POLICY, core_method, window, shape)
     states = list(graph.regime_states())
     if len(states) == 1:
         return ev.graph(graph), ev.report

@@ -293,7 +293,8 @@ def hierarchical_allreduce_time(nbytes: float, levels: Sequence[Level],
     s, levels = _check_bytes(nbytes), _check_levels(levels)
     total, shard = 0.0, s
     for lv in levels[:-1]:
-        total += reduce_scatter_time(shard, lv.size, lv.tier) + allgather_time(shard, lv.size, lv.tier)
+        total += reduce_scatter_time(shard, lv.size, lv.tier)
+        total += allgather_time(shard, lv.size, lv.tier)
         shard /= lv.size
     return total + allreduce_time(shard, levels[-1].size, levels[-1].tier, algorithm)
 

@@ -178,9 +178,11 @@ def parameter_count(model: ModelConfig) -> ParamCount:
     total = m.layers * per_layer + final_norm + embedding + output
     active = m.layers * per_layer_active + final_norm + embedding + output
     mats = 3 if m.mlp == "swiglu" else 2
-    layer_matmul = p["attn_weights"] + p["router"] + (
-        mats * m.hidden * m.ffn if m.moe is None else m.moe.top_k * mats * m.hidden * m.moe.expert_ffn
-    )
+    if m.moe is None:
+        mlp_matmul = mats * m.hidden * m.ffn
+    else:
+        mlp_matmul = m.moe.top_k * mats * m.hidden * m.moe.expert_ffn
+    layer_matmul = p["attn_weights"] + p["router"] + mlp_matmul
     matmul_active = m.layers * layer_matmul + m.vocab * m.hidden
     return ParamCount(
         total=total,
@@ -262,7 +264,8 @@ def layer_ops(model: ModelConfig, parallel: ParallelConfig) -> tuple[OpCost, ...
     """
     _check_split(model, parallel)
     m, t, c = model, parallel.tp, parallel.cp
-    b, s, h, a, g, d = parallel.micro_batch_size, m.seq_len, m.hidden, m.heads, m.kv_heads, m.head_dim
+    b, s, h = parallel.micro_batch_size, m.seq_len, m.hidden
+    a, g, d = m.heads, m.kv_heads, m.head_dim
     tok = b * s / c  # tokens per cp rank
     # Sequence parallelism splits the token dimension of norms/residuals over tp too.
     tok_sp = tok / t if parallel.sequence_parallel else tok

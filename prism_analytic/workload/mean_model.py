@@ -1,0 +1,573 @@
+"""Deterministic first-principles step time: the *mean* path, no randomness.
+
+This module turns a :class:`~prism_analytic.workload.config.JobConfig` into
+
+* :func:`op_means`: the mean duration of every op the step DAG is built from (per
+  layer per microbatch compute by op, tp/cp/ep collectives, pipeline p2p, dp/FSDP
+  collectives, optimizer), with how much of each is *exposed* after overlap;
+* :func:`step_time`: a closed-form step time from those means, and MFU.
+
+Cost model (one GPU of the slowest pipeline stage):
+
+* compute op: ``max(flops / (peak * eff_class), bytes / (hbm * eff_memory))`` — a
+  roofline with achieved efficiencies per op class; GEMMs use the training precision's
+  peak (FP8 or BF16), attention the BF16 peak.
+* communication: alpha-beta times of :mod:`.collectives` on the tier(s) the group
+  spans; exposed part ``max(0, c - f * w)`` with overlap efficiency ``f`` from
+  ``parallelism.overlap`` and window ``w`` = the compute it can hide behind: the
+  adjacent GEMM (tp), the attention kernel (cp), the expert GEMM (ep), a chunk's
+  forward (pp steady-state sends), a microbatch's stage backward/forward (dp).
+* pipeline: ``(m + (p - 1) / v) * t_stage`` with ``t_stage`` the slowest stage's
+  forward + backward per microbatch (all its v chunks), i.e. bubble fraction
+  ``(p - 1) / (v m)`` for 1F1B/GPipe (v = 1) and interleaved; plus ``2 (p - 1)`` p2p hops
+  during fill and drain that nothing hides.
+* step: pipeline + exposed per-step dp communication + optimizer + fixed overhead.
+* MFU = model FLOPs per step / (step time * GPUs * BF16 peak), model FLOPs from
+  :func:`~prism_analytic.workload.flops.model_flops_per_token` (6N + attention).
+
+What it leaves out (each is either in the calibrated GEMM efficiency or the DAG's job):
+kernel launch gaps, GPU frequency effects, load imbalance between MoE experts,
+stragglers and every other source of variance.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+from . import collectives as coll
+from .config import JobConfig, LayoutWarning, validate_layout
+from .flops import (
+    OpCost,
+    embedding_ops,
+    head_ops,
+    layer_ops,
+    model_flops_per_token,
+    parameter_count,
+)
+
+__all__ = ["OpMean", "OpMeans", "StepEstimate", "op_means", "step_time", "mfu", "bubble_fraction"]
+
+
+@dataclass(frozen=True)
+class OpMean:
+    """Mean cost of one execution of one op on one GPU.
+
+    Attributes
+    ----------
+    name : str
+        E.g. ``"qkv_proj"``, ``"tp_allgather_attn"``, ``"dp_grad_reduce_scatter"``.
+    kind : {"compute", "collective", "p2p"}
+    op_class : str
+        Compute: ``"gemm"``, ``"attention"``, ``"memory"``. Communication: ``"allreduce"``,
+        ``"allgather"``, ``"reduce_scatter"``, ``"alltoall"``, ``"p2p"``.
+    phase : {"fwd", "bwd", "step"}
+    seconds : float
+        Mean duration of one execution.
+    exposed_s : float
+        The part on the critical path after overlap (``seconds`` for compute).
+    group : str or None
+        Parallel dimension of a communication: ``"tp"``, ``"cp"``, ``"ep"``, ``"pp"``,
+        ``"dp"``, ``"edp"`` (expert data parallel).
+    group_size : int
+        Participants (1 for compute).
+    tier : str or None
+        Slowest tier crossed: ``"intra_node"``, ``"inter_node"``, ``"cross_dc"``.
+    nbytes : float
+        Buffer size (collectives as in :mod:`.collectives`) or HBM bytes (compute).
+    flops : float
+    count : int
+        Executions per container unit (e.g. ``cp-1`` ring steps folded into one op).
+    """
+
+    name: str
+    kind: str
+    op_class: str
+    phase: str
+    seconds: float
+    exposed_s: float
+    group: str | None = None
+    group_size: int = 1
+    tier: str | None = None
+    nbytes: float = 0.0
+    flops: float = 0.0
+    count: int = 1
+
+
+def _total(ops: Iterable[OpMean], exposed: bool = True) -> float:
+    return math.fsum(o.count * (o.exposed_s if exposed else o.seconds) for o in ops)
+
+
+@dataclass(frozen=True)
+class OpMeans:
+    """Per-op means of a job, grouped by where they occur in the step.
+
+    Attributes
+    ----------
+    layer_fwd, layer_bwd : tuple of OpMean
+        One transformer layer, one microbatch, in execution order: compute ops and the
+        tp/cp/ep communication they issue (``recompute_*`` ops in backward under full
+        recomputation).
+    embedding_fwd, embedding_bwd : tuple of OpMean
+        First pipeline stage, one microbatch.
+    head_fwd, head_bwd : tuple of OpMean
+        Last pipeline stage (final norm, logits, loss), one microbatch.
+    pp_send : OpMean or None
+        One activation (forward) or gradient (backward) transfer between adjacent
+        pipeline chunks, one microbatch; ``None`` when pp = 1.
+    dp_microbatch : tuple of OpMean
+        Data-parallel communication repeated every microbatch (ZeRO-2, FSDP).
+    dp_step : tuple of OpMean
+        Data-parallel communication once per step (gradient sync, parameter gather).
+    optimizer : OpMean
+        The optimizer update, once per step.
+    layers_per_chunk : int
+        Transformer layers per model chunk (virtual stage) of a middle stage.
+    chunks_per_stage : int
+        vpp.
+    stages : int
+        pp.
+    microbatches : int
+        Per data-parallel rank per step.
+    first_stage_layers, last_stage_layers : int
+        Transformer layers on the first/last stage (one fewer per end with
+        ``embedding_in_pipeline_split``).
+    """
+
+    layer_fwd: tuple[OpMean, ...]
+    layer_bwd: tuple[OpMean, ...]
+    embedding_fwd: tuple[OpMean, ...]
+    embedding_bwd: tuple[OpMean, ...]
+    head_fwd: tuple[OpMean, ...]
+    head_bwd: tuple[OpMean, ...]
+    pp_send: OpMean | None
+    dp_microbatch: tuple[OpMean, ...]
+    dp_step: tuple[OpMean, ...]
+    optimizer: OpMean
+    layers_per_chunk: int
+    chunks_per_stage: int
+    stages: int
+    microbatches: int
+    first_stage_layers: int
+    last_stage_layers: int
+
+    @property
+    def layer_fwd_s(self) -> float:
+        """Exposed time of one layer's forward (compute + exposed comm)."""
+        return _total(self.layer_fwd)
+
+    @property
+    def layer_bwd_s(self) -> float:
+        """Exposed time of one layer's backward."""
+        return _total(self.layer_bwd)
+
+    def compute_by_class(self, phase: str = "fwd") -> dict[str, float]:
+        """One layer's compute seconds by op class (``gemm``, ``attention``, ``memory``)."""
+        ops = self.layer_fwd if phase == "fwd" else self.layer_bwd
+        out = {"gemm": 0.0, "attention": 0.0, "memory": 0.0}
+        for o in ops:
+            if o.kind == "compute":
+                out[o.op_class] += o.count * o.seconds
+        return out
+
+    def comm_by_group(self, phase: str = "fwd") -> dict[str, float]:
+        """One layer's communication seconds (not exposure) by parallel group."""
+        ops = self.layer_fwd if phase == "fwd" else self.layer_bwd
+        out: dict[str, float] = {}
+        for o in ops:
+            if o.kind != "compute":
+                out[o.group or "?"] = out.get(o.group or "?", 0.0) + o.count * o.seconds
+        return out
+
+    def to_dict(self) -> dict:
+        """Nested plain dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """Deterministic step-time estimate and its parts (seconds).
+
+    Attributes
+    ----------
+    step_s : float
+        Total.
+    pipeline_s : float
+        Forward/backward of all microbatches including bubble and exposed p2p.
+    stage_fwd_s, stage_bwd_s : float
+        Slowest stage's forward / backward per microbatch (all chunks, exposed comm).
+    bubble_s : float
+        ``(p - 1) / v * t_stage``.
+    pp_fill_drain_s : float
+        Unhidden p2p hops while the pipeline fills and drains.
+    dp_exposed_s : float
+        Exposed once-per-step data-parallel communication.
+    optimizer_s, overhead_s : float
+    tokens_per_step : int
+    model_flops_per_step : float
+    mfu : float
+        Model FLOPs utilisation against the BF16 peak.
+    tflops_per_gpu : float
+        Achieved model TFLOP/s per GPU.
+    """
+
+    step_s: float
+    pipeline_s: float
+    stage_fwd_s: float
+    stage_bwd_s: float
+    bubble_s: float
+    pp_fill_drain_s: float
+    dp_exposed_s: float
+    optimizer_s: float
+    overhead_s: float
+    tokens_per_step: int
+    model_flops_per_step: float
+    mfu: float
+    tflops_per_gpu: float
+
+    def summary(self) -> str:
+        """One line."""
+        return (
+            f"step {self.step_s:.3f} s (pipeline {self.pipeline_s:.3f}, bubble"
+            f" {self.bubble_s:.3f}, dp {self.dp_exposed_s:.3f}, optimizer"
+            f" {self.optimizer_s:.3f}); MFU {self.mfu:.1%}, {self.tflops_per_gpu:.0f} TFLOP/s/GPU"
+        )
+
+    def to_dict(self) -> dict:
+        """Plain dict."""
+        return asdict(self)
+
+
+def bubble_fraction(schedule: str, pp: int, microbatches: int, vpp: int = 1) -> float:
+    """Pipeline bubble over useful time: ``(p - 1) / (v m)`` (v = 1 unless interleaved).
+
+    Narayanan et al., SC'21: GPipe and 1F1B share ``(p-1)/m``; interleaving divides it
+    by the number of chunks per stage.
+    """
+    if schedule not in ("gpipe", "1f1b", "interleaved"):
+        raise ValueError(f"schedule must be gpipe, 1f1b or interleaved, got {schedule!r}")
+    for name, v in (("pp", pp), ("microbatches", microbatches), ("vpp", vpp)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    v = vpp if schedule == "interleaved" else 1
+    return (pp - 1) / (v * microbatches)
+
+
+# --------------------------------------------------------------------------------------
+def _compute(job: JobConfig, op: OpCost, phase: str, prefix: str = "") -> OpMean:
+    hw, eff = job.hardware, job.hardware.efficiency
+    flops = op.fwd_flops if phase == "fwd" else op.bwd_flops
+    nbytes = op.fwd_bytes if phase == "fwd" else op.bwd_bytes
+    mem_s = nbytes / (hw.hbm_bandwidth * eff.memory)
+    if op.op_class == "gemm":
+        flop_s = flops / (hw.peak_flops.for_dtype(job.training.precision) * eff.gemm)
+    elif op.op_class == "attention":
+        flop_s = flops / (hw.peak_flops.bf16 * eff.attention)
+    else:
+        flop_s = 0.0
+    s = max(flop_s, mem_s)
+    return OpMean(prefix + op.name, "compute", op.op_class, phase, s, s, nbytes=nbytes, flops=flops)
+
+
+def _exposed(comm_s: float, overlap: float, window_s: float) -> float:
+    return max(0.0, comm_s - overlap * window_s)
+
+
+def _comm(name: str, kind: str, phase: str, seconds: float, exposed: float, group: str,
+          levels: tuple[coll.Level, ...], nbytes: float, count: int = 1) -> OpMean:
+    size = math.prod(lv.size for lv in levels)
+    return OpMean(name, "p2p" if kind == "p2p" else "collective", kind, phase, seconds,
+                  exposed, group, size, levels[-1].tier.name, nbytes, 0.0, count)
+
+
+def _levels(job: JobConfig, group: str) -> tuple[coll.Level, ...]:
+    p, hw = job.parallelism, job.hardware
+    if group == "tp":
+        return coll.placement_levels(p.tp, 1, hw)
+    if group == "cp":
+        return coll.placement_levels(p.cp, p.tp, hw)
+    if group == "ep":
+        return coll.placement_levels(p.ep, p.tp, hw)
+    if group == "pp":
+        return coll.placement_levels(p.pp, p.tp * p.cp * p.dp, hw)
+    dc = hw.datacenters
+    per_dc = job.gpus // dc
+    if group == "dp":
+        size, stride = p.dp * p.cp, p.tp
+    else:  # expert data parallel: the dp x cp ranks that hold the same experts
+        size, stride = p.dp * p.cp // p.ep, p.tp * p.ep
+    try:
+        return coll.placement_levels(size, stride, hw, datacenters=dc if size > 1 else 1,
+                                     gpus_per_dc_concurrent=per_dc)
+    except ValueError:
+        # the group does not fill whole domains per datacenter: treat DCs as one more level
+        inner = coll.placement_levels(max(1, size // dc), stride, hw)
+        return inner + (coll.Level(dc, coll.cross_dc_tier(hw, per_dc)),)
+
+
+def _layer_comms(job: JobConfig, comp: dict[str, OpMean], phase: str) -> dict[str, list[OpMean]]:
+    """Communication issued around named compute ops of one layer: {anchor: [ops before]}.
+
+    Keys ``"<op>:before"`` / ``"<op>:after"`` place the op in the layer sequence.
+    """
+    p, m = job.parallelism, job.model
+    ov = p.overlap
+    out: dict[str, list[OpMean]] = {}
+    act = 2.0 * p.micro_batch_size * m.seq_len / p.cp * m.hidden  # [T, h] in BF16
+    moe = m.moe is not None
+    up, down = ("expert_up", "expert_down") if moe else ("mlp_up", "mlp_down")
+    # the MoE block's tp collectives carry the routed token copies
+    size = {"attn": act, "mlp": act * (m.moe.top_k if moe else 1)}
+    if p.tp > 1:
+        lv = _levels(job, "tp")
+        if p.sequence_parallel:
+            pairs = [("qkv_proj", "allgather", "attn", "before"),
+                     ("out_proj", "reduce_scatter", "attn", "after"),
+                     (up, "allgather", "mlp", "before"),
+                     (down, "reduce_scatter", "mlp", "after")]
+        elif phase == "fwd":  # Megatron's g operator: AllReduce after the row-parallel GEMM
+            pairs = [("out_proj", "allreduce", "attn", "after"),
+                     (down, "allreduce", "mlp", "after")]
+        else:  # f operator's backward: AllReduce of the input gradient of the column GEMM
+            pairs = [("qkv_proj", "allreduce", "attn", "before"),
+                     (up, "allreduce", "mlp", "before")]
+        for anchor, kind, block, where in pairs:
+            c = coll.collective_time(kind, size[block], lv)
+            e = _exposed(c, ov.tp, comp[anchor].seconds)
+            # backward mirrors forward: AllGather <-> ReduceScatter, AllReduce stays
+            k = kind if phase == "fwd" else {"allgather": "reduce_scatter",
+                                             "reduce_scatter": "allgather"}.get(kind, kind)
+            out.setdefault(f"{anchor}:{where}", []).append(
+                _comm(f"tp_{k}_{block}", k, phase, c, e, "tp", lv, size[block]))
+    if p.cp > 1:
+        lv = _levels(job, "cp")
+        kv = 2.0 * 2 * p.micro_batch_size * m.seq_len / p.cp * m.kv_heads * m.head_dim / p.tp
+        nbytes = kv if phase == "fwd" else 2 * kv  # backward returns dK, dV as well
+        step = coll.p2p_time(nbytes, lv[-1].tier)
+        total = (p.cp - 1) * step
+        e = _exposed(total, ov.cp, comp["attention"].seconds)
+        out.setdefault("attention:before", []).append(
+            _comm("cp_kv_exchange", "p2p", phase, step, e / (p.cp - 1), "cp", lv, nbytes,
+                  count=p.cp - 1))
+    if moe and p.ep > 1:
+        lv = _levels(job, "ep")
+        tok = p.micro_batch_size * m.seq_len / p.cp / (p.tp if p.sequence_parallel else 1)
+        nbytes = 2.0 * tok * m.moe.top_k * m.hidden
+        c = coll.collective_time("alltoall", nbytes, lv)
+        out.setdefault("moe_permute:after", []).append(
+            _comm("ep_dispatch", "alltoall", phase, c,
+                  _exposed(c, ov.ep, comp["expert_up"].seconds), "ep", lv, nbytes))
+        out.setdefault("moe_unpermute:before", []).append(
+            _comm("ep_combine", "alltoall", phase, c,
+                  _exposed(c, ov.ep, comp["expert_down"].seconds), "ep", lv, nbytes))
+    return out
+
+
+def _layer_sequence(job: JobConfig, phase: str) -> tuple[OpMean, ...]:
+    ops = layer_ops(job.model, job.parallelism)
+    comp = {op.name: _compute(job, op, phase) for op in ops}
+    comms = _layer_comms(job, comp, phase)
+    seq: list[OpMean] = []
+    order = list(ops) if phase == "fwd" else list(reversed(ops))
+    for op in order:
+        seq += comms.get(f"{op.name}:before" if phase == "fwd" else f"{op.name}:after", [])
+        seq.append(comp[op.name])
+        seq += comms.get(f"{op.name}:after" if phase == "fwd" else f"{op.name}:before", [])
+    if phase == "bwd" and job.training.recompute == "full":
+        fwd = _layer_sequence(job, "fwd")
+        seq = [_as_recompute(o) for o in fwd] + seq
+    return tuple(seq)
+
+
+def _as_recompute(o: OpMean) -> OpMean:
+    d = asdict(o)
+    d.update(name="recompute_" + o.name, phase="bwd")
+    return OpMean(**d)
+
+
+def _stage_params(job: JobConfig) -> tuple[float, float]:
+    """(dense, expert) parameters held by one GPU of the stage with the most of them."""
+    m, p = job.model, job.parallelism
+    pc = parameter_count(m)
+    dense_layer = pc.per_layer - pc.per_layer_experts
+    if p.pp == 1:
+        layers = m.layers
+        dense = layers * dense_layer + pc.embedding + pc.output
+    else:
+        e = 1 if p.embedding_in_pipeline_split else 0
+        layers = (m.layers + 2 * e) // p.pp
+        # the first stage trades e layers for the embedding, the last for the output layer
+        dense = max(layers * dense_layer, (layers - e) * dense_layer + pc.embedding,
+                    (layers - e) * dense_layer + pc.output)
+    expert = layers * pc.per_layer_experts / p.ep
+    return dense / p.tp, expert / p.tp
+
+
+def op_means(job: JobConfig) -> OpMeans:
+    """Mean duration of every op of the step, per GPU.
+
+    Parameters
+    ----------
+    job : JobConfig
+
+    Returns
+    -------
+    OpMeans
+
+    Examples
+    --------
+    >>> from prism_analytic.workload.presets import preset_job
+    >>> om = op_means(preset_job("llama3-405b", 16384))
+    >>> [o.name for o in om.layer_fwd][:4]
+    ['attn_norm', 'tp_allgather_attn', 'qkv_proj', 'rope']
+    """
+    p, m, t = job.parallelism, job.model, job.training
+    with warnings.catch_warnings():  # a valid-but-slow layout still gets its numbers
+        warnings.simplefilter("ignore", LayoutWarning)
+        validate_layout(job)
+    layer_fwd = _layer_sequence(job, "fwd")
+    layer_bwd = _layer_sequence(job, "bwd")
+    emb = embedding_ops(m, p)
+    head = head_ops(m, p)
+    emb_f = tuple(_compute(job, o, "fwd") for o in emb)
+    emb_b = tuple(_compute(job, o, "bwd") for o in emb)
+    head_f = tuple(_compute(job, o, "fwd") for o in head)
+    head_b = tuple(_compute(job, o, "bwd") for o in head)
+    if t.recompute == "full":
+        head_b = tuple(_as_recompute(o) for o in head_f) + head_b
+
+    slots = m.layers + (2 if p.embedding_in_pipeline_split else 0)
+    chunks = p.pp * p.vpp
+    per_chunk = max(1, slots // chunks)
+    per_stage = per_chunk * p.vpp
+    end_layers = per_stage - (1 if p.embedding_in_pipeline_split else 0)
+    if p.pp == 1:
+        per_stage, end_layers = m.layers, m.layers
+
+    pp_send = None
+    if p.pp > 1:
+        lv = _levels(job, "pp")
+        tier = lv[-1].tier
+        act = 2.0 * p.micro_batch_size * m.seq_len / p.cp * m.hidden
+        act /= p.tp if p.sequence_parallel else 1
+        s = coll.p2p_time(act, tier)
+        chunk_fwd = per_chunk * _total(layer_fwd)
+        pp_send = _comm("pp_send", "p2p", "fwd", s, _exposed(s, p.overlap.pp, chunk_fwd), "pp",
+                        lv, act)
+
+    # data-parallel traffic
+    dense, expert = _stage_params(job)
+    hw = job.hardware
+    stage_fwd_c = per_stage * _total(layer_fwd)
+    stage_bwd_c = per_stage * _total(layer_bwd)
+    ov = p.overlap.dp
+    dp_mb: list[OpMean] = []
+    dp_step: list[OpMean] = []
+    groups = [("dp", dense)] + ([("edp", expert)] if expert > 0 else [])
+    for g, nparam in groups:
+        lv = _levels(job, g)
+        size = math.prod(x.size for x in lv)
+        if size == 1 or nparam == 0:
+            continue
+        grad, par = nparam * t.grad_reduce_bytes, nparam * t.param_gather_bytes
+        if p.sharding == "none":
+            c = coll.collective_time("allreduce", grad, lv)
+            dp_step.append(_comm(f"{g}_grad_allreduce", "allreduce", "bwd", c,
+                                 _exposed(c, ov, stage_bwd_c), g, lv, grad))
+        elif p.sharding in ("zero1", "zero2"):
+            rs = coll.collective_time("reduce_scatter", grad, lv)
+            ag = coll.collective_time("allgather", par, lv)
+            target = dp_step if p.sharding == "zero1" else dp_mb
+            target.append(_comm(f"{g}_grad_reduce_scatter", "reduce_scatter", "bwd", rs,
+                                _exposed(rs, ov, stage_bwd_c), g, lv, grad))
+            dp_step.append(_comm(f"{g}_param_allgather", "allgather", "fwd", ag,
+                                 _exposed(ag, ov, stage_fwd_c), g, lv, par))
+        else:  # fsdp: gather weights for forward and again for backward, scatter grads
+            ag = coll.collective_time("allgather", par, lv)
+            rs = coll.collective_time("reduce_scatter", grad, lv)
+            bwd_exposed = _exposed(ag + rs, ov, stage_bwd_c)
+            share = ag / (ag + rs) if ag + rs > 0 else 0.0
+            dp_mb += [
+                _comm(f"{g}_param_allgather_fwd", "allgather", "fwd", ag,
+                      _exposed(ag, ov, stage_fwd_c), g, lv, par),
+                _comm(f"{g}_param_allgather_bwd", "allgather", "bwd", ag, bwd_exposed * share,
+                      g, lv, par),
+                _comm(f"{g}_grad_reduce_scatter", "reduce_scatter", "bwd", rs,
+                      bwd_exposed * (1 - share), g, lv, grad),
+            ]
+
+    shard = p.dp * p.cp if p.sharding != "none" else 1
+    eshard = max(1, p.dp * p.cp // p.ep) if p.sharding != "none" else 1
+    n_opt = dense / shard + expert / eshard
+    opt_s = n_opt * t.optimizer_bytes_per_param / (hw.hbm_bandwidth * hw.efficiency.memory)
+    optimizer = OpMean("optimizer", "compute", "memory", "step", opt_s, opt_s,
+                       nbytes=n_opt * t.optimizer_bytes_per_param)
+    return OpMeans(
+        layer_fwd=layer_fwd, layer_bwd=layer_bwd, embedding_fwd=emb_f, embedding_bwd=emb_b,
+        head_fwd=head_f, head_bwd=head_b, pp_send=pp_send, dp_microbatch=tuple(dp_mb),
+        dp_step=tuple(dp_step), optimizer=optimizer, layers_per_chunk=per_chunk,
+        chunks_per_stage=p.vpp, stages=p.pp, microbatches=p.microbatches,
+        first_stage_layers=end_layers, last_stage_layers=end_layers,
+    )
+
+
+def step_time(job: JobConfig, means: OpMeans | None = None) -> StepEstimate:
+    """Closed-form mean step time and MFU of ``job``.
+
+    Parameters
+    ----------
+    job : JobConfig
+    means : OpMeans, optional
+        Reuse a previous :func:`op_means` result.
+
+    Returns
+    -------
+    StepEstimate
+    """
+    om = means if means is not None else op_means(job)
+    p, m, hw = job.parallelism, job.model, job.hardware
+    lf, lb = om.layer_fwd_s, om.layer_bwd_s
+    mid_layers = om.layers_per_chunk * om.chunks_per_stage if p.pp > 1 else m.layers
+    ef, eb = _total(om.embedding_fwd), _total(om.embedding_bwd)
+    hf, hb = _total(om.head_fwd), _total(om.head_bwd)
+    if p.pp == 1:
+        stages = [(m.layers * lf + ef + hf, m.layers * lb + eb + hb)]
+    else:
+        stages = [
+            (mid_layers * lf, mid_layers * lb),
+            (om.first_stage_layers * lf + ef, om.first_stage_layers * lb + eb),
+            (om.last_stage_layers * lf + hf, om.last_stage_layers * lb + hb),
+        ]
+    mb_f = sum(o.exposed_s for o in om.dp_microbatch if o.phase == "fwd")
+    mb_b = sum(o.exposed_s for o in om.dp_microbatch if o.phase == "bwd")
+    p2p = 0.0
+    if om.pp_send is not None:
+        p2p = om.chunks_per_stage * om.pp_send.exposed_s  # per direction per microbatch
+    fwd_s, bwd_s = max(stages, key=lambda fb: fb[0] + fb[1])
+    fwd_s += mb_f + p2p
+    bwd_s += mb_b + p2p
+    t_stage = fwd_s + bwd_s
+    v = p.vpp if p.schedule == "interleaved" else 1
+    bubble = (p.pp - 1) / v * t_stage
+    fill = 2 * (p.pp - 1) * om.pp_send.seconds if om.pp_send is not None else 0.0
+    pipeline = p.microbatches * t_stage + bubble + fill
+    dp_exposed = sum(o.exposed_s for o in om.dp_step)
+    overhead = job.training.step_overhead_s
+    step = pipeline + dp_exposed + om.optimizer.seconds + overhead
+    tokens = p.global_batch * m.seq_len
+    flops = model_flops_per_token(m) * tokens
+    achieved = flops / (step * job.gpus)
+    return StepEstimate(
+        step_s=step, pipeline_s=pipeline, stage_fwd_s=fwd_s, stage_bwd_s=bwd_s,
+        bubble_s=bubble, pp_fill_drain_s=fill, dp_exposed_s=dp_exposed,
+        optimizer_s=om.optimizer.seconds, overhead_s=overhead, tokens_per_step=tokens,
+        model_flops_per_step=flops, mfu=achieved / hw.peak_flops.bf16,
+        tflops_per_gpu=achieved / 1e12,
+    )
+
+
+def mfu(job: JobConfig) -> float:
+    """Model FLOPs utilisation of ``job`` predicted by :func:`step_time`."""
+    return step_time(job).mfu
