@@ -13,6 +13,7 @@ conditional bounds. Using each grid's lower (upper) sandwich side keeps the boun
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import networkx as nx
@@ -136,7 +137,13 @@ def bound_distributions(graph: StepGraph, policy: GridPolicy | None = None, *,
                         paths: int = 8) -> tuple[GridDistribution, GridDistribution]:
     """(lower, upper): use ``lower``'s lower sandwich side and ``upper``'s upper side."""
     graph.validate()
-    ev = _Bounds(policy or DEFAULT_POLICY, paths)
+    policy = policy or DEFAULT_POLICY
+    # Independence at every max counts each trimmed tail atom once per path, and a pipeline
+    # lattice has exponentially many paths: keep far smaller tails (on a coarser lattice, since
+    # modelling bounds are loose by percents anyway) so the atoms stay negligible.
+    policy = replace(policy, tail_mass=min(policy.tail_mass, 1e-30),
+                     rel_width=max(policy.rel_width, 2.5e-3))
+    ev = _Bounds(policy, paths)
     states = list(graph.regime_states())
     if len(states) == 1:
         return ev.lower(graph), ev.upper(graph)

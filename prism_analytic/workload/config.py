@@ -836,16 +836,19 @@ def load_config(source: str | Path | Mapping[str, Any], *, check_layout: bool = 
     unknown = sorted(set(raw) - set(_TOP_KEYS))
     if unknown:
         raise ConfigError(unknown[0], f"unknown section; allowed: {', '.join(_TOP_KEYS)}")
+    for sec, value in raw.items():
+        _check_mapping(value, sec)
     job_tab = dict(_check_mapping(raw.pop("job", {}), "job"))
     bad = sorted(set(job_tab) - set(_JOB_KEYS))
     if bad:
         raise ConfigError(
             f"job.{bad[0]}", f"unknown key; allowed keys in [job]: {', '.join(_JOB_KEYS)}"
         )
-    name = _coerce(job_tab.get("name", "job"), {**_STR_META}, "job.name")
     gpus = job_tab.get("gpus")
     if gpus is not None:
         gpus = _coerce(gpus, {**_STR_META, "kind": "int", "ge": 1}, "job.gpus")
+    default_name = f"{job_tab['preset']}@{gpus}" if "preset" in job_tab else "job"
+    name = _coerce(job_tab.get("name", default_name), _STR_META, "job.name")
 
     base: dict[str, Any] = {}
     user_par = raw.get("parallelism", {})
@@ -860,9 +863,11 @@ def load_config(source: str | Path | Mapping[str, Any], *, check_layout: bool = 
         hw_name = _coerce(job_tab["hardware"], _STR_META, "job.hardware")
         base["hardware"] = config_to_dict(presets.hardware_preset(hw_name))
     merged = _deep_merge(base, raw)
+    how = {"model": "or set job.preset", "parallelism": "or set job.preset and job.gpus",
+           "hardware": "or set job.hardware or job.preset"}
     for sec in ("model", "parallelism", "hardware"):
         if sec not in merged:
-            raise ConfigError(sec, "section is required (or set job.preset / job.hardware)")
+            raise ConfigError(sec, f"section is required ({how[sec]})")
 
     par = dict(_check_mapping(merged["parallelism"], "parallelism"))
     if gpus is not None and "dp" not in _check_mapping(user_par, "parallelism"):

@@ -212,15 +212,16 @@ def model_flops_per_token(model: ModelConfig, *, causal: bool = False) -> float:
     """Model FLOPs per trained token, the numerator of MFU.
 
     ``6 * N + 12 * L * a * d * s`` with N the active matmul parameters
-    (:attr:`ParamCount.matmul_active`) — the PaLM definition used by the Llama 3 and
-    MegaScale MFU numbers. It excludes recomputation and counts the attention core
-    unmasked unless ``causal=True``.
+    (:attr:`ParamCount.matmul_active`): PaLM's definition (Chowdhery et al. 2022,
+    App. B). It excludes recomputation and counts the attention core unmasked unless
+    ``causal=True``; published MFUs rarely say which convention they use, and at long
+    context it matters (at 128k tokens the attention term exceeds 6N for Llama 3 405B).
 
     Examples
     --------
     >>> from prism_analytic.workload.presets import model_preset
     >>> f"{model_flops_per_token(model_preset('llama3-405b')):.3e}"
-    '2.633e+12'
+    '2.625e+12'
     """
     n = parameter_count(model).matmul_active
     return 6.0 * n + attention_flops_per_token(model, causal=causal)
