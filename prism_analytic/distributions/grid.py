@@ -198,8 +198,9 @@ class GridDistribution(Distribution):
             f_hi = np.concatenate(([0.0], self._cum("F_hi"), [1.0 - self.above]))
             s_hi = np.concatenate(([1.0], self._cum("S_hi"), [self.above]))
             self._cache["knots"] = x
-            self._cache["f_est"] = 0.5 * (f_lo + f_hi)
-            self._cache["s_est"] = 0.5 * (s_lo + s_hi)
+            # FFT round-off can leave totals a hair above 1
+            self._cache["f_est"] = np.clip(0.5 * (f_lo + f_hi), 0.0, 1.0)
+            self._cache["s_est"] = np.clip(0.5 * (s_lo + s_hi), 0.0, 1.0)
         return self._cache["knots"], self._cache["f_est"], self._cache["s_est"]
 
     def _cdf(self, x: np.ndarray) -> np.ndarray:

@@ -72,7 +72,11 @@ def scale_mixture_grid(body: GridDistribution, speed: Distribution, bins: int = 
     """
     tail = body.policy.tail_mass
     s_min, s_max = float(speed.quantile(tail)), float(speed.isf(tail))
+    if s_max <= s_min:  # a constant factor
+        return body.scaled(s_min)
     edges = np.linspace(s_min, s_max, bins + 1)
+    # The first edge sits just below s_min so that an atom at s_min stays inside the bins.
+    edges[0] = np.nextafter(s_min, -np.inf)
     cdf = np.asarray(speed.cdf(edges), dtype=float)
     sf = np.asarray(speed.sf(edges), dtype=float)
     weights = np.where(cdf[1:] <= 0.5, np.diff(cdf), sf[:-1] - sf[1:])
@@ -204,7 +208,7 @@ def analytic_distribution(graph: StepGraph, policy: GridPolicy | None = None, *,
     ev = _Evaluator(policy or DEFAULT_POLICY, core_method, window, shape)
     states = list(graph.regime_states())
     if len(states) == 1:
-        return ev.graph(graph), ev.report
+        return ev.graph(graph.conditioned(states[0][1]) if graph.regimes else graph), ev.report
     grids = [ev.graph(graph.conditioned(factors)) for _, factors in states]
     weights = np.array([p for p, _ in states])
     return mix_grids(grids, weights / weights.sum()), ev.report

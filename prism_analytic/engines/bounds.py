@@ -146,7 +146,8 @@ def bound_distributions(graph: StepGraph, policy: GridPolicy | None = None, *,
     ev = _Bounds(policy, paths)
     states = list(graph.regime_states())
     if len(states) == 1:
-        return ev.lower(graph), ev.upper(graph)
+        only = graph.conditioned(states[0][1]) if graph.regimes else graph
+        return ev.lower(only), ev.upper(only)
     weights = np.array([p for p, _ in states])
     weights = weights / weights.sum()
     conditioned = [graph.conditioned(f) for _, f in states]

@@ -17,6 +17,7 @@ from .result import StepTimeResult
 __all__ = ["predict", "METHODS"]
 
 METHODS = ("analytic", "bounds", "montecarlo")
+CORE_METHODS = ("clark-mehler", "clark", "independent")
 
 
 def predict(graph: StepGraph, method: str = "analytic", *, policy: GridPolicy | None = None,
@@ -52,7 +53,11 @@ def predict(graph: StepGraph, method: str = "analytic", *, policy: GridPolicy | 
         raise GraphError(f"graph must be a StepGraph, got {type(graph).__name__}")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    policy = policy or DEFAULT_POLICY
+    policy = DEFAULT_POLICY if policy is None else policy
+    if not isinstance(policy, GridPolicy):
+        raise TypeError(f"policy must be a GridPolicy, got {type(policy).__name__}")
+    if core_method not in CORE_METHODS:
+        raise ValueError(f"core_method must be one of {CORE_METHODS}, got {core_method!r}")
     start = time.perf_counter()
     if method == "analytic":
         dist, report = analytic_distribution(graph, policy, core_method=core_method, window=window)
@@ -63,7 +68,7 @@ def predict(graph: StepGraph, method: str = "analytic", *, policy: GridPolicy | 
         return StepTimeResult(upper, method, time.perf_counter() - start, lower=lower,
                               upper=upper, diagnostics={"policy": policy.to_dict()})
     samples = check_count(samples, "samples", minimum=2, maximum=10**9)
-    settings = mc_settings or MonteCarloSettings(seed=seed)
+    settings = mc_settings or MonteCarloSettings(seed=check_count(seed, "seed", minimum=0))
     draws = sample_step(graph, samples, settings=settings, executor=executor)
     emp = Empirical(draws)
     return StepTimeResult(emp, method, time.perf_counter() - start, diagnostics={

@@ -89,8 +89,8 @@ class StepTimeResult:
     def summary(self, levels: tuple[float, ...] = LEVELS) -> str:
         """A readable multi-line summary."""
         lines = [f"step time ({self.method}, computed in {self.compute_time_s * 1e3:.1f} ms)",
-                 f"  mean {self.mean():.6g} s   std {self.std():.6g} s "
-                 f"(CV {self.std() / self.mean():.2%})"]
+                 f"  mean {self.mean():.6g} s   std {self.std():.6g} s"
+                 + (f" (CV {self.std() / self.mean():.2%})" if self.mean() > 0 else "")]
         label = {"analytic": "numerical bracket", "bounds": "guaranteed bounds",
                  "montecarlo": "95% CI"}[self.method]
         for q in levels:

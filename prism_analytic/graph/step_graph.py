@@ -122,7 +122,8 @@ class StepGraph:
                              f"{type(latency).__name__} {latency!r}")
         if kind not in KINDS:
             raise GraphError(f"op {name!r}: kind must be one of {KINDS}, got {kind!r}")
-        return self._add(name, after, type=OP, latency=latency, kind=kind, tags=tuple(tags))
+        tags = (tags,) if isinstance(tags, str) else tuple(tags)
+        return self._add(name, after, type=OP, latency=latency, kind=kind, tags=tags)
 
     def add_collective(self, name: str, latency: Distribution, after: Iterable[str] = (), *,
                        tags: Iterable[str] = ()) -> str:
@@ -148,6 +149,8 @@ class StepGraph:
             Persistent per-copy slowdown factor (spatial variability, DESIGN.md §3): each copy's
             whole duration is multiplied by an independent draw (positive support).
         """
+        if body is self:
+            raise GraphError(f"replica group {name!r}: a graph cannot be its own replica body (itself)")
         if not isinstance(body, StepGraph):
             raise GraphError(f"replica group {name!r}: body must be a StepGraph, got "
                              f"{type(body).__name__}")
@@ -161,6 +164,9 @@ class StepGraph:
         except (TypeError, ValueError) as exc:
             raise GraphError(str(exc)) from None
         if slow is not None:
+            if not (isinstance(slow, tuple | list) and len(slow) == 2):
+                raise GraphError(f"replica group {name!r}: slow must be a pair (count, factor), "
+                                 f"got {slow!r}")
             try:
                 k, factor = slow
                 k = check_count(k, f"replica group {name!r}: slow count", minimum=0, maximum=n)
@@ -174,6 +180,9 @@ class StepGraph:
             if speed.support[0] < 0:
                 raise GraphError(f"replica group {name!r}: speed factors must be positive; "
                                  f"support starts at {speed.support[0]}")
+            if speed.cdf(0.0) > 0:
+                raise GraphError(f"replica group {name!r}: speed factors must be positive; "
+                                 f"P(speed <= 0) = {speed.cdf(0.0):.3g}")
         return self._add(name, after, type=REPLICA, body=body, n=n, slow=slow, speed=speed)
 
     def add_regime(self, name: str, probs: Mapping[str, float], factors: Mapping[str, float], *,
@@ -211,6 +220,9 @@ class StepGraph:
                              + " -> ".join(str(u) for u, _ in cycle) + f" -> {cycle[0][0]}")
         for name, data in self.graph.nodes(data=True):
             if data.get("type") == REPLICA:
+                if data["body"].regimes:
+                    raise GraphError(f"replica group {name!r}: its body declares regimes; regimes "
+                                     "are per-step shocks, declare them on the top-level graph")
                 data["body"].validate()
             elif data.get("type") != OP:
                 raise GraphError(f"node {name!r} was not added through StepGraph (no type)")

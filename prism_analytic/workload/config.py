@@ -433,7 +433,9 @@ class Efficiency(_Section):
     """
 
     _SECTION: ClassVar[str] = "hardware.efficiency"
-    gemm: float = _f(0.7, kind="float", gt=0.0, le=1.0)
+    # defaults: GEMM as calibrated in presets.GEMM_EFFICIENCY; flash attention ~half of
+    # peak (FlashAttention-2/3 papers, forward+backward); memory-bound kernels ~80% of HBM
+    gemm: float = _f(0.525, kind="float", gt=0.0, le=1.0)
     attention: float = _f(0.5, kind="float", gt=0.0, le=1.0)
     memory: float = _f(0.8, kind="float", gt=0.0, le=1.0)
 
@@ -746,8 +748,13 @@ def _build(cls: type, data: Any, path: str) -> Any:
             if f.metadata["kind"] == "section":
                 if value is None and f.metadata["optional"]:
                     kwargs[name] = None
-                else:
-                    kwargs[name] = _build(f.metadata["section"], value, key)
+                    continue
+                # a partial table keeps this field's own defaults for the keys it omits
+                # (e.g. variability.network.inter_node keeps its 10x tail)
+                if f.default_factory is not dataclasses.MISSING:
+                    value = _deep_merge(config_to_dict(f.default_factory()),
+                                        _check_mapping(value, key))
+                kwargs[name] = _build(f.metadata["section"], value, key)
             else:
                 # type-check now so the error names the TOML key, not the class default
                 kwargs[name] = _coerce(value, f.metadata, key)
@@ -913,12 +920,16 @@ def merge_config(
     Keys are merged table by table: ``{"parallelism": {"tp": 4}}`` changes only tp.
     Overrides may not contain ``[job] preset/hardware``; put those in ``base`` or use
     :func:`load_config`. If the override changes tp/pp/cp but not dp, dp is re-derived
-    to keep the base's GPU count.
+    to keep the base's GPU count; an explicit dp instead changes the GPU count.
     """
     base_map = config_to_dict(base) if isinstance(base, JobConfig) else dict(base)
     over = dict(_check_mapping(_read_source(overrides), "<overrides>"))
     gpus = base.gpus if isinstance(base, JobConfig) else None
     job_over = dict(_check_mapping(over.pop("job", {}), "job"))
+    if "dp" in _check_mapping(over.get("parallelism", {}), "parallelism"):
+        gpus = None  # an explicit dp sets the GPU count
+        if isinstance(base_map.get("job"), Mapping):
+            base_map["job"] = {k: v for k, v in base_map["job"].items() if k != "gpus"}
     for k in ("preset", "hardware"):
         if k in job_over:
             raise ConfigError(

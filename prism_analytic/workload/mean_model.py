@@ -181,6 +181,19 @@ class OpMeans:
                 out[o.group or "?"] = out.get(o.group or "?", 0.0) + o.count * o.seconds
         return out
 
+    def summary(self) -> str:
+        """Per-layer times in milliseconds."""
+        comp = self.compute_by_class("fwd")
+        comm = self.comm_by_group("fwd")
+        return (
+            f"layer fwd {self.layer_fwd_s * 1e3:.3f} ms exposed (gemm {comp['gemm'] * 1e3:.3f},"
+            f" attention {comp['attention'] * 1e3:.3f}, memory {comp['memory'] * 1e3:.3f},"
+            f" comm {', '.join(f'{g} {v * 1e3:.3f}' for g, v in comm.items()) or 'none'});"
+            f" layer bwd {self.layer_bwd_s * 1e3:.3f} ms; {self.stages} stages x"
+            f" {self.chunks_per_stage} chunks x {self.layers_per_chunk} layers,"
+            f" {self.microbatches} microbatches"
+        )
+
     def to_dict(self) -> dict:
         """Nested plain dict."""
         return asdict(self)
@@ -239,6 +252,28 @@ class StepEstimate:
         """Plain dict."""
         return asdict(self)
 
+    def plot(self, ax=None):
+        """Horizontal stacked bar of where the step's time goes; returns the Axes."""
+        if ax is None:
+            import matplotlib.pyplot as plt
+
+            _, ax = plt.subplots(figsize=(7, 1.8))
+        parts = [
+            ("forward/backward", self.pipeline_s - self.bubble_s - self.pp_fill_drain_s),
+            ("bubble", self.bubble_s), ("pp fill/drain", self.pp_fill_drain_s),
+            ("dp exposed", self.dp_exposed_s), ("optimizer", self.optimizer_s),
+            ("overhead", self.overhead_s),
+        ]
+        left = 0.0
+        for label, width in parts:
+            ax.barh(0, width, left=left, label=label)
+            left += width
+        ax.set_yticks([])
+        ax.set_xlabel("seconds")
+        ax.set_title(f"mean step {self.step_s:.3f} s, MFU {self.mfu:.1%}")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=3, fontsize="small")
+        return ax
+
 
 def bubble_fraction(schedule: str, pp: int, microbatches: int, vpp: int = 1) -> float:
     """Pipeline bubble over useful time: ``(p - 1) / (v m)`` (v = 1 unless interleaved).
@@ -256,7 +291,7 @@ def bubble_fraction(schedule: str, pp: int, microbatches: int, vpp: int = 1) -> 
 
 
 # --------------------------------------------------------------------------------------
-def _compute(job: JobConfig, op: OpCost, phase: str, prefix: str = "") -> OpMean:
+def _compute(job: JobConfig, op: OpCost, phase: str) -> OpMean:
     hw, eff = job.hardware, job.hardware.efficiency
     flops = op.fwd_flops if phase == "fwd" else op.bwd_flops
     nbytes = op.fwd_bytes if phase == "fwd" else op.bwd_bytes
@@ -268,7 +303,7 @@ def _compute(job: JobConfig, op: OpCost, phase: str, prefix: str = "") -> OpMean
     else:
         flop_s = 0.0
     s = max(flop_s, mem_s)
-    return OpMean(prefix + op.name, "compute", op.op_class, phase, s, s, nbytes=nbytes, flops=flops)
+    return OpMean(op.name, "compute", op.op_class, phase, s, s, nbytes=nbytes, flops=flops)
 
 
 def _exposed(comm_s: float, overlap: float, window_s: float) -> float:
@@ -308,9 +343,10 @@ def _levels(job: JobConfig, group: str) -> tuple[coll.Level, ...]:
 
 
 def _layer_comms(job: JobConfig, comp: dict[str, OpMean], phase: str) -> dict[str, list[OpMean]]:
-    """Communication issued around named compute ops of one layer: {anchor: [ops before]}.
+    """Communication issued around the compute ops of one layer.
 
-    Keys ``"<op>:before"`` / ``"<op>:after"`` place the op in the layer sequence.
+    Returns ``{"<op>:before" | "<op>:after": [comm ops]}``, positions in *forward* order
+    (the backward sequence walks the layer in reverse, so "before" comes after).
     """
     p, m = job.parallelism, job.model
     ov = p.overlap

@@ -1,0 +1,370 @@
+"""From a :class:`~.config.JobConfig` to a symmetry-reduced step DAG.
+
+:func:`build_step_graph` turns the per-op means of :func:`~.mean_model.op_means` and the
+noise model of :class:`~.config.VariabilityConfig` into a :class:`~prism_analytic.graph.StepGraph`
+whose size does not depend on the data-parallel degree: one pipeline replica is built
+explicitly, and the ``dp`` replicas are a single replica group (evaluated once, raised to
+the n-th power by the engines). The graph has ``2 * pp * microbatches * vpp`` pipeline ops
+plus a handful of step-level ops (:func:`graph_size` gives the count without building it).
+
+Model (each choice is a simplification, chosen to be cheap and explainable):
+
+* **Pipeline ops.** One op per (phase F/B, stage, microbatch, chunk). Its mean is the
+  chunk's layers times one layer's exposed time (compute plus exposed tp/cp/ep
+  communication, :attr:`~.mean_model.OpMeans.layer_fwd_s`), plus the embedding on the first
+  chunk of the first stage, the head (logits, loss) on the last chunk of the last stage, the
+  exposed pipeline send of every chunk, and the exposed per-microbatch data-parallel traffic
+  (ZeRO-2 / FSDP) split evenly over the stage's chunks. Context- and expert-parallel
+  traffic and FSDP gathers are mean-time contributions already inside those means.
+* **Temporal noise.** Every compute kernel gets fresh noise with coefficient of variation
+  ``variability.temporal.kernel_cv``. Between two synchronising collectives (tp/cp/ep), the
+  ``tp * cp`` GPUs that move in lockstep each run the segment of kernels independently, so
+  the segment's duration is :func:`~prism_analytic.iid_max` over ``tp * cp`` GPUs of a
+  lognormal with the segment's mean and standard deviation. Communication of one layer is
+  one shared duration per collective: its exposed part times the tier's noise multiplier
+  (:class:`~.config.TierNoise`: mean-one lognormal body times a rare ``tail_factor``). The
+  moments are summed over the layers of a chunk and the op is a lognormal with that mean
+  and standard deviation (sums of tens to hundreds of kernels: CLT territory).
+* **Spatial variability.** Each replica is a copy of the pipeline body with a persistent
+  speed factor. By default (``spatial="slowest-gpu"``) the factor is the slowest of the
+  replica's ``tp * pp * cp`` GPUs, each ``lognormal(1, variability.spatial.cv)``: a lockstep
+  tp group runs at its slowest GPU's pace and the pipeline at its slowest stage's.
+  ``spatial="per-copy"`` uses a single ``lognormal(1, cv)`` per replica instead. Degraded
+  GPUs (``slow_fraction``, ``slow_factor``) make ``k = round(dp * (1 - (1 - f)^g))``
+  replicas ``slow_factor`` times slower, ``g`` = GPUs per replica (the expected number of
+  replicas holding at least one slow GPU; ``round(f * dp)`` when g = 1).
+* **Step-level ops,** in series after the replica barrier: the unhidden pipeline fill and
+  drain hops ``2 (pp - 1)`` sends (the mean model's term), each once-per-step
+  data-parallel collective as ``max(0, c * M - hidden)`` with ``c`` its mean time, ``M`` the
+  noise multiplier of the tier it crosses, and ``hidden = overlap.dp * window`` the part
+  the mean model hides behind the stage's backward (gradients) or forward (parameters);
+  then the optimizer (compute noise), the fixed step overhead and the rare additive hiccup
+  of :class:`~.config.HiccupConfig`.
+* **Regimes.** A :class:`~.config.RegimeConfig` with more than one state (or a non-unit
+  slowdown) becomes a per-step regime on ``kind="comm"`` ops: the step-level collectives
+  and the fill/drain hops. Per-layer communication folded into the pipeline ops is *not*
+  rescaled by the regime (a documented under-estimate for comm-bound layouts).
+
+What is left out: correlations between the kernel noise of different ops of one GPU,
+per-stage (rather than per-replica) persistent speeds, load imbalance between MoE experts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..distributions import Distribution, lognormal, mixture, point_mass, uniform
+from ..graph import StepGraph
+from ..graph.pipeline import pipeline_step_graph
+from ..operations import iid_max, max_independent
+from .config import JobConfig, TierNoise
+from .mean_model import OpMean, OpMeans, op_means
+
+__all__ = [
+    "build_step_graph",
+    "graph_size",
+    "layout_dict",
+    "tier_multiplier",
+    "SPATIAL_MODELS",
+]
+
+SPATIAL_MODELS = ("slowest-gpu", "per-copy")
+_SYNC_GROUPS = ("tp", "cp", "ep")
+
+
+# --------------------------------------------------------------------------------------
+# Noise helpers
+# --------------------------------------------------------------------------------------
+def _tier(job: JobConfig, tier: str | None) -> TierNoise:
+    net = job.variability.network
+    return {"intra_node": net.intra_node, "inter_node": net.inter_node,
+            "cross_dc": net.cross_dc}.get(tier or "intra_node", net.intra_node)
+
+
+def _multiplier_moments(t: TierNoise) -> tuple[float, float]:
+    """(mean, variance) of the tier's noise multiplier ``B * T``.
+
+    ``B`` is lognormal with shape ``sigma`` and mean 1; ``T`` is ``tail_factor`` with
+    probability ``tail_prob`` and 1 otherwise.
+    """
+    q, f = t.tail_prob, t.tail_factor
+    mean = 1.0 + q * (f - 1.0)
+    second = math.exp(t.sigma**2) * (1.0 - q + q * f * f)
+    return mean, max(0.0, second - mean * mean)
+
+
+def tier_multiplier(t: TierNoise) -> Distribution:
+    """The noise multiplier of a communication tier as a distribution (mean-one body)."""
+    if t.sigma > 0:
+        body: Distribution = lognormal(1.0, math.sqrt(math.expm1(t.sigma**2)))
+    else:
+        body = point_mass(1.0)
+    if t.tail_prob > 0 and t.tail_factor > 1:
+        return mixture([body, body.scale(t.tail_factor)], [1.0 - t.tail_prob, t.tail_prob])
+    return body
+
+
+def _law(mean: float, var: float) -> Distribution:
+    """Lognormal by mean and variance; a point mass without spread."""
+    if var <= 0 or mean <= 0:
+        return point_mass(max(mean, 0.0))
+    return lognormal(mean, math.sqrt(var))
+
+
+class _Moments:
+    """Running (mean, variance) of a sum of independent parts."""
+
+    __slots__ = ("mean", "var")
+
+    def __init__(self, mean: float = 0.0, var: float = 0.0) -> None:
+        self.mean, self.var = mean, var
+
+    def add(self, mean: float, var: float, times: float = 1.0) -> None:
+        self.mean += times * mean
+        self.var += times * var
+
+
+@dataclass
+class _Ctx:
+    job: JobConfig
+    om: OpMeans
+    width: int  # GPUs in lockstep between synchronising collectives (tp * cp)
+    cv: float  # temporal kernel CV
+    max_cache: dict[tuple[float, float, int], tuple[float, float]]
+
+    def seg_max(self, mean: float, var: float) -> tuple[float, float]:
+        """Moments of the slowest of ``width`` GPUs running one segment of kernels."""
+        if self.width <= 1 or var <= 0 or mean <= 0:
+            return mean, var
+        key = (mean, var, self.width)
+        if key not in self.max_cache:
+            d = iid_max(lognormal(mean, math.sqrt(var)), self.width)
+            self.max_cache[key] = (float(d.mean()), float(d.var()))
+        return self.max_cache[key]
+
+    def comm(self, o: OpMean) -> tuple[float, float]:
+        """(mean, variance) of one comm op's exposed part, ``count`` executions."""
+        m1, v1 = _multiplier_moments(_tier(self.job, o.tier))
+        e = o.exposed_s
+        return o.count * e * m1, o.count * e * e * v1
+
+    def sequence(self, ops: tuple[OpMean, ...]) -> tuple[float, float]:
+        """Moments of one pass over ``ops`` (a layer, the embedding or the head)."""
+        total, seg = _Moments(), _Moments()
+
+        def close() -> None:
+            m, v = self.seg_max(seg.mean, seg.var)
+            total.add(m, v)
+            seg.mean = seg.var = 0.0
+
+        for o in ops:
+            if o.kind == "compute":
+                seg.add(o.seconds, (self.cv * o.seconds) ** 2, o.count)
+                continue
+            if o.group in _SYNC_GROUPS:
+                close()
+            total.add(*self.comm(o))
+        close()
+        return total.mean, total.var
+
+
+# --------------------------------------------------------------------------------------
+# Public helpers
+# --------------------------------------------------------------------------------------
+def layout_dict(job: JobConfig) -> dict[str, object]:
+    """The parallel layout in a few plain keys (for reports and JSON)."""
+    p = job.parallelism
+    return {
+        "gpus": job.gpus, "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
+        "vpp": p.vpp, "schedule": p.schedule, "sharding": p.sharding,
+        "microbatches": p.microbatches, "micro_batch_size": p.micro_batch_size,
+        "global_batch": p.global_batch, "hardware": job.hardware.name,
+    }
+
+
+def _pipeline_vpp(job: JobConfig) -> int:
+    p = job.parallelism
+    return p.vpp if p.schedule == "interleaved" else 1
+
+
+def graph_size(job: JobConfig) -> int:
+    """Nodes :func:`build_step_graph` creates at the top level plus one pipeline body.
+
+    ``2 * pp * microbatches * vpp`` pipeline ops plus the step-level ops; independent of dp.
+    """
+    p, v, t = job.parallelism, job.variability, job.training
+    extra = 1 + (1 if p.pp > 1 else 0) + 1  # replica group, fill/drain, optimizer
+    extra += sum(1 for o in op_means(job).dp_step if o.count * o.seconds > 0)
+    extra += 1 if t.step_overhead_s > 0 else 0
+    extra += 1 if v.hiccups.probability > 0 and v.hiccups.size_s > 0 else 0
+    return 2 * p.pp * p.microbatches * _pipeline_vpp(job) + extra
+
+
+# --------------------------------------------------------------------------------------
+# The builder
+# --------------------------------------------------------------------------------------
+def _chunk_laws(ctx: _Ctx) -> dict[tuple[str, str], Distribution]:
+    """Latency laws of the pipeline ops, keyed by (phase, role).
+
+    Roles: ``"mid"`` (an ordinary chunk), ``"first"`` (chunk 0 of stage 0: embedding),
+    ``"last"`` (last chunk of the last stage: head), ``"only"`` (pp = vpp = 1: both).
+    """
+    job, om = ctx.job, ctx.om
+    p, m = job.parallelism, job.model
+    v = _pipeline_vpp(job)
+    layer = {"F": ctx.sequence(om.layer_fwd), "B": ctx.sequence(om.layer_bwd)}
+    emb = {"F": ctx.sequence(om.embedding_fwd), "B": ctx.sequence(om.embedding_bwd)}
+    head = {"F": ctx.sequence(om.head_fwd), "B": ctx.sequence(om.head_bwd)}
+    send = ctx.comm(om.pp_send) if om.pp_send is not None else (0.0, 0.0)
+    dp_mb = {"F": _Moments(), "B": _Moments()}
+    for o in om.dp_microbatch:
+        dp_mb["F" if o.phase == "fwd" else "B"].add(*ctx.comm(o))
+    e = 1 if (p.embedding_in_pipeline_split and p.pp > 1) else 0
+    if p.pp == 1 and v == 1:
+        per_chunk = {"only": m.layers}
+    else:
+        per_chunk = {"mid": om.layers_per_chunk, "first": om.layers_per_chunk - e,
+                     "last": om.layers_per_chunk - e}
+    laws: dict[tuple[str, str], Distribution] = {}
+    for phase in ("F", "B"):
+        for role, n in per_chunk.items():
+            acc = _Moments()
+            acc.add(*layer[phase], times=max(n, 0))
+            if role in ("first", "only"):
+                acc.add(*emb[phase])
+            if role in ("last", "only"):
+                acc.add(*head[phase])
+            acc.add(*send)
+            acc.add(dp_mb[phase].mean / v, dp_mb[phase].var / v)
+            laws[(phase, role)] = _law(acc.mean, acc.var)
+    return laws
+
+
+def _hiccup_law(prob: float, size: float) -> Distribution:
+    """0 with probability ``1 - prob``, ``size`` otherwise.
+
+    The two atoms are narrow uniforms (width ``1e-6 * size``): the analytic engine's grid
+    conversion of a mixture of point masses misplaces the atom at 0 (it shifted every
+    quantile by ``size`` in tests), while narrow continuous components grid correctly.
+    """
+    if prob >= 1:
+        return point_mass(size)
+    eps = 1e-6 * size
+    return mixture([uniform(0.0, eps), uniform(size, size + eps)], [1.0 - prob, prob])
+
+
+def _replica_speed(job: JobConfig, spatial: str) -> Distribution | None:
+    cv = job.variability.spatial.cv
+    if cv <= 0:
+        return None
+    base = lognormal(1.0, cv)
+    p = job.parallelism
+    g = p.tp * p.pp * p.cp
+    if spatial == "per-copy" or g == 1:
+        return base
+    return iid_max(base, g)
+
+
+def _slow_replicas(job: JobConfig) -> tuple[int, float] | None:
+    sp, p = job.variability.spatial, job.parallelism
+    if sp.slow_fraction <= 0 or sp.slow_factor <= 1:
+        return None
+    g = p.tp * p.pp * p.cp
+    k = round(p.dp * -math.expm1(g * math.log1p(-sp.slow_fraction))) if sp.slow_fraction < 1 \
+        else p.dp
+    return (min(k, p.dp), sp.slow_factor) if k > 0 else None
+
+
+def _dp_step_law(ctx: _Ctx, o: OpMean) -> Distribution | None:
+    """``max(0, c * M - hidden)`` for a once-per-step data-parallel collective."""
+    job, om = ctx.job, ctx.om
+    p = job.parallelism
+    per_stage = om.layers_per_chunk * om.chunks_per_stage if p.pp > 1 else job.model.layers
+    window = per_stage * (om.layer_bwd_s if o.phase == "bwd" else om.layer_fwd_s)
+    c = o.count * o.seconds
+    if c <= 0:
+        return None
+    hidden = min(c, p.overlap.dp * window)
+    law = tier_multiplier(_tier(job, o.tier)).scale(c)
+    if hidden <= 0:
+        return law
+    return max_independent(law.shift(-hidden), point_mass(0.0))
+
+
+def build_step_graph(job: JobConfig, *, spatial: str = "slowest-gpu",
+                     means: OpMeans | None = None) -> StepGraph:
+    """The step DAG of ``job``, with cost independent of the data-parallel degree.
+
+    Parameters
+    ----------
+    job : JobConfig
+    spatial : {"slowest-gpu", "per-copy"}
+        Persistent speed of a replica: the slowest of its ``tp * pp * cp`` GPUs' factors,
+        or one ``lognormal(1, cv)`` per replica (see the module notes).
+    means : OpMeans, optional
+        Reuse an :func:`~.mean_model.op_means` result.
+
+    Returns
+    -------
+    StepGraph
+        Top level: ``replicas`` (a replica group of ``dp`` pipeline copies), then in series
+        ``pp_fill_drain`` (pp > 1), each data-parallel collective, ``optimizer``,
+        ``overhead`` and ``hiccup`` (when configured); a ``network`` regime when configured.
+
+    Examples
+    --------
+    >>> from prism_analytic.workload.presets import preset_job
+    >>> g = build_step_graph(preset_job("llama3-8b", 1024))
+    >>> g.nodes[0], g.node("replicas")["n"]
+    ('replicas', 1024)
+    """
+    if spatial not in SPATIAL_MODELS:
+        raise ValueError(f"spatial must be one of {SPATIAL_MODELS}, got {spatial!r}")
+    if not isinstance(job, JobConfig):
+        raise TypeError(f"job must be a JobConfig, got {type(job).__name__}")
+    om = means if means is not None else op_means(job)
+    p, var, t = job.parallelism, job.variability, job.training
+    ctx = _Ctx(job, om, p.tp * p.cp, var.temporal.kernel_cv, {})
+    laws = _chunk_laws(ctx)
+    v = _pipeline_vpp(job)
+
+    def latency(phase: str, stage: int, mb: int, chunk: int) -> Distribution:
+        if p.pp == 1 and v == 1:
+            return laws[(phase, "only")]
+        if stage == 0 and chunk == 0:
+            return laws[(phase, "first")]
+        if stage == p.pp - 1 and chunk == v - 1:
+            return laws[(phase, "last")]
+        return laws[(phase, "mid")]
+
+    body = pipeline_step_graph(p.pp, p.microbatches, latency, schedule=p.schedule, vpp=v,
+                               name=f"{job.name}/pipeline")
+    g = StepGraph(job.name)
+    last = g.add_replica_group("replicas", body, p.dp, slow=_slow_replicas(job),
+                               speed=_replica_speed(job, spatial))
+    if om.pp_send is not None:
+        hops = 2 * (p.pp - 1) * om.pp_send.seconds
+        law = tier_multiplier(_tier(job, om.pp_send.tier)).scale(hops)
+        last = g.add_op("pp_fill_drain", law, [last], kind="comm",
+                        tags=("pp", om.pp_send.tier or "intra_node"))
+    for o in om.dp_step:
+        law = _dp_step_law(ctx, o)
+        if law is None:
+            continue
+        last = g.add_op(o.name, law, [last], kind="comm",
+                        tags=("dp", o.group or "dp", o.tier or "intra_node"))
+    opt = om.optimizer.seconds
+    last = g.add_op("optimizer", _law(opt, (ctx.cv * opt) ** 2), [last], tags=("optimizer",))
+    if t.step_overhead_s > 0:
+        last = g.add_op("overhead", point_mass(t.step_overhead_s), [last], tags=("overhead",))
+    hic = var.hiccups
+    if hic.probability > 0 and hic.size_s > 0:
+        law = _hiccup_law(hic.probability, hic.size_s)
+        last = g.add_op("hiccup", law, [last], tags=("hiccup",))
+    reg = var.regimes
+    if len(reg.probabilities) > 1 or any(s != 1.0 for s in reg.slowdowns):
+        names = [f"r{i}" for i in range(len(reg.probabilities))]
+        g.add_regime("network", dict(zip(names, reg.probabilities)),
+                     dict(zip(names, reg.slowdowns)), applies_to="comm")
+    return g

@@ -1,0 +1,78 @@
+"""The agreement suite on a few cheap scenarios: analytic against Monte Carlo (fast subset).
+
+The full suite (100,000 samples, every scenario) is ``python validation/agreement.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from prism_analytic.agreement_cli import load_suite, register
+
+SAMPLES = 20_000
+agreement = load_suite()
+
+
+def test_registry_covers_the_required_structures():
+    names = set(agreement.SCENARIOS)
+    assert len(names) >= 12
+    assert {"chain", "fork_join", "barrier_8", "barrier_1024", "barrier_65536", "slow_copies",
+            "speed_factors", "regime_mixture", "heavy_tail_comm", "fsdp_overlap",
+            "pipe_1f1b_4x8", "pipe_1f1b_8x32", "pipe_1f1b_16x64", "pipe_interleaved_8x32",
+            "pipe_4x8_x512"} <= names
+    for scn in agreement.SCENARIOS.values():
+        scn.build().validate()
+
+
+@pytest.mark.parametrize("name", ["chain", "fork_join", "barrier_8"])
+def test_exact_scenarios_agree_with_monte_carlo(name):
+    row = agreement.evaluate(name, SAMPLES, baselines=False)
+    assert not row["reconvergent"]
+    # 0.02 is about twice the 95% DKW half-width at 20,000 samples
+    assert row["ks"] <= 0.02, row
+    assert row["in_bounds"], row
+    assert abs(row["p50_rel_err"]) <= 3 * row["p50_mc_ci"] + 1e-4
+
+
+def test_clark_mehler_beats_both_baselines_on_a_4x8_pipeline():
+    row = agreement.evaluate("pipe_1f1b_4x8", SAMPLES, bounds=False)
+    assert row["reconvergent"]
+    assert row["ks"] < row["ks_independent"]
+    assert row["ks"] < row["ks_clark"]
+    assert row["ks"] <= 0.05
+
+
+def _agreement_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="prism")
+    register(parser.add_subparsers(dest="command"))
+    return parser
+
+
+def test_cli_subcommand_prints_json_rows(capsys):
+    args = _agreement_parser().parse_args(
+        ["agreement", "--only", "chain", "--samples", str(SAMPLES), "--json"])
+    assert args.func(args) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in rows] == ["chain"]
+    for key in ("name", "ks", "p50_rel_err", "p99_rel_err", "p999_rel_err", "spread_rel_err",
+                "in_bounds", "analytic_s", "montecarlo_s"):
+        assert key in rows[0]
+
+
+def test_cli_lists_scenarios(capsys):
+    args = _agreement_parser().parse_args(["agreement", "--list"])
+    assert args.func(args) == 0
+    assert "pipe_1f1b_16x64" in capsys.readouterr().out
+
+
+def test_unknown_scenario_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown scenario"):
+        agreement.run(SAMPLES, ["no_such_scenario"])
+
+
+def test_missing_suite_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="validation/agreement.py"):
+        load_suite(tmp_path / "agreement.py")
