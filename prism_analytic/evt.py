@@ -35,8 +35,8 @@ median and do not carry over to other families.)
 
 The *penultimate* approximation keeps the von Mises constants but uses the shape
 ``xi_n = a'(b_n)`` instead of its limit (0 for Gumbel, 1/alpha, -1/beta), which removes that
-first-order term: the q99 error at n = 65,536 drops to 0.24% for the normal parent, and to 0.1% or
-less for lognormal and gamma parents. For Pareto and uniform parents ``a'`` is constant and the two
+first-order term: the q99 error at n = 65,536 drops to 0.24% for the normal parent, and to about
+0.1% for lognormal and gamma parents. For Pareto and uniform parents ``a'`` is constant and the two
 methods coincide with the exact limit. ``method="penultimate"`` is the default;
 ``method="limit"`` returns the named limit law (``gumbel_r``, ``invweibull`` = Frechet,
 ``weibull_max`` = reversed Weibull).

@@ -66,8 +66,6 @@ def test_from_scipy_rejects_non_frozen_and_non_finite():
         pa.from_scipy(stats.norm(0, np.inf))
 
 
-@pytest.mark.xfail(strict=True, reason="ScipyDistribution.__init__ checks finiteness only; scipy's "
-                   "invalid parameters (scale < 0, shape <= 0) give NaN for every value")
 @pytest.mark.parametrize("frozen", [stats.norm(0, -1), stats.gamma(-1.0), stats.lognorm(s=-0.5)])
 def test_from_scipy_rejects_invalid_parameters(frozen):
     with pytest.raises(ValueError, match="frozen"):

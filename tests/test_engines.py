@@ -226,11 +226,6 @@ def test_point_mass_speed_is_a_constant_slowdown(method):
     assert r.quantile(0.5) == pytest.approx(float(ref.quantile(0.5)), rel=1e-3)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a speed law with an atom at its lowest value (e.g. "
-                   "99% healthy GPUs at factor 1.0, 1% at 1.5) is wrong: scale_mixture_grid puts "
-                   "the mass P(S <= quantile(tail)) into the lower variable's -inf atom, so "
-                   "below = 0.53, the bracket at q=0.5 is (-inf, ...) and the median is 1.62 "
-                   "instead of 1.16 (KS 0.47 against Monte Carlo)")
 def test_discrete_speed_law_is_exact():
     x = pa.normal(1.0, 0.05)
     body = StepGraph("rank")

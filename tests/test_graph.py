@@ -405,8 +405,6 @@ def test_from_dict_rejects_bad_documents():
         StepGraph.from_dict(bad)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: from_dict keys nodes by id, so a duplicated id is "
-                   "silently dropped (the last entry wins) instead of being reported")
 def test_from_dict_rejects_duplicate_ids():
     d = rich_graph().to_dict()
     clash = copy.deepcopy(d["nodes"][0])
@@ -416,8 +414,6 @@ def test_from_dict_rejects_duplicate_ids():
         StepGraph.from_dict(d)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a missing required field in a node (id, latency, n, "
-                   "body, edge source/target) escapes from_dict as a bare KeyError")
 @pytest.mark.parametrize("field", ["latency", "id"])
 def test_from_dict_missing_field_is_a_clear_error(field):
     d = rich_graph().to_dict()
@@ -426,8 +422,6 @@ def test_from_dict_missing_field_is_a_clear_error(field):
         StepGraph.from_dict(d)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: from_spec builds scipy laws with invalid parameters "
-                   "(scale < 0); the graph loads and every CDF is NaN")
 def test_from_dict_rejects_invalid_scipy_parameters():
     d = rich_graph().to_dict()
     d["nodes"][0]["latency"] = {"type": "scipy", "family": "norm", "args": [1.0, -0.05], "kwds": {}}
@@ -443,8 +437,6 @@ def test_unserialisable_latency_is_a_clear_error():
         g.to_json()
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (minor): to_dict's error for an unserialisable latency "
-                   "does not say which node holds it")
 def test_unserialisable_latency_error_names_the_node():
     g = StepGraph()
     g.add_op("a", N)

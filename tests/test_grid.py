@@ -204,8 +204,6 @@ def test_trimmed_caps_the_length_and_keeps_the_sandwich():
     assert_contains_cdf(capped, d, _probe(d, g))
 
 
-@pytest.mark.xfail(strict=True, reason="GridDistribution.trimmed rebins by ceil(size / max_cells); "
-                   "an off-lattice start then adds up to two cells beyond max_cells")
 def test_trimmed_respects_max_cells_exactly():
     policy = pa.GridPolicy(max_cells=100)
     g = GridDistribution(0.01, 5, np.full(1000, 1e-3), np.full(1000, 1e-3), policy=policy)

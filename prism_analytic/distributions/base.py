@@ -203,12 +203,13 @@ class Distribution(ABC):
         a = np.full(p.shape, lo, dtype=float)
         b = np.full(p.shape, hi, dtype=float)
         for _ in range(2200):  # enough for any float64 interval; exits early when converged
-            mid = np.where(
-                np.isfinite(a) & np.isfinite(b),
-                0.5 * (a + b),
-                np.where(np.isfinite(a), a + np.maximum(1.0, np.abs(a)),
-                         np.where(np.isfinite(b), b - np.maximum(1.0, np.abs(b)), 0.0)),
-            )
+            with np.errstate(invalid="ignore"):  # inf - inf in the branches np.where discards
+                mid = np.where(
+                    np.isfinite(a) & np.isfinite(b),
+                    0.5 * (a + b),
+                    np.where(np.isfinite(a), a + np.maximum(1.0, np.abs(a)),
+                             np.where(np.isfinite(b), b - np.maximum(1.0, np.abs(b)), 0.0)),
+                )
             if upper:
                 go_right = self._sf(mid) > p  # still too much mass above mid
             else:
@@ -227,11 +228,18 @@ class Distribution(ABC):
         The range [Q(1e-13), Q(1 - 1e-13)] holds all but 2e-13 of the mass; subclasses with
         possibly infinite moments check that before calling this.
         """
-        lo = float(self._quantile(np.array([1e-13]))[0])
-        hi = float(self._isf(np.array([1e-13]))[0])
-        if hi <= lo:
+        # Points spaced by probability, not by value: heavy tails stretch the range by orders
+        # of magnitude, and a uniform grid would then put the whole bulk inside one cell.
+        tails = np.logspace(-13, -1, points // 2)
+        middle = np.linspace(0.1, 0.5, points // 4)
+        x = np.unique(np.concatenate((self._quantile(np.concatenate((tails, middle))),
+                                      self._isf(np.concatenate((middle, tails))))))
+        x = x[np.isfinite(x)]
+        lo = float(x[0])
+        if x[-1] <= lo:
             return lo, 0.0
-        x = np.linspace(lo, hi, points)
+        # ... plus a uniform grid, which light tails need for 1e-8 accuracy
+        x = np.unique(np.concatenate((x, np.linspace(lo, x[-1], points))))
         s = self._sf(x)
         # E[X] = lo + int_lo^hi S(x) dx; E[(X - lo)^2] = 2 int (x - lo) S(x) dx (tails negligible)
         mean = lo + np.trapezoid(s, x)

@@ -315,8 +315,9 @@ class GridDistribution(Distribution):
             new_lo[0] += cut_below + self.below
             new_hi[-1] += cut_above + self.above
         out = GridDistribution(self.h, self.k0 + start, new_lo, new_hi, below, above, self.policy)
-        if out.lo.size > self.policy.max_cells:
-            factor = int(np.ceil(out.lo.size / self.policy.max_cells))
+        factor = 1
+        while out.lo.size > self.policy.max_cells:  # an off-lattice start can add a cell or two
+            factor = max(factor + 1, int(np.ceil(out.lo.size * factor / self.policy.max_cells)))
             out = out.rebin(self.h * factor)
         return out
 

@@ -45,6 +45,9 @@ class ScipyDistribution(Distribution):
         for value in params:
             if isinstance(value, int | float | np.number) and not math.isfinite(float(value)):
                 raise ValueError(f"frozen distribution parameters must be finite, got {params}")
+        if np.isnan(frozen.ppf(0.5)):  # scipy answers NaN everywhere for invalid parameters
+            raise ValueError(f"frozen: invalid parameters for scipy.stats.{dist.name}: "
+                             f"args={frozen.args}, kwds={frozen.kwds}")
         self.frozen = frozen
 
     @property

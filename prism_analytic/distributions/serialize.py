@@ -50,7 +50,10 @@ def from_spec(spec: dict[str, Any], where: str = "latency") -> Distribution:
             if not isinstance(family, stats.rv_continuous):
                 raise ValueError(f"{where}.family: unknown scipy.stats continuous family "
                                  f"{spec['family']!r}")
-            return ScipyDistribution(family(*spec.get("args", []), **spec.get("kwds", {})))
+            try:
+                return ScipyDistribution(family(*spec.get("args", []), **spec.get("kwds", {})))
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{where}: {exc}") from None
         if kind == "point_mass":
             return PointMass(spec["value"])
         if kind == "empirical":

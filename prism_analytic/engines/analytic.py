@@ -75,8 +75,9 @@ def scale_mixture_grid(body: GridDistribution, speed: Distribution, bins: int = 
     if s_max <= s_min:  # a constant factor
         return body.scaled(s_min)
     edges = np.linspace(s_min, s_max, bins + 1)
-    # The first edge sits just below s_min so that an atom at s_min stays inside the bins.
-    edges[0] = np.nextafter(s_min, -np.inf)
+    # The first edge sits below s_min (beyond the inversion's round-off) so that an atom at
+    # s_min, e.g. the healthy GPUs of a "1% slow" law, stays inside the bins.
+    edges[0] = s_min - 1e-9 * abs(s_min)
     cdf = np.asarray(speed.cdf(edges), dtype=float)
     sf = np.asarray(speed.sf(edges), dtype=float)
     weights = np.where(cdf[1:] <= 0.5, np.diff(cdf), sf[:-1] - sf[1:])

@@ -277,7 +277,11 @@ class StepGraph:
             d = self.graph.nodes[name]
             entry: dict[str, Any] = {"id": name, "type": d["type"]}
             if d["type"] == OP:
-                entry.update(latency=to_spec(d["latency"]), kind=d["kind"], tags=list(d["tags"]))
+                try:
+                    spec = to_spec(d["latency"])
+                except TypeError as exc:
+                    raise TypeError(f"node {name!r}: {exc}") from None
+                entry.update(latency=spec, kind=d["kind"], tags=list(d["tags"]))
             else:
                 entry.update(body=d["body"].to_dict(), n=d["n"],
                              slow=list(d["slow"]) if d["slow"] else None,
@@ -303,8 +307,18 @@ class StepGraph:
             raise GraphError("graph data must be an object with 'nodes' and 'edges'")
         g = cls(str(data.get("name", "step")))
         preds: dict[str, list[str]] = {}
-        for e in data.get("edges", []):
+        for i, e in enumerate(data.get("edges", [])):
+            if not isinstance(e, Mapping) or "source" not in e or "target" not in e:
+                raise GraphError(f"edges[{i}] must be an object with 'source' and 'target', "
+                                 f"got {e!r}")
             preds.setdefault(e["target"], []).append(e["source"])
+        for i, n in enumerate(data["nodes"]):
+            if not isinstance(n, Mapping) or "id" not in n:
+                raise GraphError(f"nodes[{i}] must be an object with an 'id', got {n!r}")
+        ids = [n["id"] for n in data["nodes"]]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise GraphError(f"nodes: duplicate id(s) {dupes}")
         nodes = {n["id"]: n for n in data["nodes"]}
         unknown = {p for ps in preds.values() for p in ps} - set(nodes)
         unknown |= set(preds) - set(nodes)
@@ -318,6 +332,11 @@ class StepGraph:
         for name in nx.topological_sort(skeleton):
             n = nodes[name]
             after = preds.get(name, [])
+            required = {OP: ("latency",), REPLICA: ("body", "n")}.get(n.get("type"), ())
+            missing = [k for k in required if k not in n]
+            if missing:
+                raise GraphError(f"nodes[{name!r}]: missing field(s) {missing} for type "
+                                 f"{n.get('type')!r}")
             if n.get("type") == OP:
                 g.add_op(name, from_spec(n["latency"], f"nodes[{name!r}].latency"), after,
                          kind=n.get("kind", "compute"), tags=n.get("tags", ()))

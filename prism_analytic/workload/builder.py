@@ -54,10 +54,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+from scipy import special
+
 from ..distributions import Distribution, lognormal, mixture, point_mass, uniform
 from ..graph import StepGraph
 from ..graph.pipeline import pipeline_step_graph
-from ..operations import iid_max, max_independent
+from ..operations import iid_max
 from .config import JobConfig, TierNoise
 from .mean_model import OpMean, OpMeans, op_means
 
@@ -67,6 +70,8 @@ __all__ = [
     "layout_dict",
     "tier_multiplier",
     "SPATIAL_MODELS",
+    "ExposedComm",
+    "comm_law",
 ]
 
 SPATIAL_MODELS = ("slowest-gpu", "per-copy")
@@ -94,15 +99,116 @@ def _multiplier_moments(t: TierNoise) -> tuple[float, float]:
     return mean, max(0.0, second - mean * mean)
 
 
+class ExposedComm(Distribution):
+    """``max(0, a * M - hidden)``: the exposed part of a communication of mean time ``a``.
+
+    ``M`` is a tier's noise multiplier (:class:`~.config.TierNoise`): a mean-one lognormal
+    with shape ``sigma``, times ``tail_factor`` with probability ``tail_prob``; ``hidden``
+    (>= 0) is the part that overlap hides. Everything is closed form (CDF, survival, mean and
+    variance through normal CDFs, as in the Black-Scholes formula; quantiles by vectorised
+    bisection in log space), so the engines never integrate or invert it numerically.
+    A ``sigma`` of 0 is floored at 1e-6 (a mixture of point masses is not gridded exactly).
+    """
+
+    def __init__(self, a: float, tier: TierNoise, hidden: float = 0.0) -> None:
+        if not (math.isfinite(a) and a > 0):
+            raise ValueError(f"a must be a finite positive time, got {a!r}")
+        if not (math.isfinite(hidden) and hidden >= 0):
+            raise ValueError(f"hidden must be a finite time >= 0, got {hidden!r}")
+        self.a, self.hidden = float(a), float(hidden)
+        self.sigma = max(float(tier.sigma), 1e-6)
+        q, f = float(tier.tail_prob), float(tier.tail_factor)
+        if q > 0 and f > 1:
+            self.w, self.scales = np.array([1 - q, q]), np.array([self.a, self.a * f])
+        else:
+            self.w, self.scales = np.array([1.0]), np.array([self.a])
+        self.mu = -0.5 * self.sigma**2  # log-mean of the mean-one body
+
+    def __repr__(self) -> str:
+        return (f"ExposedComm(a={self.a:.6g}, sigma={self.sigma:g}, hidden={self.hidden:.6g},"
+                f" tail={self.w[1:].tolist()}x{(self.scales[1:] / self.a).tolist()})")
+
+    @property
+    def support(self) -> tuple[float, float]:
+        return 0.0, math.inf
+
+    def _z(self, x: np.ndarray) -> np.ndarray:
+        """Standardised log of (x + hidden) / scale per component: shape (..., components)."""
+        y = np.maximum(np.asarray(x, dtype=float) + self.hidden, 0.0)[..., None]
+        with np.errstate(divide="ignore"):
+            return (np.log(y) - np.log(self.scales) - self.mu) / self.sigma
+
+    def _cdf(self, x: np.ndarray) -> np.ndarray:
+        out = special.ndtr(self._z(x)) @ self.w
+        return np.where(np.asarray(x) < 0, 0.0, out)
+
+    def _sf(self, x: np.ndarray) -> np.ndarray:
+        out = special.ndtr(-self._z(x)) @ self.w
+        return np.where(np.asarray(x) < 0, 1.0, out)
+
+    def _solve(self, level: np.ndarray, upper: bool) -> np.ndarray:
+        """x with cdf(x) = level (or sf(x) = level when ``upper``), for x >= 0."""
+        level = np.asarray(level, dtype=float)
+        # each component's own quantile in log space brackets the mixture's
+        z = special.ndtri(level) if not upper else -special.ndtri(level)
+        comp = np.log(self.scales) + self.mu + self.sigma * z[..., None]
+        lo, hi = comp.min(axis=-1), comp.max(axis=-1)
+        for _ in range(64 if len(self.w) > 1 else 0):
+            mid = 0.5 * (lo + hi)
+            zm = (mid[..., None] - np.log(self.scales) - self.mu) / self.sigma
+            if upper:
+                below = special.ndtr(-zm) @ self.w > level
+            else:
+                below = special.ndtr(zm) @ self.w < level
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        with np.errstate(over="ignore"):
+            return np.maximum(np.exp(0.5 * (lo + hi)) - self.hidden, 0.0)
+
+    def _quantile(self, q: np.ndarray) -> np.ndarray:
+        q = np.asarray(q, dtype=float)
+        out = self._solve(np.clip(q, 1e-300, 1.0), upper=False)
+        return np.where(q <= self._cdf(np.zeros_like(q)), 0.0, out)
+
+    def _isf(self, p: np.ndarray) -> np.ndarray:
+        p = np.asarray(p, dtype=float)
+        out = self._solve(np.clip(p, 1e-300, 1.0), upper=True)
+        return np.where(p >= self._sf(np.zeros_like(p)), 0.0, out)
+
+    def _partial(self, n: int) -> np.ndarray:
+        """E[L^n; L > k_j] per component, L the mean-one lognormal, k_j = hidden / scale_j."""
+        s = self.sigma
+        with np.errstate(divide="ignore"):
+            lk = np.log(self.hidden / self.scales) if self.hidden > 0 else np.full_like(
+                self.scales, -np.inf)
+        return np.exp(n * self.mu + 0.5 * n * n * s * s) * special.ndtr(
+            (self.mu + n * s * s - lk) / s)
+
+    def _mean(self) -> float:
+        e0, e1 = self._partial(0), self._partial(1)
+        return float(self.w @ (self.scales * e1 - self.hidden * e0))
+
+    def _var(self) -> float:
+        e0, e1, e2 = self._partial(0), self._partial(1), self._partial(2)
+        h = self.hidden
+        second = float(self.w @ (self.scales**2 * e2 - 2 * h * self.scales * e1 + h * h * e0))
+        return max(0.0, second - self._mean() ** 2)
+
+    def _sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        comp = rng.choice(len(self.w), size=size, p=self.w)
+        body = np.exp(self.mu + self.sigma * rng.standard_normal(size))
+        return np.maximum(self.scales[comp] * body - self.hidden, 0.0)
+
+
+def comm_law(a: float, tier: TierNoise, hidden: float = 0.0) -> Distribution:
+    """``max(0, a * M - hidden)`` (an :class:`ExposedComm`; a point mass for a quiet tier)."""
+    if tier.sigma <= 0 and (tier.tail_prob <= 0 or tier.tail_factor <= 1):
+        return point_mass(max(a - hidden, 0.0))
+    return ExposedComm(a, tier, hidden)
+
+
 def tier_multiplier(t: TierNoise) -> Distribution:
-    """The noise multiplier of a communication tier as a distribution (mean-one body)."""
-    if t.sigma > 0:
-        body: Distribution = lognormal(1.0, math.sqrt(math.expm1(t.sigma**2)))
-    else:
-        body = point_mass(1.0)
-    if t.tail_prob > 0 and t.tail_factor > 1:
-        return mixture([body, body.scale(t.tail_factor)], [1.0 - t.tail_prob, t.tail_prob])
-    return body
+    """The noise multiplier of a communication tier as a distribution (mean one body)."""
+    return comm_law(1.0, t)
 
 
 def _law(mean: float, var: float) -> Distribution:
@@ -286,10 +392,7 @@ def _dp_step_law(ctx: _Ctx, o: OpMean) -> Distribution | None:
     if c <= 0:
         return None
     hidden = min(c, p.overlap.dp * window)
-    law = tier_multiplier(_tier(job, o.tier)).scale(c)
-    if hidden <= 0:
-        return law
-    return max_independent(law.shift(-hidden), point_mass(0.0))
+    return comm_law(c, _tier(job, o.tier), hidden)
 
 
 def build_step_graph(job: JobConfig, *, spatial: str = "slowest-gpu",
@@ -345,7 +448,7 @@ def build_step_graph(job: JobConfig, *, spatial: str = "slowest-gpu",
                                speed=_replica_speed(job, spatial))
     if om.pp_send is not None:
         hops = 2 * (p.pp - 1) * om.pp_send.seconds
-        law = tier_multiplier(_tier(job, om.pp_send.tier)).scale(hops)
+        law = comm_law(hops, _tier(job, om.pp_send.tier))
         last = g.add_op("pp_fill_drain", law, [last], kind="comm",
                         tags=("pp", om.pp_send.tier or "intra_node"))
     for o in om.dp_step:

@@ -1,0 +1,200 @@
+"""``prism presets`` and ``prism predict``: step-time distributions of preset jobs.
+
+``prism predict --preset NAME --gpus N`` builds the job of a model preset on N GPUs
+(optionally overridden key by key by a TOML ``--config``), turns it into a step DAG with
+:func:`~prism_analytic.workload.builder.build_step_graph` and evaluates it with
+:func:`~prism_analytic.engines.predict.predict`. ``--config FILE`` alone reads a whole
+job (``[job] preset = ..., gpus = ...``) from the file.
+
+Wiring: ``prism_analytic.cli`` calls :func:`register` with its subparsers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register", "build_job", "run_prediction"]
+
+METHODS = ("analytic", "montecarlo", "bounds")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def build_job(preset: str | None, gpus: int | None, config: str | Path | None = None):
+    """The :class:`~prism_analytic.workload.config.JobConfig` a ``predict`` call describes.
+
+    Raises
+    ------
+    ValueError
+        (a :class:`~prism_analytic.workload.config.ConfigError`) for an unknown preset, a GPU
+        count the preset's layout cannot use, or a bad config file, with a message that names
+        the offending key and what is allowed.
+    """
+    from .workload.config import ConfigError, LayoutWarning, load_config, merge_config
+    from .workload.presets import MODELS, preset_job
+
+    if config is not None:
+        path = Path(config)
+        if not path.is_file():
+            raise ConfigError("--config", f"no such config file: {str(path)!r}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", LayoutWarning)
+        if preset is None:
+            if config is None:
+                raise ConfigError("--preset", "give --preset NAME --gpus N, or --config FILE "
+                                  "with [job] preset and gpus")
+            job = load_config(path)
+            if gpus is not None and job.gpus != gpus:
+                job = merge_config(job, {"job": {"gpus": gpus}})
+            return job
+        if preset not in MODELS:
+            raise ConfigError("--preset", f"unknown model preset {preset!r}; available: "
+                              f"{', '.join(sorted(MODELS))} (see `prism presets`)")
+        if gpus is None:
+            raise ConfigError("--gpus", f"required with --preset {preset}")
+        job = preset_job(preset, gpus)
+        if config is not None:
+            job = merge_config(job, path)
+        return job
+
+
+def run_prediction(job, *, method: str = "analytic", samples: int = 20_000,
+                   seed: int = 0) -> tuple[Any, Any, dict[str, Any]]:
+    """Build the step graph of ``job`` and predict its step time.
+
+    Returns ``(result, graph, info)`` with ``info`` holding the graph size, the build time
+    and the deterministic mean-model step time.
+    """
+    from .engines.predict import predict
+    from .workload.builder import build_step_graph
+    from .workload.mean_model import op_means, step_time
+
+    start = time.perf_counter()
+    om = op_means(job)
+    graph = build_step_graph(job, means=om)
+    built = time.perf_counter() - start
+    result = predict(graph, method, samples=samples, seed=seed)
+    body = graph.node("replicas")["body"]
+    info = {
+        "graph_nodes": len(graph) + len(body),
+        "represented_ops": graph.total_ops(),
+        "build_time_s": built,
+        "mean_model_step_s": step_time(job, om).step_s,
+    }
+    return result, graph, info
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        return obj.item()
+    return obj
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"prism {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _cmd_presets(args: argparse.Namespace) -> int:
+    from .workload.presets import HARDWARE, MODELS, PRESETS, allowed_gpu_multiple
+
+    models = {n: {"description": PRESETS.get(n, ""), "gpu_multiple": allowed_gpu_multiple(n)}
+              for n in MODELS}
+    hardware = {n: {"description": PRESETS.get(n, "")} for n in HARDWARE}
+    if args.json:
+        print(json.dumps({"models": models, "hardware": hardware}, indent=2))
+        return 0
+    print("Model presets (prism predict --preset NAME --gpus N, N a multiple of the unit):")
+    width = max(len(n) for n in models)
+    for n, d in models.items():
+        print(f"  {n:<{width}}  unit {d['gpu_multiple']:>4}  {d['description']}")
+    print("Hardware presets (TOML: [job] hardware = NAME):")
+    width = max(len(n) for n in hardware)
+    for n, d in hardware.items():
+        print(f"  {n:<{width}}  {d['description']}")
+    return 0
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    from .workload.builder import layout_dict
+
+    try:
+        job = build_job(args.preset, args.gpus, args.config)
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        return _fail("predict", str(exc))
+    try:
+        result, _, info = run_prediction(job, method=args.method, samples=args.samples,
+                                         seed=args.seed)
+    except (ValueError, TypeError) as exc:
+        return _fail("predict", f"cannot evaluate {job.name}: {exc}")
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        result.plot(ax)
+        ax.set_title(f"{job.name}: step time ({args.method})")
+        fig.tight_layout()
+        fig.savefig(args.plot)
+        plt.close(fig)
+    layout = layout_dict(job)
+    if args.json:
+        out = {"preset": args.preset, "gpus": job.gpus, "layout": layout, **result.to_dict(),
+               **info}
+        print(json.dumps(_jsonable(out), indent=2))
+        return 0
+    print(job.summary())
+    print("layout: " + ", ".join(f"{k} {v}" for k, v in layout.items()))
+    print(f"step graph: {info['graph_nodes']:,} nodes representing {info['represented_ops']:,}"
+          f" ops (built in {info['build_time_s'] * 1e3:.0f} ms); mean-model step"
+          f" {info['mean_model_step_s']:.4g} s")
+    print(result.summary())
+    if args.plot:
+        print(f"plot written to {args.plot}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``presets`` and ``predict`` subcommands to the ``prism`` parser."""
+    pre = subparsers.add_parser("presets", help="list model and hardware presets",
+                                description="List the model presets (with the GPU-count unit "
+                                            "their layout needs) and the hardware presets.")
+    pre.add_argument("--json", action="store_true", help="print JSON")
+    pre.set_defaults(func=_cmd_presets)
+
+    p = subparsers.add_parser(
+        "predict", help="step-time distribution of a preset job on N GPUs",
+        description="Build the symmetry-reduced step DAG of a preset job (optionally "
+                    "overridden by a TOML config) and predict its step-time distribution.")
+    p.add_argument("--preset", metavar="NAME", help="model preset (see `prism presets`)")
+    p.add_argument("--gpus", type=_positive_int, metavar="N", help="number of GPUs")
+    p.add_argument("--config", metavar="FILE",
+                   help="TOML overrides on top of the preset; alone: a whole job file")
+    p.add_argument("--method", choices=METHODS, default="analytic",
+                   help="engine (default: analytic)")
+    p.add_argument("--samples", type=_positive_int, default=20_000,
+                   help="Monte Carlo samples (default: 20,000)")
+    p.add_argument("--seed", type=int, default=0, help="Monte Carlo seed (default: 0)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--plot", metavar="FILE", help="write a CDF plot to FILE (png, pdf, svg)")
+    p.set_defaults(func=_cmd_predict)
