@@ -41,21 +41,24 @@ class AnalyticReport:
         return {"exact": self.exact, "core_method": self.core_method, "cores": self.cores}
 
 
-def mean_critical_path(graph: StepGraph) -> tuple[float, int]:
+def mean_critical_path(graph: StepGraph, _means: dict | None = None) -> tuple[float, int]:
     """(longest path by mean duration, number of ops on the deepest path), for grid spacing.
 
     Replica groups count as their body's path plus a Gumbel-like allowance for the max.
     """
+    means = {} if _means is None else _means  # ops of a schedule share a few laws
     length: dict[str, float] = {}
     depth: dict[str, int] = {}
     for v in nx.topological_sort(graph.graph):
         d = graph.graph.nodes[v]
         if d["type"] == OP:
-            mean, ops = d["latency"].mean(), 1
-            if not np.isfinite(mean):
-                mean = float(d["latency"].quantile(0.5))
+            key = _dist_key(d["latency"])
+            if key not in means:
+                m = d["latency"].mean()
+                means[key] = m if np.isfinite(m) else float(d["latency"].quantile(0.5))
+            mean, ops = means[key], 1
         else:
-            mean, ops = mean_critical_path(d["body"])
+            mean, ops = mean_critical_path(d["body"], means)
             mean *= 1.0 + 0.05 * np.sqrt(2 * np.log(max(d["n"], 2)))
         preds = list(graph.graph.predecessors(v))
         length[v] = mean + max((length[p] for p in preds), default=0.0)

@@ -107,6 +107,7 @@ class ExposedComm(Distribution):
     (>= 0) is the part that overlap hides. Everything is closed form (CDF, survival, mean and
     variance through normal CDFs, as in the Black-Scholes formula; quantiles by vectorised
     bisection in log space), so the engines never integrate or invert it numerically.
+    Quantile levels inside the atom at 0 return ``-1e-12 * a`` (see :meth:`_quantile`).
     A ``sigma`` of 0 is floored at 1e-6 (a mixture of point masses is not gridded exactly).
     """
 
@@ -167,7 +168,10 @@ class ExposedComm(Distribution):
     def _quantile(self, q: np.ndarray) -> np.ndarray:
         q = np.asarray(q, dtype=float)
         out = self._solve(np.clip(q, 1e-300, 1.0), upper=False)
-        return np.where(q <= self._cdf(np.zeros_like(q)), 0.0, out)
+        # Levels inside the atom at 0 map to a point a hair below 0 (1e-12 a): the grid
+        # discretisation starts at the lowest quantile and would otherwise book the atom as
+        # mass *below* its grid (an infinite lower bound and a biased mean).
+        return np.where(q <= self._cdf(np.zeros_like(q)), -1e-12 * self.a, out)
 
     def _isf(self, p: np.ndarray) -> np.ndarray:
         p = np.asarray(p, dtype=float)
