@@ -288,12 +288,8 @@ class GridDistribution(Distribution):
         return GridDistribution(self.h, self.k0 + whole, lo, hi, self.below, self.above,
                                 self.policy)
 
-    def trimmed(self, strict: bool = True) -> GridDistribution:
-        """Drop negligible tails into the atoms and cap the length at ``policy.max_cells``.
-
-        With ``strict=False`` the trimmed tails and the atoms are folded onto the end points: no longer a guaranteed sandwich, but atoms then cannot compound through
-        the exponentially many paths of a lattice (used for shape templates only).
-        """
+    def trimmed(self) -> GridDistribution:
+        """Drop negligible tails into the atoms and cap the length at ``policy.max_cells``."""
         tail = self.policy.tail_mass
         lo = np.maximum(self.lo, 0.0)
         hi = np.maximum(self.hi, 0.0)
@@ -308,12 +304,7 @@ class GridDistribution(Distribution):
         new_hi = hi[start:end + 1].copy()
         new_lo[-1] += lo[end + 1:].sum()  # lower variable may only move mass down
         new_hi[0] += hi[:start].sum()  # upper variable may only move mass up
-        if strict:
-            below, above = self.below + cut_below, self.above + cut_above
-        else:
-            below = above = 0.0
-            new_lo[0] += cut_below + self.below
-            new_hi[-1] += cut_above + self.above
+        below, above = self.below + cut_below, self.above + cut_above
         out = GridDistribution(self.h, self.k0 + start, new_lo, new_hi, below, above, self.policy)
         factor = 1
         while out.lo.size > self.policy.max_cells:  # an off-lattice start can add a cell or two
@@ -414,11 +405,8 @@ def mix_grids(grids: list[GridDistribution], weights: np.ndarray) -> GridDistrib
     return GridDistribution(h, k0, lo, hi, below, above, grids[0].policy).trimmed()
 
 
-def convolve_grids(a: GridDistribution, b: GridDistribution, strict: bool = True) -> GridDistribution:
-    """Sum of two independent gridded variables (both sandwiches convolved).
-
-    ``strict`` is passed to :meth:`GridDistribution.trimmed`.
-    """
+def convolve_grids(a: GridDistribution, b: GridDistribution) -> GridDistribution:
+    """Sum of two independent gridded variables (both sandwiches convolved)."""
     h = max(a.h, b.h)
     a, b = a.rebin(h), b.rebin(h)
     lo = signal.fftconvolve(a.lo, b.lo) if min(a.lo.size, b.lo.size) > 64 else np.convolve(a.lo, b.lo)
@@ -426,4 +414,4 @@ def convolve_grids(a: GridDistribution, b: GridDistribution, strict: bool = True
     below = 1.0 - (1.0 - a.below) * (1.0 - b.below)
     above = 1.0 - (1.0 - a.above) * (1.0 - b.above)
     return GridDistribution(h, a.k0 + b.k0, np.maximum(lo, 0.0), np.maximum(hi, 0.0), below, above,
-                            a.policy).trimmed(strict)
+                            a.policy).trimmed()

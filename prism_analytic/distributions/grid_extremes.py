@@ -33,21 +33,21 @@ def _log_sf(cdf: np.ndarray, sf: np.ndarray) -> np.ndarray:
 
 
 def _from_log_cdf(h: float, k0: int, lc_lo: np.ndarray, lc_hi: np.ndarray, below: float,
-                  policy, strict: bool = True) -> GridDistribution:
+                  policy) -> GridDistribution:
     f_lo, s_lo = np.exp(lc_lo), -np.expm1(lc_lo)
     f_hi, s_hi = np.exp(lc_hi), -np.expm1(lc_hi)
     lo = _pmf_from_cdf_sf(f_lo, s_lo, below)
     hi = _pmf_from_cdf_sf(f_hi, s_hi, 0.0)
-    return GridDistribution(h, k0, lo, hi, below, float(s_hi[-1]), policy).trimmed(strict)
+    return GridDistribution(h, k0, lo, hi, below, float(s_hi[-1]), policy).trimmed()
 
 
-def max_grids(grids: list[GridDistribution], strict: bool = True) -> GridDistribution:
-    """Maximum of independent gridded variables (``strict``: see ``GridDistribution.trimmed``)."""
+def max_grids(grids: list[GridDistribution]) -> GridDistribution:
+    """Maximum of independent gridded variables."""
     h, k0, los, his = align(grids)
     lc_lo = sum(_log_cdf(*_cdf_sf(lo, g.below, 0.0)) for lo, g in zip(los, grids))
     lc_hi = sum(_log_cdf(*_cdf_sf(hi, 0.0, g.above)) for hi, g in zip(his, grids))
     below = float(np.prod([g.below for g in grids]))
-    return _from_log_cdf(h, k0, lc_lo, lc_hi, below, grids[0].policy, strict)
+    return _from_log_cdf(h, k0, lc_lo, lc_hi, below, grids[0].policy)
 
 
 def iid_max_grid(g: GridDistribution, n: int) -> GridDistribution:

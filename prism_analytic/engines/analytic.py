@@ -20,13 +20,16 @@ import networkx as nx
 import numpy as np
 
 from ..distributions import Distribution, GridDistribution, normal, point_mass, to_grid
-from ..distributions.grid import convolve_grids, mix_grids
+from ..distributions.grid import mix_grids
 from ..distributions.grid_extremes import iid_max_grid, max_grids
 from ..graph import OP, StepGraph
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .series_parallel import SINK, reduce_graph
 
 __all__ = ["analytic_distribution", "AnalyticReport", "scale_mixture_grid", "mean_critical_path"]
+
+#: Lattice cells per core standard deviation for the shape template.
+TEMPLATE_CELLS = 100
 
 
 @dataclass
@@ -115,7 +118,7 @@ def _dist_key(dist: Distribution) -> Any:
 
 class _Evaluator:
     def __init__(self, policy: GridPolicy, core_method: str, window: int | None,
-                 shape: str = "normal") -> None:
+                 shape: str = "template") -> None:
         self.shape = shape
         self._grids: dict[tuple, GridDistribution] = {}
         self.policy = policy
@@ -178,35 +181,78 @@ class _Evaluator:
             return to_grid(point_mass(res.mean), h, self.policy)
         if self.shape == "normal":
             return to_grid(normal(res.mean, res.std), h, self.policy)
-        # Shape from independent propagation (it keeps the skew of the op laws and of the
-        # maxima), location and scale from the canonical form (which keeps the correlations).
-        shape = _independent_makespan(m, h, self.policy)
-        a = res.std / shape.std()
-        return shape.scaled(a).shifted(res.mean - a * shape.mean())
+        # "template": the shape from independent propagation (it keeps the skew of the op laws
+        # and of the maxima), location and scale from the canonical form (which keeps the
+        # correlations). Measured on 1F1B (normal ops, CV 5%): spread error 0% instead of -7.5%
+        # at 16x64 and -1.4% instead of -4.3% at 8x32; at 4x8 +2.9% instead of -0.5%.
+        h_t = res.std / TEMPLATE_CELLS
+        k0, p = _independent_template(m, h_t)
+        x = (k0 + np.arange(p.size)) * h_t
+        mean_t = float(np.dot(p, x))
+        a = res.std / float(np.sqrt(np.dot(p, (x - mean_t) ** 2)))
+        # affine map onto the canonical mean and std; lo/hi one cell apart keep a sandwich form
+        shape = GridDistribution(h_t, k0, p, np.concatenate(([0.0], p[:-1])), policy=self.policy)
+        return shape.scaled(a).shifted(res.mean - a * mean_t)
 
 
-def _independent_makespan(m: nx.MultiDiGraph, h: float, policy: GridPolicy) -> GridDistribution:
-    """Source-to-sink makespan of an edge-weighted multigraph with independence at every max."""
-    finish: dict[Any, GridDistribution | None] = {}
+def _on_lattice(w: GridDistribution, h: float) -> tuple[int, np.ndarray]:
+    """A grid's cell-centre masses moved to the lattice ``k * h`` by linear splitting.
+
+    Splitting keeps mass and mean and adds almost no spread; unlike the floor/ceil re-binning
+    of the sandwich, the error does not grow with the number of ops on a path.
+    """
+    p = 0.5 * (w.lo + w.hi)
+    pos = w.points / h
+    base = np.floor(pos)
+    frac = pos - base
+    k0 = int(base[0])
+    idx = (base - k0).astype(np.int64)
+    size = int(idx[-1]) + 2
+    out = np.bincount(idx, weights=p * (1 - frac), minlength=size)
+    out += np.bincount(idx + 1, weights=p * frac, minlength=size)
+    return k0, out / out.sum()
+
+
+def _trim(k0: int, p: np.ndarray, eps: float = 1e-14) -> tuple[int, np.ndarray]:
+    c = np.cumsum(p)
+    lo = int(np.searchsorted(c, eps))
+    hi = int(np.searchsorted(c, c[-1] - eps)) + 1
+    q = p[lo:hi]
+    return k0 + lo, q / q.sum()
+
+
+def _independent_template(m: nx.MultiDiGraph, h: float) -> tuple[int, np.ndarray]:
+    """Source-to-sink makespan pmf on ``k * h`` with independence at every max (a shape only)."""
+    from scipy import signal
+
+    finish: dict[Any, tuple[int, np.ndarray]] = {}
     for x in nx.topological_sort(m):
         arrivals = []
         for a, _, w in m.in_edges(x, data="w"):
-            start = finish[a]
-            if w is not None and w.h < h:
-                w = w.rebin(h)
-            arrivals.append(w if start is None else start if w is None
-                            else convolve_grids(start, w, strict=False))
-        arrivals = [a for a in arrivals if a is not None]
-        finish[x] = (None if not arrivals else arrivals[0] if len(arrivals) == 1
-                     else max_grids(arrivals, strict=False))
-    out = finish[SINK]
-    return out if out is not None else to_grid(point_mass(0.0), h, policy)
+            k_a, p_a = finish.get(a, (0, np.ones(1)))
+            if w is None:
+                arrivals.append((k_a, p_a))
+                continue
+            k_w, p_w = _on_lattice(w, h)
+            arrivals.append(_trim(k_a + k_w, np.maximum(signal.oaconvolve(p_a, p_w), 0.0)))
+        if not arrivals:
+            continue
+        if len(arrivals) == 1:
+            finish[x] = arrivals[0]
+            continue
+        k0 = min(k for k, _ in arrivals)
+        k1 = max(k + p.size for k, p in arrivals)
+        cdf = np.ones(k1 - k0)
+        for k, p in arrivals:
+            cdf *= np.concatenate((np.zeros(k - k0), np.cumsum(p), np.ones(k1 - k - p.size)))
+        finish[x] = _trim(k0, np.diff(cdf, prepend=0.0))
+    return finish[SINK]
 
 
 def analytic_distribution(graph: StepGraph, policy: GridPolicy | None = None, *,
                           core_method: str = "clark-mehler",
                           window: int | None = None,
-                          shape: str = "normal") -> tuple[GridDistribution, AnalyticReport]:
+                          shape: str = "template") -> tuple[GridDistribution, AnalyticReport]:
     """The step-time distribution of ``graph`` and a report of how it was obtained."""
     graph.validate()
     ev = _Evaluator(policy or DEFAULT_POLICY, core_method, window, shape)

@@ -18,12 +18,14 @@ __all__ = ["predict", "METHODS"]
 
 METHODS = ("analytic", "bounds", "montecarlo")
 CORE_METHODS = ("clark-mehler", "clark", "independent")
+CORE_SHAPES = ("template", "normal")
 
 
 def predict(graph: StepGraph, method: str = "analytic", *, policy: GridPolicy | None = None,
             samples: int = 100_000, seed: int = 0, executor: Executor | None = None,
             mc_settings: MonteCarloSettings | None = None, core_method: str = "clark-mehler",
-            window: int | None = None, paths: int = 8) -> StepTimeResult:
+            window: int | None = None, core_shape: str = "template",
+            paths: int = 8) -> StepTimeResult:
     """The distribution of one training step's time.
 
     Parameters
@@ -42,6 +44,9 @@ def predict(graph: StepGraph, method: str = "analytic", *, policy: GridPolicy | 
         Method for irreducible cores (analytic only).
     window : int, optional
         Residual window of the Clark-Mehler form (None: its default).
+    core_shape : {"template", "normal"}
+        Shape of a core's makespan: Gaussian, or the independence-propagated shape mapped onto
+        the canonical mean and standard deviation (default; better tails on deep pipelines).
     paths : int
         Number of dominant paths in the lower bound.
 
@@ -56,11 +61,14 @@ def predict(graph: StepGraph, method: str = "analytic", *, policy: GridPolicy | 
     policy = DEFAULT_POLICY if policy is None else policy
     if not isinstance(policy, GridPolicy):
         raise TypeError(f"policy must be a GridPolicy, got {type(policy).__name__}")
+    if core_shape not in CORE_SHAPES:
+        raise ValueError(f"core_shape must be one of {CORE_SHAPES}, got {core_shape!r}")
     if core_method not in CORE_METHODS:
         raise ValueError(f"core_method must be one of {CORE_METHODS}, got {core_method!r}")
     start = time.perf_counter()
     if method == "analytic":
-        dist, report = analytic_distribution(graph, policy, core_method=core_method, window=window)
+        dist, report = analytic_distribution(graph, policy, core_method=core_method, window=window,
+                                            shape=core_shape)
         return StepTimeResult(dist, method, time.perf_counter() - start,
                               diagnostics={**report.to_dict(), "policy": policy.to_dict()})
     if method == "bounds":
