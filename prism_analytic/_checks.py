@@ -62,7 +62,10 @@ def check_count(value: object, name: str, *, minimum: int = 1, maximum: int | No
 
 def check_probabilities(q: object, name: str = "q") -> np.ndarray:
     """Return ``q`` as a float array, or raise unless every entry lies in [0, 1]."""
-    arr = np.asarray(q, dtype=float)
+    try:
+        arr = np.asarray(q, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be numeric quantile levels in [0, 1], got {q!r}") from exc
     if arr.size == 0:
         raise ValueError(f"{name} must not be empty")
     if np.isnan(arr).any():

@@ -24,7 +24,10 @@ class Empirical(Distribution):
     is_exact = True
 
     def __init__(self, samples: Any) -> None:
-        arr = np.asarray(samples, dtype=float).ravel()
+        try:
+            arr = np.asarray(samples, dtype=float).ravel()
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"samples must be numeric, got {samples!r}"[:200]) from exc
         if arr.size == 0:
             raise ValueError("samples must not be empty")
         if not np.isfinite(arr).all():

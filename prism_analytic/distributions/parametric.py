@@ -77,11 +77,15 @@ class ScipyDistribution(Distribution):
     def _isf(self, p: np.ndarray) -> np.ndarray:
         return self.frozen.isf(p)
 
+    # scipy answers NaN where a moment diverges (e.g. Frechet with alpha <= 1); the interface
+    # promises inf there.
     def _mean(self) -> float:
-        return float(self.frozen.mean())
+        m = float(self.frozen.mean())
+        return np.inf if np.isnan(m) else m
 
     def _var(self) -> float:
-        return float(self.frozen.var())
+        v = float(self.frozen.var())
+        return np.inf if np.isnan(v) else v
 
     def pdf(self, x: Any) -> float | np.ndarray:
         """Probability density (closed-form families only)."""

@@ -51,6 +51,7 @@ per-stage (rather than per-replica) persistent speeds, load imbalance between Mo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -58,9 +59,10 @@ import numpy as np
 from scipy import special
 
 from ..distributions import Distribution, lognormal, mixture, point_mass, uniform
-from ..graph import StepGraph
+from ..graph import REPLICA, StepGraph
 from ..graph.pipeline import pipeline_step_graph
 from ..operations import iid_max
+from ..policy import DEFAULT_POLICY, GridPolicy
 from .config import JobConfig, TierNoise
 from .mean_model import OpMean, OpMeans, op_means
 
@@ -72,6 +74,7 @@ __all__ = [
     "SPATIAL_MODELS",
     "ExposedComm",
     "comm_law",
+    "grid_policy",
 ]
 
 SPATIAL_MODELS = ("slowest-gpu", "per-copy")
@@ -282,6 +285,34 @@ class _Ctx:
 # --------------------------------------------------------------------------------------
 # Public helpers
 # --------------------------------------------------------------------------------------
+def grid_policy(graph: StepGraph, base: GridPolicy | None = None) -> GridPolicy:
+    """A grid policy under which the analytic engine can evaluate ``graph`` reliably.
+
+    The engine discretises a replica body with spacing ``rel_width * mean / depth`` and then
+    spreads it over the replica speed factor's range ``[Q(tail), Q(1 - tail)]``; when that
+    takes more than ``max_cells`` cells the result is wrong (the engine's mixture of
+    re-binned grids mislocates the law: a 95 s body came back as 14 s). This returns
+    ``base`` (default :data:`~prism_analytic.policy.DEFAULT_POLICY`) with ``rel_width``
+    raised just enough that every speed mixture fits in half of ``max_cells``; the
+    numerical bracket widens accordingly and is still reported by the engine.
+    """
+    from ..engines.analytic import mean_critical_path
+
+    base = base or DEFAULT_POLICY
+    need = base.rel_width
+    for _, d in graph.graph.nodes(data=True):
+        if d.get("type") != REPLICA or d.get("speed") is None:
+            continue
+        speed = d["speed"]
+        lo = float(speed.quantile(base.tail_mass))
+        hi = float(speed.isf(base.tail_mass))
+        _, depth = mean_critical_path(d["body"])
+        need = max(need, 2.0 * (hi - lo) / max(lo, 1e-12) * depth / base.max_cells)
+    if need <= base.rel_width:
+        return base
+    return dataclasses.replace(base, rel_width=min(need, 0.5))
+
+
 def layout_dict(job: JobConfig) -> dict[str, object]:
     """The parallel layout in a few plain keys (for reports and JSON)."""
     p = job.parallelism
