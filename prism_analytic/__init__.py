@@ -23,6 +23,7 @@ from .distributions import (
     uniform,
 )
 from .engines import MonteCarloSettings, StepTimeResult, predict
+from .evt import evt_family, evt_max
 from .graph import GraphError, StepGraph
 from .operations import (
     convolve,
@@ -38,7 +39,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_POLICY", "Distribution", "GraphError", "MonteCarloSettings", "StepGraph",
-    "StepTimeResult", "predict", "Empirical", "GridDistribution", "GridPolicy", "Mixture",
+    "StepTimeResult", "evt_family", "evt_max", "predict", "Empirical", "GridDistribution", "GridPolicy", "Mixture",
     "PointMass", "ScipyDistribution", "convolve", "empirical", "exponential", "from_scipy",
     "gamma", "iid_max", "iid_sum", "lognormal", "max_independent", "min_independent", "mixture",
     "normal", "order_statistic", "pareto", "point_mass", "uniform",
