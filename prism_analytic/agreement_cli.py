@@ -69,7 +69,7 @@ def _cmd_agreement(args: argparse.Namespace) -> int:
     samples = suite.DEFAULT_SAMPLES if args.samples is None else args.samples
     seed = suite.DEFAULT_SEED if args.seed is None else args.seed
     return suite.run(samples, args.only, args.json, seed=seed, do_timing=args.timing,
-                     list_only=args.list, strict=args.strict)
+                     list_only=args.list, strict=args.strict, core_shape=args.core_shape)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -95,4 +95,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
     p.add_argument("--strict", action="store_true",
                    help="exit with status 1 when any scenario misses its targets")
+    p.add_argument("--core-shape", default=None, metavar="SHAPE",
+                   help="core_shape of the analytic engine, e.g. template or normal "
+                        "(default: the engine's)")
     p.set_defaults(func=_cmd_agreement)

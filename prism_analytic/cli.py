@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 __all__ = ["main", "build_parser"]
 
@@ -87,13 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true", help="print JSON")
     demo.set_defaults(func=_cmd_demo)
 
-    for register in _EXTRA_COMMANDS:
-        register(sub)
+    from . import agreement_cli, predict_cli
+
+    agreement_cli.register(sub)
+    predict_cli.register(sub)
     return parser
-
-
-#: Subcommand registrars added by other modules (kept here so the CLI stays one entry point).
-_EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
 
 
 def main(argv: Sequence[str] | None = None) -> int:

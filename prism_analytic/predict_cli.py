@@ -77,17 +77,20 @@ def run_prediction(job, *, method: str = "analytic", samples: int = 20_000,
     """Build the step graph of ``job`` and predict its step time.
 
     Returns ``(result, graph, info)`` with ``info`` holding the graph size, the build time
-    and the deterministic mean-model step time.
+    and the deterministic mean-model step time. The analytic and bounds engines run under
+    :func:`~prism_analytic.workload.builder.grid_policy` (the default grid, coarsened only
+    where a deep pipeline body would overflow the engine's grid cap).
     """
     from .engines.predict import predict
-    from .workload.builder import build_step_graph
+    from .workload.builder import build_step_graph, grid_policy
     from .workload.mean_model import op_means, step_time
 
     start = time.perf_counter()
     om = op_means(job)
     graph = build_step_graph(job, means=om)
+    policy = grid_policy(graph) if method != "montecarlo" else None
     built = time.perf_counter() - start
-    result = predict(graph, method, samples=samples, seed=seed)
+    result = predict(graph, method, samples=samples, seed=seed, policy=policy)
     body = graph.node("replicas")["body"]
     info = {
         "graph_nodes": len(graph) + len(body),

@@ -121,8 +121,9 @@ def test_regime_spatial_options_and_errors():
 @pytest.fixture
 def prism(monkeypatch, capsys):
     """Run ``prism`` with the predict commands wired in; returns (rc, stdout, stderr)."""
-    if register not in cli._EXTRA_COMMANDS:
-        monkeypatch.setattr(cli, "_EXTRA_COMMANDS", [*cli._EXTRA_COMMANDS, register])
+    extra = getattr(cli, "_EXTRA_COMMANDS", None)  # older cli: registrars listed there
+    if extra is not None and register not in extra:
+        monkeypatch.setattr(cli, "_EXTRA_COMMANDS", [*extra, register])
 
     def run(*argv: str) -> tuple[int, str, str]:
         try:

@@ -28,6 +28,7 @@ Monte Carlo's own interval of the target is marked ``~noise``.
 Usage::
 
     python validation/agreement.py [--samples N] [--seed S] [--only NAME ...] [--json]
+                                   [--core-shape template|normal] [--strict]
     python validation/agreement.py --timing [--json]      # replica-count independence of cost
     python validation/agreement.py --list
 
@@ -326,7 +327,8 @@ def _mc_half_width(mc: pa.StepTimeResult, q: float) -> float:
 
 
 def evaluate(name: str, samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED, *,
-             bounds: bool = True, baselines: bool = True) -> dict[str, Any]:
+             bounds: bool = True, baselines: bool = True,
+             core_shape: str | None = None) -> dict[str, Any]:
     """Every agreement metric of one scenario.
 
     Parameters
@@ -341,6 +343,8 @@ def evaluate(name: str, samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED
         Also run the ``bounds`` engine and check Monte Carlo against it.
     baselines : bool
         For reconvergent scenarios, also evaluate ``core_method="independent"`` and ``"clark"``.
+    core_shape : str, optional
+        ``core_shape`` of the analytic engine for every method (None: the engine's default).
 
     Returns
     -------
@@ -351,7 +355,8 @@ def evaluate(name: str, samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED
         raise KeyError(f"unknown scenario {name!r}; choose from {sorted(SCENARIOS)}")
     scn = SCENARIOS[name]
     graph = scn.build()
-    analytic = pa.predict(graph, "analytic")
+    shape = {} if core_shape is None else {"core_shape": core_shape}
+    analytic = pa.predict(graph, "analytic", **shape)
     mc = pa.predict(graph, "montecarlo", samples=samples, seed=seed)
     emp = mc.distribution
     view = _McView(emp.samples, {q: float(mc.quantile(q)) for q in (0.5, 0.99, 0.999)},
@@ -366,6 +371,7 @@ def evaluate(name: str, samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED
     hw = {q: _mc_half_width(mc, q) for q in (0.5, 0.99, 0.999)}
     row.update(analytic_s=analytic.compute_time_s, montecarlo_s=mc.compute_time_s,
                reconvergent=not analytic.diagnostics["exact"], samples=samples, seed=seed,
+               core_shape=core_shape,
                mc_dkw_95=float(mc.diagnostics["dkw_95"]),
                mc_pool_ks=max((p["ks_error"] for p in mc.diagnostics["pooled_groups"]),
                               default=0.0),
@@ -373,7 +379,7 @@ def evaluate(name: str, samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED
                spread_mc_ci=(hw[0.5] + hw[0.99]) / (view.q[0.99] - view.q[0.5]))
     if row["reconvergent"] and baselines:
         for method in BASELINES:
-            res = pa.predict(graph, "analytic", core_method=method)
+            res = pa.predict(graph, "analytic", core_method=method, **shape)
             for key, value in _metrics(res, view).items():
                 row[f"{key}_{method}"] = value
             row[f"analytic_s_{method}"] = res.compute_time_s
@@ -425,10 +431,12 @@ def verdict(row: dict[str, Any]) -> tuple[str, list[str]]:
 
 def run_suite(names: Iterable[str] | None = None, samples: int = DEFAULT_SAMPLES,
               seed: int = DEFAULT_SEED, *, bounds: bool = True, baselines: bool = True,
+              core_shape: str | None = None,
               progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """Evaluate the named scenarios (all by default), in registration order.
 
-    ``progress`` receives one line per finished scenario.
+    ``progress`` receives one line per finished scenario; the other options are
+    :func:`evaluate`'s.
     """
     names = list(SCENARIOS) if names is None else list(names)
     unknown = [n for n in names if n not in SCENARIOS]
@@ -437,7 +445,8 @@ def run_suite(names: Iterable[str] | None = None, samples: int = DEFAULT_SAMPLES
     rows = []
     for name in names:
         start = time.perf_counter()
-        rows.append(evaluate(name, samples, seed, bounds=bounds, baselines=baselines))
+        rows.append(evaluate(name, samples, seed, bounds=bounds, baselines=baselines,
+                             core_shape=core_shape))
         if progress is not None:
             progress(f"{name}: {rows[-1]['verdict']} ({time.perf_counter() - start:.1f} s)")
     return rows
@@ -579,6 +588,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     parser.add_argument("--strict", action="store_true",
                         help="exit with status 1 when any scenario misses its targets")
+    parser.add_argument("--core-shape", default=None, metavar="SHAPE",
+                        help="core_shape of the analytic engine, e.g. template or normal "
+                             "(default: the engine's)")
     return parser
 
 
@@ -594,7 +606,8 @@ def _positive_int(text: str) -> int:
 
 def run(samples: int = DEFAULT_SAMPLES, only: Sequence[str] | None = None, as_json: bool = False,
         *, seed: int = DEFAULT_SEED, do_timing: bool = False, list_only: bool = False,
-        strict: bool = False, out: Any = None, err: Any = None) -> int:
+        strict: bool = False, core_shape: str | None = None, out: Any = None,
+        err: Any = None) -> int:
     """Run the suite and print the report; returns an exit status.
 
     Parameters
@@ -611,6 +624,8 @@ def run(samples: int = DEFAULT_SAMPLES, only: Sequence[str] | None = None, as_js
         Print the scenario names and descriptions.
     strict : bool
         Return 1 when a scenario misses its targets.
+    core_shape : str, optional
+        Passed to the analytic engine (None: its default).
     out, err : file-like, optional
         Report and progress streams (default stdout and stderr).
     """
@@ -629,11 +644,13 @@ def run(samples: int = DEFAULT_SAMPLES, only: Sequence[str] | None = None, as_js
         if unknown:
             raise ValueError(f"unknown scenario(s) {unknown}; choose from "
                              f"{', '.join(SCENARIOS)}")
-    rows = run_suite(only, samples, seed, progress=lambda line: print(line, file=err, flush=True))
+    rows = run_suite(only, samples, seed, core_shape=core_shape,
+                     progress=lambda line: print(line, file=err, flush=True))
     if as_json:
         print(json.dumps(rows, indent=2, default=_json_default), file=out)
     else:
-        print(f"Analytic vs Monte Carlo ({samples:,} samples, seed {seed})\n", file=out)
+        shape = "" if core_shape is None else f", core_shape {core_shape}"
+        print(f"Analytic vs Monte Carlo ({samples:,} samples, seed {seed}{shape})\n", file=out)
         print(format_table(rows), file=out)
     return 1 if strict and any(r["verdict"] != "PASS" for r in rows) else 0
 
@@ -651,7 +668,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return run(args.samples, args.only, args.json, seed=args.seed, do_timing=args.timing,
-                   list_only=args.list, strict=args.strict)
+                   list_only=args.list, strict=args.strict, core_shape=args.core_shape)
     except ValueError as exc:
         parser.error(str(exc))
         return 2  # unreachable: parser.error exits

@@ -118,7 +118,7 @@ def _dist_key(dist: Distribution) -> Any:
 
 class _Evaluator:
     def __init__(self, policy: GridPolicy, core_method: str, window: int | None,
-                 shape: str = "template") -> None:
+                 shape: str = "normal") -> None:
         self.shape = shape
         self._grids: dict[tuple, GridDistribution] = {}
         self.policy = policy
@@ -181,10 +181,11 @@ class _Evaluator:
             return to_grid(point_mass(res.mean), h, self.policy)
         if self.shape == "normal":
             return to_grid(normal(res.mean, res.std), h, self.policy)
-        # "template": the shape from independent propagation (it keeps the skew of the op laws
-        # and of the maxima), location and scale from the canonical form (which keeps the
-        # correlations). Measured on 1F1B (normal ops, CV 5%): spread error 0% instead of -7.5%
-        # at 16x64 and -1.4% instead of -4.3% at 8x32; at 4x8 +2.9% instead of -0.5%.
+        # "template": the shape from independent propagation, location and scale from the
+        # canonical form. Measured against Monte Carlo (validation/agreement.py): better spread
+        # on deep 1F1B (16x64: +1.6% vs -6.1%; 8x32: -1.1% vs -4.0%) but much worse on the
+        # interleaved schedule (+25%) and on a 4x8 pipeline's 512-replica max (KS 0.11 vs
+        # 0.05), so it is an option, not the default.
         h_t = res.std / TEMPLATE_CELLS
         k0, p = _independent_template(m, h_t)
         x = (k0 + np.arange(p.size)) * h_t
@@ -252,7 +253,7 @@ def _independent_template(m: nx.MultiDiGraph, h: float) -> tuple[int, np.ndarray
 def analytic_distribution(graph: StepGraph, policy: GridPolicy | None = None, *,
                           core_method: str = "clark-mehler",
                           window: int | None = None,
-                          shape: str = "template") -> tuple[GridDistribution, AnalyticReport]:
+                          shape: str = "normal") -> tuple[GridDistribution, AnalyticReport]:
     """The step-time distribution of ``graph`` and a report of how it was obtained."""
     graph.validate()
     ev = _Evaluator(policy or DEFAULT_POLICY, core_method, window, shape)

@@ -18,13 +18,13 @@ __all__ = ["predict", "METHODS"]
 
 METHODS = ("analytic", "bounds", "montecarlo")
 CORE_METHODS = ("clark-mehler", "clark", "independent")
-CORE_SHAPES = ("template", "normal")
+CORE_SHAPES = ("normal", "template")
 
 
 def predict(graph: StepGraph, method: str = "analytic", *, policy: GridPolicy | None = None,
             samples: int = 100_000, seed: int = 0, executor: Executor | None = None,
             mc_settings: MonteCarloSettings | None = None, core_method: str = "clark-mehler",
-            window: int | None = None, core_shape: str = "template",
+            window: int | None = None, core_shape: str = "normal",
             paths: int = 8) -> StepTimeResult:
     """The distribution of one training step's time.
 
@@ -44,9 +44,10 @@ def predict(graph: StepGraph, method: str = "analytic", *, policy: GridPolicy | 
         Method for irreducible cores (analytic only).
     window : int, optional
         Residual window of the Clark-Mehler form (None: its default).
-    core_shape : {"template", "normal"}
-        Shape of a core's makespan: Gaussian, or the independence-propagated shape mapped onto
-        the canonical mean and standard deviation (default; better tails on deep pipelines).
+    core_shape : {"normal", "template"}
+        Shape of a core's makespan: Gaussian (default), or the independence-propagated shape
+        mapped onto the canonical mean and standard deviation (better spread on deep 1F1B
+        pipelines, worse on interleaved schedules and replica maxima).
     paths : int
         Number of dominant paths in the lower bound.
 
