@@ -10,8 +10,15 @@ import pytest
 
 import prism_analytic as pa
 from prism_analytic import cli
+from prism_analytic.policy import DEFAULT_POLICY
 from prism_analytic.predict_cli import build_job, register
-from prism_analytic.workload.builder import build_step_graph, graph_size
+from prism_analytic.workload.builder import (
+    MAX_REL_WIDTH,
+    ExposedComm,
+    build_step_graph,
+    graph_size,
+    grid_policy,
+)
 from prism_analytic.workload.config import (
     ConfigError,
     HiccupConfig,
@@ -115,6 +122,40 @@ def test_regime_spatial_options_and_errors():
         build_step_graph(job, spatial="fastest")
     with pytest.raises(TypeError, match="JobConfig"):
         build_step_graph("llama3-8b")
+
+
+def test_exposed_comm_matches_sampling():
+    tier = TierNoise(sigma=0.3, tail_prob=0.01, tail_factor=10.0)
+    rng = np.random.default_rng(3)
+    for hidden in (0.0, 0.15):
+        d = ExposedComm(0.2, tier, hidden)
+        x = d.sample(400_000, rng)
+        assert d.mean() == pytest.approx(x.mean(), rel=0.01)
+        assert d.std() == pytest.approx(x.std(), rel=0.02)
+        grid = np.array([0.0, 0.05, 0.2, 1.0, 3.0])
+        assert np.allclose(d.cdf(grid), (x[:, None] <= grid).mean(axis=0), atol=3e-3)
+        q = np.array([0.5, 0.9, 0.999])
+        assert np.allclose(d.cdf(d.quantile(q)), q, atol=1e-9)
+        assert np.allclose(d.sf(d.isf(np.array([1e-3, 1e-9]))), [1e-3, 1e-9], rtol=1e-6)
+    # the clipped mass at 0 is kept on the analytic grid (mean not biased)
+    g = pa.StepGraph("one")
+    g.add_op("c", ExposedComm(0.2, tier, 0.15), kind="comm")
+    assert pa.predict(g, "analytic").mean() == pytest.approx(d.mean(), rel=1e-3)
+    with pytest.raises(ValueError):
+        ExposedComm(0.0, tier)
+
+
+def test_grid_policy_coarsens_only_deep_bodies():
+    assert grid_policy(build_step_graph(preset_job("llama3-8b", 1024))) == DEFAULT_POLICY
+    g = pa.StepGraph("deep")
+    body = pa.StepGraph("chain")
+    prev: list[str] = []
+    for i in range(5000):
+        prev = [body.add_op(f"op{i}", pa.lognormal(0.01, 0.0005), prev)]
+    g.add_replica_group("replicas", body, 1024, speed=pa.iid_max(pa.lognormal(1, 0.017), 128))
+    pol = grid_policy(g)
+    assert DEFAULT_POLICY.rel_width < pol.rel_width <= MAX_REL_WIDTH
+    assert pol.max_cells == DEFAULT_POLICY.max_cells
 
 
 # ----- the command line -------------------------------------------------------------------

@@ -223,21 +223,23 @@ class GridDistribution(Distribution):
         est = np.interp(-p, -s, k)
         return np.clip(est, self._isf_var(p, "lo"), self._isf_var(p, "hi"))
 
-    def _moment_weights(self) -> np.ndarray:
-        return 0.5 * (self.lo + self.hi) / max(0.5 * (self.lo.sum() + self.hi.sum()), 1e-300)
+    def _moments(self) -> tuple[float, float]:
+        if "moments" not in self._cache:
+            w = 0.5 * (self.lo + self.hi) / max(0.5 * (self.lo.sum() + self.hi.sum()), 1e-300)
+            # Lower variable's atoms sit at left edges, upper's at right edges: the average is
+            # the cell-centre estimate (exact to O(h^2) for smooth laws).
+            m = float(np.dot(w, self.points))
+            # Each atom stands for mass spread over a cell: add the within-cell variance h^2/12
+            # minus the h^2/4 introduced by averaging a left- and a right-shifted copy.
+            raw = float(np.dot(w, (self.points - m) ** 2))
+            self._cache["moments"] = (m, max(raw - self.h * self.h / 6.0, 0.0))
+        return self._cache["moments"]
 
     def _mean(self) -> float:
-        # Lower variable's atoms sit at left edges, upper's at right edges: the average is the
-        # cell-centre estimate (exact to O(h^2) for smooth laws).
-        return float(np.dot(self._moment_weights(), self.points))
+        return self._moments()[0]
 
     def _var(self) -> float:
-        w = self._moment_weights()
-        m = np.dot(w, self.points)
-        # Each atom stands for mass spread over a cell: add the within-cell variance h^2/12
-        # minus the h^2/4 introduced by averaging a left- and a right-shifted copy.
-        raw = float(np.dot(w, (self.points - m) ** 2))
-        return max(raw - self.h * self.h / 6.0, 0.0)
+        return self._moments()[1]
 
     def mean_bracket(self) -> tuple[float, float]:
         """(low, high) containing the exact mean (the means of the lower and upper variables)."""

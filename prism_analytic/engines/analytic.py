@@ -121,13 +121,14 @@ class _Evaluator:
                  shape: str = "normal") -> None:
         self.shape = shape
         self._grids: dict[tuple, GridDistribution] = {}
+        self._means: dict[Any, float] = {}
         self.policy = policy
         self.core_method = core_method
         self.window = window
         self.report = AnalyticReport(core_method=core_method)
 
     def graph(self, g: StepGraph, path: str = "") -> GridDistribution:
-        mean, depth = mean_critical_path(g)
+        mean, depth = mean_critical_path(g, self._means)
         h = self.policy.rel_width * max(abs(mean), 1e-300) / max(depth, 1)
         weights: dict[str, GridDistribution] = {}
         for v in g.graph.nodes:
