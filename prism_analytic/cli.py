@@ -8,12 +8,12 @@ import sys
 import time
 from collections.abc import Sequence
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "positive_int", "positive_float"]
 
 LEVELS = (0.5, 0.9, 0.99, 0.999)
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -23,7 +23,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
+def positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -80,10 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     demo = sub.add_parser("demo", help="the slowest of 65,536 GPUs each running a kernel chain")
-    demo.add_argument("--gpus", type=_positive_int, default=65536, help="number of GPUs")
-    demo.add_argument("--ops", type=_positive_int, default=64, help="kernels per GPU")
-    demo.add_argument("--kernel-ms", type=_positive_float, default=1.0, help="mean kernel time (ms)")
-    demo.add_argument("--cv", type=_positive_float, default=0.05, help="kernel coefficient of variation")
+    demo.add_argument("--gpus", type=positive_int, default=65536, help="number of GPUs")
+    demo.add_argument("--ops", type=positive_int, default=64, help="kernels per GPU")
+    demo.add_argument("--kernel-ms", type=positive_float, default=1.0, help="mean kernel time (ms)")
+    demo.add_argument("--cv", type=positive_float, default=0.05, help="kernel coefficient of variation")
     demo.add_argument("--json", action="store_true", help="print JSON")
     demo.set_defaults(func=_cmd_demo)
 

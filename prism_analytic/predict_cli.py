@@ -19,19 +19,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from .cli import positive_int
+
 __all__ = ["register", "build_job", "run_prediction"]
 
 METHODS = ("analytic", "montecarlo", "bounds")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def build_job(preset: str | None, gpus: int | None, config: str | Path | None = None):
@@ -190,12 +182,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Build the symmetry-reduced step DAG of a preset job (optionally "
                     "overridden by a TOML config) and predict its step-time distribution.")
     p.add_argument("--preset", metavar="NAME", help="model preset (see `prism presets`)")
-    p.add_argument("--gpus", type=_positive_int, metavar="N", help="number of GPUs")
+    p.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs")
     p.add_argument("--config", metavar="FILE",
                    help="TOML overrides on top of the preset; alone: a whole job file")
     p.add_argument("--method", choices=METHODS, default="analytic",
                    help="engine (default: analytic)")
-    p.add_argument("--samples", type=_positive_int, default=20_000,
+    p.add_argument("--samples", type=positive_int, default=20_000,
                    help="Monte Carlo samples (default: 20,000)")
     p.add_argument("--seed", type=int, default=0, help="Monte Carlo seed (default: 0)")
     p.add_argument("--json", action="store_true", help="print JSON")

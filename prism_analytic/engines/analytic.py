@@ -26,7 +26,8 @@ from ..graph import OP, StepGraph
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .series_parallel import SINK, reduce_graph
 
-__all__ = ["analytic_distribution", "AnalyticReport", "scale_mixture_grid", "mean_critical_path"]
+__all__ = ["analytic_distribution", "AnalyticReport", "scale_mixture_grid", "mean_critical_path",
+           "replica_group"]
 
 #: Lattice cells per core standard deviation for the shape template.
 TEMPLATE_CELLS = 100
@@ -104,6 +105,23 @@ def scale_mixture_grid(body: GridDistribution, speed: Distribution, bins: int = 
     return GridDistribution(h, k0, lo, hi, below, above, body.policy).trimmed()
 
 
+def replica_group(body: GridDistribution, node: dict[str, Any]) -> GridDistribution:
+    """The barrier of a replica-group node over copies whose duration is ``body``.
+
+    Persistent speed factors make each copy a scale mixture of the body; ``k`` slow copies
+    are F(t / factor)^k beside the healthy F(t)^(n - k).
+    """
+    if node["speed"] is not None:
+        body = scale_mixture_grid(body, node["speed"])
+    k, factor = node["slow"] if node["slow"] else (0, 1.0)
+    parts = []
+    if node["n"] > k:
+        parts.append(iid_max_grid(body, node["n"] - k))
+    if k:
+        parts.append(iid_max_grid(body.scaled(factor), k))
+    return parts[0] if len(parts) == 1 else max_grids(parts)
+
+
 def _dist_key(dist: Distribution) -> Any:
     """A hashable identity for a latency law: equal parameters give equal keys."""
     from ..distributions import PointMass, ScipyDistribution
@@ -147,16 +165,7 @@ class _Evaluator:
         return self.core(reduction.graph, h, path or g.name)
 
     def group(self, d: dict[str, Any], path: str) -> GridDistribution:
-        body = self.graph(d["body"], path)
-        if d["speed"] is not None:
-            body = scale_mixture_grid(body, d["speed"])
-        k, factor = d["slow"] if d["slow"] else (0, 1.0)
-        parts = []
-        if d["n"] > k:
-            parts.append(iid_max_grid(body, d["n"] - k))
-        if k:
-            parts.append(iid_max_grid(body.scaled(factor), k))
-        return parts[0] if len(parts) == 1 else max_grids(parts)
+        return replica_group(self.graph(d["body"], path), d)
 
     def core(self, m: nx.MultiDiGraph, h: float, where: str) -> GridDistribution:
         """Canonical-form makespan of an irreducible core (edges carry grids or zero)."""

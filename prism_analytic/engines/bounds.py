@@ -21,10 +21,10 @@ import numpy as np
 
 from ..distributions import GridDistribution, to_grid
 from ..distributions.grid import _pmf_from_cdf_sf, align, convolve_grids, mix_grids
-from ..distributions.grid_extremes import _cdf_sf, iid_max_grid, max_grids
+from ..distributions.grid_extremes import _cdf_sf, max_grids
 from ..graph import OP, StepGraph
 from ..policy import DEFAULT_POLICY, GridPolicy
-from .analytic import mean_critical_path, scale_mixture_grid
+from .analytic import mean_critical_path, replica_group
 
 __all__ = ["bound_distributions"]
 
@@ -43,15 +43,7 @@ class _Bounds:
         if d["type"] == OP:
             return to_grid(d["latency"], h, self.policy)
         body = self.upper(d["body"]) if side == "upper" else self.lower(d["body"])
-        if d["speed"] is not None:
-            body = scale_mixture_grid(body, d["speed"])
-        k, factor = d["slow"] if d["slow"] else (0, 1.0)
-        parts = []
-        if d["n"] > k:
-            parts.append(iid_max_grid(body, d["n"] - k))
-        if k:
-            parts.append(iid_max_grid(body.scaled(factor), k))
-        return parts[0] if len(parts) == 1 else max_grids(parts)
+        return replica_group(body, d)  # monotone in the body: bounds stay bounds
 
     def upper(self, g: StepGraph) -> GridDistribution:
         h = self.spacing(g)
