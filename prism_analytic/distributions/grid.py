@@ -331,7 +331,9 @@ def discretize(dist: Distribution, h: float, policy: GridPolicy = DEFAULT_POLICY
     # become atoms (reported as infinite bounds at extreme levels).
     bulk = float(dist._isf(np.array([1e-9]))[0] - dist._quantile(np.array([1e-9]))[0])
     h = max(h, bulk / policy.max_cells)
-    k_start = int(np.floor(x_min / h))
+    # One cell of margin below: an atom exactly at x_min (e.g. a point mass at zero inside a
+    # mixture) must fall inside the first cell, not into the -inf atom.
+    k_start = int(np.floor(x_min / h)) - 1
     k_end = int(np.ceil(x_max / h))
     if k_end - k_start + 1 > policy.max_cells:
         # Keep the bulk: centre the window on the median so both tails become atoms.

@@ -22,11 +22,12 @@ import numpy as np
 from ..distributions import Distribution, GridDistribution, normal, point_mass, to_grid
 from ..distributions.grid import mix_grids
 from ..distributions.grid_extremes import iid_max_grid, max_grids
+from ..distributions.products import scale_mixture
 from ..graph import OP, StepGraph
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .series_parallel import SINK, reduce_graph
 
-__all__ = ["analytic_distribution", "AnalyticReport", "scale_mixture_grid", "mean_critical_path",
+__all__ = ["analytic_distribution", "AnalyticReport", "mean_critical_path",
            "replica_group"]
 
 #: Lattice cells per core standard deviation for the shape template.
@@ -70,41 +71,6 @@ def mean_critical_path(graph: StepGraph, _means: dict | None = None) -> tuple[fl
     return max(length.values()), max(depth.values())
 
 
-def scale_mixture_grid(body: GridDistribution, speed: Distribution, bins: int = 512) -> GridDistribution:
-    """The law of ``S * X`` for X ~ body and an independent positive factor S ~ speed.
-
-    S is cut into ``bins`` bins of equal width in value (so the tails, which decide the max of
-    many copies, are resolved as finely as the bulk); the lower variable scales by each bin's
-    left edge and the upper by its right edge, so the rounding sandwich still holds.
-    """
-    tail = body.policy.tail_mass
-    s_min, s_max = float(speed.quantile(tail)), float(speed.isf(tail))
-    if s_max <= s_min:  # a constant factor
-        return body.scaled(s_min)
-    edges = np.linspace(s_min, s_max, bins + 1)
-    # The first edge sits below s_min (beyond the inversion's round-off) so that an atom at
-    # s_min, e.g. the healthy GPUs of a "1% slow" law, stays inside the bins.
-    edges[0] = s_min - 1e-9 * abs(s_min)
-    cdf = np.asarray(speed.cdf(edges), dtype=float)
-    sf = np.asarray(speed.sf(edges), dtype=float)
-    weights = np.where(cdf[1:] <= 0.5, np.diff(cdf), sf[:-1] - sf[1:])
-    keep = weights > 0
-    lows = [body.scaled(s) for s in edges[:-1][keep]]
-    highs = [body.scaled(s) for s in edges[1:][keep]]
-    h = max(g.h for g in lows + highs)
-    w = weights[keep]
-    lo_mix = mix_grids([g.rebin(h) for g in lows], w / w.sum())
-    hi_mix = mix_grids([g.rebin(h) for g in highs], w / w.sum())
-    # Lower variable from lo_mix (S below the range -> -inf), upper from hi_mix (above -> +inf).
-    k0 = min(lo_mix.k0, hi_mix.k0)
-    k1 = max(lo_mix.k0 + lo_mix.lo.size, hi_mix.k0 + hi_mix.hi.size)
-    lo = np.pad(lo_mix.lo, (lo_mix.k0 - k0, k1 - lo_mix.k0 - lo_mix.lo.size)) * (1 - cdf[0])
-    hi = np.pad(hi_mix.hi, (hi_mix.k0 - k0, k1 - hi_mix.k0 - hi_mix.hi.size)) * (1 - sf[-1])
-    below = cdf[0] + (1 - cdf[0]) * lo_mix.below
-    above = sf[-1] + (1 - sf[-1]) * hi_mix.above
-    return GridDistribution(h, k0, lo, hi, below, above, body.policy).trimmed()
-
-
 def replica_group(body: GridDistribution, node: dict[str, Any]) -> GridDistribution:
     """The barrier of a replica-group node over copies whose duration is ``body``.
 
@@ -112,7 +78,7 @@ def replica_group(body: GridDistribution, node: dict[str, Any]) -> GridDistribut
     are F(t / factor)^k beside the healthy F(t)^(n - k).
     """
     if node["speed"] is not None:
-        body = scale_mixture_grid(body, node["speed"])
+        body = scale_mixture(body, node["speed"])
     k, factor = node["slow"] if node["slow"] else (0, 1.0)
     parts = []
     if node["n"] > k:
