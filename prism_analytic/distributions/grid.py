@@ -330,7 +330,7 @@ def discretize(dist: Distribution, h: float, policy: GridPolicy = DEFAULT_POLICY
     # A spacing too fine for the bulk to fit is coarsened; only heavy tails beyond the cap
     # become atoms (reported as infinite bounds at extreme levels).
     bulk = float(dist._isf(np.array([1e-9]))[0] - dist._quantile(np.array([1e-9]))[0])
-    h = max(h, bulk / policy.max_cells)
+    h = max(h, bulk / (policy.max_cells - 4))  # room for the margin cells at both ends
     # One cell of margin below: an atom exactly at x_min (e.g. a point mass at zero inside a
     # mixture) must fall inside the first cell, not into the -inf atom.
     k_start = int(np.floor(x_min / h)) - 1
