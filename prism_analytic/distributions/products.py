@@ -45,23 +45,14 @@ class _LogOf(Distribution):
             return np.log(self.base._isf(p))
 
 
-def _to_log_lattice(g: GridDistribution, delta: float) -> GridDistribution:
-    """Move a positive grid's two sides onto the lattice ``k * delta`` in log time."""
-    y = np.log(g.points)
-    k_lo = np.floor(y / delta).astype(np.int64)
-    k_hi = np.ceil(y / delta).astype(np.int64)
-    base = int(k_lo[0])
-    n = int(k_hi[-1]) - base + 1
-    lo = np.bincount(k_lo - base, weights=g.lo, minlength=n)
-    hi = np.bincount(k_hi - base, weights=g.hi, minlength=n)
-    return GridDistribution(delta, base, lo, hi, g.below, g.above, g.policy)
+def _relattice(g: GridDistribution, transform, h: float) -> GridDistribution:
+    """Map both sides of ``g`` through an increasing ``transform`` onto the lattice ``k * h``.
 
-
-def _to_linear_lattice(g: GridDistribution, h: float) -> GridDistribution:
-    """Map a log-time grid back to the linear lattice ``k * h`` (lo down, hi up)."""
-    x = np.exp(g.points)
-    k_lo = np.floor(x / h).astype(np.int64)
-    k_hi = np.ceil(x / h).astype(np.int64)
+    The lower side rounds down and the upper side up, so the sandwich survives.
+    """
+    y = transform(g.points)
+    k_lo = np.floor(y / h).astype(np.int64)
+    k_hi = np.ceil(y / h).astype(np.int64)
     base = int(k_lo[0])
     n = int(k_hi[-1]) - base + 1
     lo = np.bincount(k_lo - base, weights=g.lo, minlength=n)
@@ -89,9 +80,9 @@ def scale_mixture(body: GridDistribution, speed: Distribution) -> GridDistributi
         return body.scaled(s_min)
     # Relative resolution: each log-lattice rounding costs one cell of relative width.
     delta = policy.rel_width / 4.0
-    x_log = _to_log_lattice(body, delta)
+    x_log = _relattice(body, np.log, delta)
     s_log = to_grid(_LogOf(speed), delta, policy)
     product = convolve_grids(x_log, s_log)
     mean = body.mean() * speed.mean()
     h = max(body.h * s_min, policy.rel_width * mean / 4.0)
-    return _to_linear_lattice(product, h)
+    return _relattice(product, np.exp, h)
