@@ -48,3 +48,22 @@ def test_two_cluster_law_that_just_fills_the_grid_keeps_its_far_cluster():
     g = to_grid(hiccup, 1.2 / policy.max_cells, policy)
     assert g.above < 1e-12
     assert g.quantile_bracket(0.999)[1] < 1.21
+
+
+def test_workload_graphs_round_trip_through_json():
+    # Built graphs used to fail to_json (IIDMax speed factors, the builder's ExposedComm).
+    from prism_analytic.predict_cli import build_job
+    from prism_analytic.workload.builder import build_step_graph
+
+    g = build_step_graph(build_job("llama3-8b", 1024))
+    again = pa.StepGraph.from_json(g.to_json())
+    assert again.to_dict() == g.to_dict()
+    assert pa.predict(again).quantile(0.99) == pa.predict(g).quantile(0.99)
+
+
+def test_custom_spec_cannot_import_code_outside_the_package():
+    data = {"nodes": [{"id": "a", "type": "op",
+                       "latency": {"type": "custom", "class": "os:system", "fields": {}}}],
+            "edges": []}
+    with pytest.raises(ValueError, match=r"nodes\['a'\]\.latency\.class must name a prism_analytic"):
+        pa.StepGraph.from_dict(data)

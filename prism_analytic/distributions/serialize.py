@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ from scipy import stats
 from .affine import Affine
 from .base import Distribution
 from .empirical import Empirical, PointMass
+from .extremes import IIDMax, OrderStatistic
 from .grid import GridDistribution
 from .mixture import Mixture
 from .parametric import ScipyDistribution
@@ -18,7 +20,19 @@ __all__ = ["to_spec", "from_spec"]
 
 
 def to_spec(dist: Distribution) -> dict[str, Any]:
-    """A JSON-friendly description of ``dist`` that :func:`from_spec` turns back into it."""
+    """A JSON-friendly description of ``dist`` that :func:`from_spec` turns back into it.
+
+    Distributions defined elsewhere in the package (e.g. the workload builder's) serialise
+    themselves through a ``to_spec_fields()`` method and a ``from_spec_fields`` classmethod.
+    """
+    if hasattr(dist, "to_spec_fields"):
+        cls = type(dist)
+        return {"type": "custom", "class": f"{cls.__module__}:{cls.__qualname__}",
+                "fields": dist.to_spec_fields()}
+    if isinstance(dist, IIDMax):
+        return {"type": "iid_max", "n": dist.n, "parent": to_spec(dist.parent)}
+    if isinstance(dist, OrderStatistic):
+        return {"type": "order_statistic", "k": dist.k, "n": dist.n, "parent": to_spec(dist.parent)}
     if isinstance(dist, ScipyDistribution):
         return {"type": "scipy", "family": dist.family, "args": [float(a) for a in dist.frozen.args],
                 "kwds": {k: float(v) for k, v in dist.frozen.kwds.items()}}
@@ -36,7 +50,8 @@ def to_spec(dist: Distribution) -> dict[str, Any]:
         return {"type": "grid", "h": dist.h, "k0": dist.k0, "lo": dist.lo.tolist(),
                 "hi": dist.hi.tolist(), "below": dist.below, "above": dist.above}
     raise TypeError(f"cannot serialise {type(dist).__name__}; supported: scipy, point_mass, "
-                    "empirical, mixture, affine, grid")
+                    "empirical, mixture, affine, grid, iid_max, order_statistic, and classes "
+                    "with to_spec_fields()")
 
 
 def from_spec(spec: dict[str, Any], where: str = "latency") -> Distribution:
@@ -64,10 +79,33 @@ def from_spec(spec: dict[str, Any], where: str = "latency") -> Distribution:
             return Mixture(comps, spec["weights"])
         if kind == "affine":
             return Affine(from_spec(spec["base"], f"{where}.base"), spec["shift"], spec["scale"])
+        if kind == "iid_max":
+            return IIDMax(from_spec(spec["parent"], f"{where}.parent"), int(spec["n"]))
+        if kind == "order_statistic":
+            return OrderStatistic(from_spec(spec["parent"], f"{where}.parent"), int(spec["k"]),
+                                  int(spec["n"]))
+        if kind == "custom":
+            return _custom(spec["class"], spec["fields"], where)
         if kind == "grid":
             return GridDistribution(spec["h"], spec["k0"], np.asarray(spec["lo"]),
                                     np.asarray(spec["hi"]), spec["below"], spec["above"])
     except KeyError as exc:
         raise ValueError(f"{where}: missing field {exc.args[0]!r} for type {kind!r}") from None
     raise ValueError(f"{where}.type must be one of scipy, point_mass, empirical, mixture, affine, "
-                     f"grid; got {kind!r}")
+                     f"grid, iid_max, order_statistic, custom; got {kind!r}")
+
+
+def _custom(path: str, fields: dict[str, Any], where: str) -> Distribution:
+    """Rebuild a package-defined distribution class named ``module:qualname``."""
+    module_name, _, qualname = str(path).partition(":")
+    # Only this package's classes: a spec file must not be able to import arbitrary code.
+    if not module_name.startswith("prism_analytic."):
+        raise ValueError(f"{where}.class must name a prism_analytic class, got {path!r}")
+    try:
+        cls = getattr(importlib.import_module(module_name), qualname)
+    except (ImportError, AttributeError):
+        raise ValueError(f"{where}.class: no distribution class {path!r}") from None
+    if not (isinstance(cls, type) and issubclass(cls, Distribution)
+            and hasattr(cls, "from_spec_fields")):
+        raise ValueError(f"{where}.class: {path!r} is not a serialisable distribution")
+    return cls.from_spec_fields(fields)

@@ -129,6 +129,19 @@ class ExposedComm(Distribution):
             self.w, self.scales = np.array([1.0]), np.array([self.a])
         self.mu = -0.5 * self.sigma**2  # log-mean of the mean-one body
 
+    def to_spec_fields(self) -> dict[str, float]:
+        """Constructor arguments, for JSON round trips of step graphs."""
+        return {"a": self.a, "hidden": self.hidden, "sigma": self.sigma,
+                "tail_prob": float(self.w[1]) if self.w.size > 1 else 0.0,
+                "tail_factor": float(self.scales[1] / self.a) if self.w.size > 1 else 1.0}
+
+    @classmethod
+    def from_spec_fields(cls, fields: dict[str, float]) -> ExposedComm:
+        """Inverse of :meth:`to_spec_fields`."""
+        tier = TierNoise(sigma=fields["sigma"], tail_prob=fields["tail_prob"],
+                         tail_factor=fields["tail_factor"])
+        return cls(fields["a"], tier, fields["hidden"])
+
     def __repr__(self) -> str:
         return (f"ExposedComm(a={self.a:.6g}, sigma={self.sigma:g}, hidden={self.hidden:.6g},"
                 f" tail={self.w[1:].tolist()}x{(self.scales[1:] / self.a).tolist()})")
