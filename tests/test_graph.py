@@ -431,16 +431,16 @@ def test_from_dict_rejects_invalid_scipy_parameters():
 
 def test_unserialisable_latency_is_a_clear_error():
     g = StepGraph()
-    g.add_op("slowest", pa.iid_max(N, 8))  # evaluable, but has no JSON spec
+    g.add_op("slowest", pa.max_independent(N, pa.gamma(1.0, 0.1)))  # evaluable, but has no JSON spec
     assert math.isfinite(pa.predict(g).mean())
-    with pytest.raises(TypeError, match="cannot serialise IIDMax"):
+    with pytest.raises(TypeError, match="cannot serialise MaxOfIndependent"):
         g.to_json()
 
 
 def test_unserialisable_latency_error_names_the_node():
     g = StepGraph()
     g.add_op("a", N)
-    g.add_op("slowest", pa.iid_max(N, 8), after=["a"])
+    g.add_op("slowest", pa.max_independent(N, pa.gamma(1.0, 0.1)), after=["a"])
     with pytest.raises(TypeError, match="slowest"):
         g.to_dict()
 
