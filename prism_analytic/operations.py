@@ -155,12 +155,13 @@ def iid_sum(dist: Distribution, m: int, policy: GridPolicy | None = None) -> Dis
     return result
 
 
-def _grid_operands(items: list[Distribution], policy: GridPolicy) -> list[GridDistribution]:
-    """Discretise operands for a max/min on the coarsest existing grid spacing."""
-    grids = [d for d in items if isinstance(d, GridDistribution)]
-    h = max(g.h for g in grids) if grids else None
-    if h is None:  # pragma: no cover - callers only come here with a grid operand
-        raise AssertionError("no grid operand")
+def _on_common_grid(items: list[Distribution], policy: GridPolicy) -> list[GridDistribution]:
+    """Every operand as a grid on the coarsest spacing among the non-exact ones."""
+    from .distributions.grid import to_grid_like
+
+    grids = [d if isinstance(d, GridDistribution) else to_grid_like(d, policy)
+             for d in items if not d.is_exact]
+    h = max(g.h for g in grids)
     return [to_grid(d, h, policy) for d in items]
 
 
@@ -171,7 +172,7 @@ def max_independent(*dists: Distribution, policy: GridPolicy | None = None) -> D
         return items[0]
     if all(d.is_exact for d in items):
         return MaxOfIndependent(items)
-    return max_grids(_grid_operands(_as_grids(items), policy or DEFAULT_POLICY))
+    return max_grids(_on_common_grid(items, policy or DEFAULT_POLICY))
 
 
 def min_independent(*dists: Distribution, policy: GridPolicy | None = None) -> Distribution:
@@ -181,19 +182,7 @@ def min_independent(*dists: Distribution, policy: GridPolicy | None = None) -> D
         return items[0]
     if all(d.is_exact for d in items):
         return MinOfIndependent(items)
-    return min_grids(_grid_operands(_as_grids(items), policy or DEFAULT_POLICY))
-
-
-def _as_grids(items: list[Distribution]) -> list[Distribution]:
-    """Non-exact operands that are not grids yet (mixtures of grids, affine grids) become grids."""
-    out = []
-    for d in items:
-        if not d.is_exact and not isinstance(d, GridDistribution):
-            from .distributions.grid import to_grid_like
-
-            d = to_grid_like(d)
-        out.append(d)
-    return out
+    return min_grids(_on_common_grid(items, policy or DEFAULT_POLICY))
 
 
 def iid_max(dist: Distribution, n: int, policy: GridPolicy | None = None) -> Distribution:
@@ -220,7 +209,7 @@ def iid_max(dist: Distribution, n: int, policy: GridPolicy | None = None) -> Dis
         return dist
     if dist.is_exact:
         return IIDMax(dist, n)
-    (grid,) = _as_grids([dist])
+    (grid,) = _on_common_grid([dist], policy or DEFAULT_POLICY)
     return iid_max_grid(grid, n)
 
 
@@ -236,7 +225,7 @@ def order_statistic(dist: Distribution, k: int, n: int,
         return dist
     if dist.is_exact:
         return OrderStatistic(dist, k, n)
-    (grid,) = _as_grids([dist])
+    (grid,) = _on_common_grid([dist], policy or DEFAULT_POLICY)
     return order_statistic_grid(grid, k, n)
 
 
