@@ -82,7 +82,8 @@ def run_prediction(job, *, method: str = "analytic", samples: int = 20_000,
     graph = build_step_graph(job, means=om)
     policy = grid_policy(graph) if method != "montecarlo" else None
     built = time.perf_counter() - start
-    result = predict(graph, method, samples=samples, seed=seed, policy=policy)
+    result = predict(graph, method, samples=samples, seed=seed, policy=policy,
+                     progress=_progress_printer() if method == "montecarlo" else None)
     body = graph.node("replicas")["body"]
     info = {
         "graph_nodes": len(graph) + len(body),
@@ -91,6 +92,22 @@ def run_prediction(job, *, method: str = "analytic", samples: int = 20_000,
         "mean_model_step_s": step_time(job, om).step_s,
     }
     return result, graph, info
+
+
+def _progress_printer():
+    """A Monte Carlo progress line on stderr, only when a person is watching it."""
+    if not sys.stderr.isatty():
+        return None
+    start = time.perf_counter()
+
+    def show(done: int, total: int) -> None:
+        elapsed = time.perf_counter() - start
+        eta = elapsed * (total - done) / max(done, 1)
+        end = "\n" if done >= total else ""
+        print(f"\rMonte Carlo: {done:,}/{total:,} steps sampled, {elapsed:.0f} s elapsed, "
+              f"about {eta:.0f} s left", end=end, file=sys.stderr, flush=True)
+
+    return show
 
 
 def _jsonable(obj: Any) -> Any:

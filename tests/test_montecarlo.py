@@ -241,3 +241,13 @@ def test_large_group_of_a_single_nested_group():
     # the pool's own error dominates here; the sampled law must stay within it (+ sampling noise)
     dkw = math.sqrt(math.log(2 / 0.001) / (2 * 5000))
     assert stats.kstest(draws, theory.cdf).statistic <= pooled["ks_error"] + dkw
+
+
+def test_progress_reports_every_block_and_does_not_change_the_samples():
+    g = StepGraph()
+    g.add_op("a", pa.normal(1.0, 0.1))
+    calls = []
+    with_progress = sample_step(g, 3 * BLOCK + 5, progress=lambda d, t: calls.append((d, t)))
+    assert calls[-1] == (3 * BLOCK + 5, 3 * BLOCK + 5)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls) and len(calls) == 4
+    assert np.array_equal(with_progress, sample_step(g, 3 * BLOCK + 5))

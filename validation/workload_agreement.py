@@ -8,6 +8,8 @@ as ``prism predict`` does) and compares it with seeded Monte Carlo samples of th
 * ``KS``: sup |F_analytic - F_mc| over the Monte Carlo sample points (``scipy.stats.kstest``);
 * ``p50 err``, ``p99 err``: analytic / Monte Carlo quantile - 1;
 * ``an s``, ``mc s``: compute times of the two engines;
+* ``mc p99 ci``: half-width of Monte Carlo's 95% order-statistic interval of its p99,
+  relative; ``F_an(mc p99)``: the analytic CDF at Monte Carlo's p99 (0.99 when they agree);
 * ``dkw``: Monte Carlo's own 95% DKW half-width of its CDF (the KS floor it can resolve);
   ``pool ks``: the KS error a pooled replica group adds (0 when every copy is sampled).
 
@@ -82,18 +84,23 @@ def _compare(analytic: Any, mc: Any, mode: str) -> dict[str, Any]:
     q50, q99 = (float(mc.quantile(q)) for q in (0.5, 0.99))
     ks = float(stats.kstest(samples, analytic.cdf).statistic)
     pool = max((p["ks_error"] for p in mc.diagnostics["pooled_groups"]), default=0.0)
+    lo, hi = mc.quantile_bracket(0.99, confidence=0.95)
     row = {
         "mc": mode, "ks": ks,
         "p50_rel_err": _rel(float(analytic.quantile(0.5)), q50),
         "p99_rel_err": _rel(float(analytic.quantile(0.99)), q99),
         "mc_p50_s": q50, "mc_p99_s": q99, "mc_s": mc.compute_time_s,
         "mc_dkw_95": float(mc.diagnostics["dkw_95"]), "mc_pool_ks": pool,
+        "p99_mc_ci": float(hi - lo) / 2 / q99,
+        "an_cdf_at_mc_p99": float(analytic.cdf(q99)),
     }
     misses = []
     if ks > TARGETS["ks"]:
         misses.append("ks")
     if abs(row["p99_rel_err"]) > TARGETS["p99"]:
-        misses.append("p99")
+        # within noise when the miss is inside MC's own 95% interval of its p99
+        noise = abs(row["p99_rel_err"]) <= TARGETS["p99"] + row["p99_mc_ci"]
+        misses.append("p99" + (" ~noise" if noise else ""))
     row["verdict"] = "PASS" if not misses else "MISS (" + ", ".join(misses) + ")"
     return row
 
@@ -139,6 +146,7 @@ _COLUMNS = [
     ("p50 s", "an_p50_s", "{:.4g}"), ("p99 s", "an_p99_s", "{:.4g}"), ("KS", "ks", "{:.4f}"),
     ("dkw", "mc_dkw_95", "{:.4f}"), ("pool ks", "mc_pool_ks", "{:.4f}"),
     ("p50 err", "p50_rel_err", "{:+.3%}"), ("p99 err", "p99_rel_err", "{:+.3%}"),
+    ("mc p99 ci", "p99_mc_ci", "{:.2%}"), ("F_an(mc p99)", "an_cdf_at_mc_p99", "{:.4f}"),
     ("an s", "an_s", "{:.2f}"), ("mc s", "mc_s", "{:.1f}"), ("verdict", "verdict", "{}"),
 ]
 
@@ -153,7 +161,10 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
            "  ".join("-" * w for w in widths)]
     out += ["  ".join(c.ljust(w) for c, w in zip(b, widths)) for b in body]
     out.append(f"Targets: KS <= {TARGETS['ks']}, |p99 err| <= {TARGETS['p99']:.1%}. p50/p99 s: "
-               "analytic. 'default=explicit': dp <= 1024, every replica sampled copy by copy.")
+               "analytic. 'default=explicit': dp <= 1024, every replica sampled copy by copy.\n"
+               "mc p99 ci: half-width of MC's 95% order-statistic interval of its p99 (relative);"
+               " F_an(mc p99): the analytic CDF at MC's p99 (0.99 = perfect); '~noise': the p99"
+               " miss is within target + mc p99 ci.")
     return "\n".join(out)
 
 

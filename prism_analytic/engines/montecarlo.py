@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -167,7 +168,8 @@ def _run_blocks(args: tuple[StepGraph, MonteCarloSettings, list[tuple[Any, int]]
 
 
 def sample_step(graph: StepGraph, samples: int, *, settings: MonteCarloSettings | None = None,
-                executor: Executor | None = None, blocks_per_task: int = 4) -> np.ndarray:
+                executor: Executor | None = None, blocks_per_task: int = 4,
+                progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """Draw ``samples`` step times of ``graph`` (seconds), reproducibly.
 
     Parameters
@@ -182,6 +184,8 @@ def sample_step(graph: StepGraph, samples: int, *, settings: MonteCarloSettings 
         by default everything runs in this process. The result does not depend on it.
     blocks_per_task : int
         Blocks of :data:`BLOCK` samples handed to one task.
+    progress : callable, optional
+        Called as ``progress(done, total)`` (in samples) as blocks or tasks finish.
     """
     settings = settings or MonteCarloSettings()
     samples = check_count(samples, "samples", minimum=1, maximum=10**9)
@@ -195,8 +199,16 @@ def sample_step(graph: StepGraph, samples: int, *, settings: MonteCarloSettings 
     blocks = list(zip(seeds, sizes))
     tasks = [(graph, settings, blocks[i:i + blocks_per_task])
              for i in range(0, n_blocks, blocks_per_task)]
+    parts: list[np.ndarray] = []
     if executor is None:
-        parts = [_run_blocks(t) for t in tasks]
+        sampler = _Sampler(settings)  # one sampler: pools are built once in this process
+        for seed, size in blocks:
+            parts.append(_run_block(graph, sampler, seed, size))
+            if progress is not None:
+                progress(sum(p.size for p in parts), samples)
     else:
-        parts = list(executor.map(_run_blocks, tasks))
+        for part in executor.map(_run_blocks, tasks):
+            parts.append(part)
+            if progress is not None:
+                progress(sum(p.size for p in parts), samples)
     return np.concatenate(parts)

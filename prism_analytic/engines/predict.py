@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 
 from .._checks import check_count
@@ -25,7 +26,7 @@ def predict(graph: StepGraph, method: str = "analytic", *, policy: GridPolicy | 
             samples: int = 100_000, seed: int = 0, executor: Executor | None = None,
             mc_settings: MonteCarloSettings | None = None, core_method: str = "clark-mehler",
             window: int | None = None, core_shape: str = "normal",
-            paths: int = 8) -> StepTimeResult:
+            paths: int = 8, progress: Callable[[int, int], None] | None = None) -> StepTimeResult:
     """The distribution of one training step's time.
 
     Parameters
@@ -38,7 +39,7 @@ def predict(graph: StepGraph, method: str = "analytic", *, policy: GridPolicy | 
         ``montecarlo``: sampling with exact semantics (the cross-check).
     policy : GridPolicy, optional
         Grid resolution for analytic and bounds.
-    samples, seed, executor, mc_settings
+    samples, seed, executor, mc_settings, progress
         Monte Carlo options (see :func:`~prism_analytic.engines.montecarlo.sample_step`).
     core_method : {"clark-mehler", "clark", "independent"}
         Method for irreducible cores (analytic only).
@@ -78,7 +79,7 @@ def predict(graph: StepGraph, method: str = "analytic", *, policy: GridPolicy | 
                               upper=upper, diagnostics={"policy": policy.to_dict()})
     samples = check_count(samples, "samples", minimum=2, maximum=10**9)
     settings = mc_settings or MonteCarloSettings(seed=check_count(seed, "seed", minimum=0))
-    draws = sample_step(graph, samples, settings=settings, executor=executor)
+    draws = sample_step(graph, samples, settings=settings, executor=executor, progress=progress)
     emp = Empirical(draws)
     return StepTimeResult(emp, method, time.perf_counter() - start, diagnostics={
         "samples": samples, "seed": settings.seed, "dkw_95": emp.dkw_epsilon(0.05),

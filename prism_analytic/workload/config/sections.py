@@ -1,0 +1,329 @@
+"""Sections for the model, the parallel layout, the hardware/cluster and training."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .fields import ConfigError, _f, _Section
+
+
+# --------------------------------------------------------------------------------------
+# Model
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MoEConfig(_Section):
+    """Mixture-of-experts MLP replacing the dense MLP in every layer.
+
+    Parameters
+    ----------
+    experts : int
+        Routed experts per layer.
+    top_k : int
+        Experts each token is routed to (1 <= top_k <= experts).
+    expert_ffn : int
+        Hidden size of one expert's MLP (SwiGLU/GeLU per ``ModelConfig.mlp``).
+    """
+
+    _SECTION: ClassVar[str] = "model.moe"
+    experts: int = _f(kind="int", ge=1)
+    top_k: int = _f(kind="int", ge=1)
+    expert_ffn: int = _f(kind="int", ge=1)
+
+    def _check(self) -> None:
+        if self.top_k > self.experts:
+            raise self._err(
+                "top_k", f"must be <= model.moe.experts ({self.experts}), got {self.top_k}"
+            )
+
+
+@dataclass(frozen=True)
+class ModelConfig(_Section):
+    """Decoder-only transformer architecture.
+
+    Parameters
+    ----------
+    name : str
+        Label.
+    layers, hidden, ffn, heads : int
+        Transformer layers, model width, dense-MLP hidden size, query heads.
+    kv_heads : int, optional
+        Key/value heads (grouped-query attention); defaults to ``heads`` (MHA).
+    vocab, seq_len : int
+        Vocabulary size and training sequence length (tokens).
+    head_dim : int, optional
+        Defaults to ``hidden // heads``.
+    mlp : {"swiglu", "gelu"}
+        SwiGLU (3 matrices, Llama) or GeLU (2 matrices, GPT-3).
+    norm : {"rmsnorm", "layernorm"}
+    bias : bool
+        Linear layers carry biases (GPT-3 yes, Llama no).
+    tied_embeddings : bool
+        Output projection shares the input embedding matrix.
+    position : {"rope", "learned"}
+        Learned absolute position embeddings add ``seq_len * hidden`` parameters.
+    moe : MoEConfig, optional
+        Makes every layer's MLP a mixture of experts.
+    """
+
+    _SECTION: ClassVar[str] = "model"
+    layers: int = _f(kind="int", ge=1)
+    hidden: int = _f(kind="int", ge=1)
+    ffn: int = _f(kind="int", ge=1)
+    heads: int = _f(kind="int", ge=1)
+    vocab: int = _f(kind="int", ge=1)
+    seq_len: int = _f(kind="int", ge=1)
+    kv_heads: int | None = _f(None, kind="int", ge=1, optional=True)
+    head_dim: int | None = _f(None, kind="int", ge=1, optional=True)
+    name: str = _f("custom", kind="str")
+    mlp: str = _f("swiglu", kind="str", choices=("swiglu", "gelu"))
+    norm: str = _f("rmsnorm", kind="str", choices=("rmsnorm", "layernorm"))
+    bias: bool = _f(False, kind="bool")
+    tied_embeddings: bool = _f(False, kind="bool")
+    position: str = _f("rope", kind="str", choices=("rope", "learned"))
+    moe: MoEConfig | None = _f(None, kind="section", section=MoEConfig, optional=True)
+
+    def _check(self) -> None:
+        if self.kv_heads is None:
+            object.__setattr__(self, "kv_heads", self.heads)
+        if self.heads % self.kv_heads:
+            raise self._err(
+                "kv_heads", f"must divide model.heads ({self.heads}), got {self.kv_heads}"
+            )
+        if self.head_dim is None:
+            if self.hidden % self.heads:
+                raise self._err(
+                    "heads",
+                    f"must divide model.hidden ({self.hidden}) unless model.head_dim is set,"
+                    f" got {self.heads}",
+                )
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
+
+
+# --------------------------------------------------------------------------------------
+# Parallelism
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OverlapConfig(_Section):
+    """How much communication hides behind concurrent compute, per parallel dimension.
+
+    Each value f in [0, 1] is an overlap efficiency: a communication of c seconds that
+    could run under a compute window of w seconds is exposed for ``max(0, c - f * w)``.
+    The window per dimension is defined in :mod:`prism_analytic.workload.mean_model`.
+    Defaults follow Megatron-Core: TP communication blocks unless ``--tp-comm-overlap``
+    (0); context-parallel ring attention overlaps the KV exchange with the attention
+    kernel (1); MoE all-to-all blocks (0); ``overlap_grad_reduce``/``overlap_param_gather``
+    hide data-parallel traffic behind backward/forward (1); ``overlap_p2p_comm`` hides
+    steady-state pipeline sends (1; fill and drain hops are never hidden).
+    """
+
+    _SECTION: ClassVar[str] = "parallelism.overlap"
+    tp: float = _f(0.0, kind="float", ge=0.0, le=1.0)
+    cp: float = _f(1.0, kind="float", ge=0.0, le=1.0)
+    ep: float = _f(0.0, kind="float", ge=0.0, le=1.0)
+    dp: float = _f(1.0, kind="float", ge=0.0, le=1.0)
+    pp: float = _f(1.0, kind="float", ge=0.0, le=1.0)
+
+
+_SCHEDULES = ("gpipe", "1f1b", "interleaved")
+_SHARDING = ("none", "zero1", "zero2", "fsdp")
+
+
+@dataclass(frozen=True)
+class ParallelConfig(_Section):
+    """Parallel layout (Megatron-LM / torchtitan vocabulary).
+
+    Ranks are laid out in Megatron's default order tp (fastest) - cp - dp - pp, so a
+    tp group is contiguous (inside a node when tp <= gpus_per_node) and pp is outermost.
+    Expert parallelism folds over the dp x cp ranks (Megatron-Core MoE, expert tp = tp).
+
+    Parameters
+    ----------
+    tp, pp, dp, cp, ep : int
+        Tensor, pipeline, data, context and expert parallel sizes. GPUs = tp*pp*dp*cp.
+    vpp : int
+        Virtual pipeline stages (model chunks) per pipeline rank; > 1 only for the
+        ``"interleaved"`` schedule.
+    schedule : {"gpipe", "1f1b", "interleaved"}
+    sequence_parallel : bool
+        Megatron sequence parallelism (norms/dropout split over tp; AllReduce becomes
+        AllGather + ReduceScatter).
+    sharding : {"none", "zero1", "zero2", "fsdp"}
+        Data-parallel state sharding (Megatron distributed optimizer = zero1).
+    microbatches : int
+        Microbatches per optimizer step per data-parallel rank (gradient accumulation).
+    micro_batch_size : int
+        Sequences per microbatch.
+    embedding_in_pipeline_split : bool
+        Count the embedding and the loss as one layer slot each when splitting layers
+        over pipeline chunks (Megatron ``account_for_embedding/loss_in_pipeline_split``;
+        Llama 3 405B drops one layer from the first and the last stage the same way).
+    overlap : OverlapConfig
+    """
+
+    _SECTION: ClassVar[str] = "parallelism"
+    tp: int = _f(1, kind="int", ge=1)
+    pp: int = _f(1, kind="int", ge=1)
+    dp: int = _f(1, kind="int", ge=1)
+    cp: int = _f(1, kind="int", ge=1)
+    ep: int = _f(1, kind="int", ge=1)
+    vpp: int = _f(1, kind="int", ge=1)
+    schedule: str = _f("1f1b", kind="str", choices=_SCHEDULES)
+    sequence_parallel: bool = _f(False, kind="bool")
+    sharding: str = _f("zero1", kind="str", choices=_SHARDING)
+    microbatches: int = _f(1, kind="int", ge=1)
+    micro_batch_size: int = _f(1, kind="int", ge=1)
+    embedding_in_pipeline_split: bool = _f(False, kind="bool")
+    overlap: OverlapConfig = _f(
+        kind="section", section=OverlapConfig, default_factory=OverlapConfig
+    )
+
+    def _check(self) -> None:
+        if self.schedule == "interleaved":
+            if self.pp < 2:
+                raise self._err("schedule", "'interleaved' needs parallelism.pp >= 2")
+            if self.vpp < 2:
+                raise self._err("vpp", f"schedule 'interleaved' needs vpp >= 2, got {self.vpp}")
+        elif self.vpp != 1:
+            raise self._err(
+                "vpp", f"must be 1 unless schedule is 'interleaved' (schedule {self.schedule!r})"
+            )
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the layout occupies: tp * pp * dp * cp."""
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def global_batch(self) -> int:
+        """Sequences per optimizer step: microbatches * micro_batch_size * dp."""
+        return self.microbatches * self.micro_batch_size * self.dp
+
+
+# --------------------------------------------------------------------------------------
+# Hardware and cluster
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PeakFlops(_Section):
+    """Dense (no sparsity) tensor-core peak FLOP/s per GPU, per dtype.
+
+    ``fp8`` is ``None`` on GPUs without FP8 tensor cores (A100).
+    """
+
+    _SECTION: ClassVar[str] = "hardware.peak_flops"
+    bf16: float = _f(kind="float", gt=0.0)
+    fp8: float | None = _f(None, kind="float", gt=0.0, optional=True)
+
+    def for_dtype(self, dtype: str) -> float:
+        """Peak for ``"bf16"`` or ``"fp8"``; ConfigError when the GPU lacks it."""
+        value = {"bf16": self.bf16, "fp8": self.fp8}.get(dtype)
+        if value is None:
+            raise ConfigError("training.precision", f"{dtype!r} has no peak on this hardware "
+                              "(set hardware.peak_flops." + dtype + ")")
+        return value
+
+
+@dataclass(frozen=True)
+class Efficiency(_Section):
+    """Achieved fraction of peak, per op class.
+
+    gemm : fraction of the dtype's tensor peak reached by the model's GEMMs.
+    attention : fraction of the BF16 peak reached by fused (flash) attention.
+    memory : fraction of HBM bandwidth reached by memory-bound kernels.
+    """
+
+    _SECTION: ClassVar[str] = "hardware.efficiency"
+    # defaults: GEMM as calibrated in presets.GEMM_EFFICIENCY; flash attention ~half of
+    # peak (FlashAttention-2/3 papers, forward+backward); memory-bound kernels ~80% of HBM
+    gemm: float = _f(0.525, kind="float", gt=0.0, le=1.0)
+    attention: float = _f(0.5, kind="float", gt=0.0, le=1.0)
+    memory: float = _f(0.8, kind="float", gt=0.0, le=1.0)
+
+
+@dataclass(frozen=True)
+class HardwareConfig(_Section):
+    """One GPU type and the cluster it sits in.
+
+    The "intra-node" tier is the NVLink domain (8 GPUs of an HGX node, or 72 of a
+    GB200 NVL72 rack); "inter-node" is the scale-out network (one NIC rail per GPU);
+    "cross-DC" links datacenters. Bandwidths are the achievable per-GPU, per-direction
+    bus bandwidth of NCCL collectives at large messages (nccl-tests ``busbw``), not the
+    nominal link rate; latencies are per algorithm step (one hop), in seconds.
+
+    Parameters
+    ----------
+    peak_flops : PeakFlops
+    efficiency : Efficiency
+    hbm_bandwidth : float
+        HBM bytes/s.
+    gpus_per_node : int
+        GPUs per server/tray (failure and placement unit).
+    nvlink_domain : int
+        GPUs sharing one NVLink fabric (>= gpus_per_node).
+    intra_node_bandwidth, intra_node_latency_s : float
+    inter_node_bandwidth, inter_node_latency_s : float
+    datacenters : int
+        Datacenters the job spans; they split the data-parallel dimension.
+    inter_dc_bandwidth : float
+        Aggregate bytes/s between one datacenter and the others, shared by all its GPUs.
+    inter_dc_latency_s : float
+    """
+
+    _SECTION: ClassVar[str] = "hardware"
+    peak_flops: PeakFlops = _f(kind="section", section=PeakFlops)
+    hbm_bandwidth: float = _f(kind="float", gt=0.0)
+    gpus_per_node: int = _f(kind="int", ge=1)
+    nvlink_domain: int = _f(kind="int", ge=1)
+    intra_node_bandwidth: float = _f(kind="float", gt=0.0)
+    inter_node_bandwidth: float = _f(kind="float", gt=0.0)
+    intra_node_latency_s: float = _f(2e-6, kind="float", ge=0.0)
+    inter_node_latency_s: float = _f(8e-6, kind="float", ge=0.0)
+    datacenters: int = _f(1, kind="int", ge=1)
+    inter_dc_bandwidth: float = _f(12.5e12, kind="float", gt=0.0)
+    inter_dc_latency_s: float = _f(1e-3, kind="float", ge=0.0)
+    efficiency: Efficiency = _f(kind="section", section=Efficiency, default_factory=Efficiency)
+    name: str = _f("custom", kind="str")
+
+    def _check(self) -> None:
+        if self.nvlink_domain < self.gpus_per_node:
+            raise self._err(
+                "nvlink_domain",
+                f"must be >= hardware.gpus_per_node ({self.gpus_per_node}),"
+                f" got {self.nvlink_domain}",
+            )
+
+
+# --------------------------------------------------------------------------------------
+# Training settings that change cost but are not parallelism
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TrainingConfig(_Section):
+    """Numerics and bookkeeping that change the step's cost.
+
+    Parameters
+    ----------
+    precision : {"bf16", "fp8"}
+        Dtype of the linear-layer GEMMs (attention stays BF16, as in Transformer Engine).
+    recompute : {"none", "selective", "full"}
+        Activation recomputation. "selective" recomputes only the attention core,
+        which flash attention does anyway, so it costs the same as "none"; "full"
+        re-runs every layer's forward during backward.
+    grad_reduce_bytes : {2, 4}
+        Bytes per gradient element in the data-parallel reduction (Megatron's default
+        accumulates and reduces in FP32).
+    param_gather_bytes : {1, 2}
+        Bytes per parameter in the ZeRO/FSDP all-gather (1 for FP8 parameter gather).
+    optimizer_bytes_per_param : float
+        HBM traffic of the Adam update per parameter: FP32 grad read (4), master
+        weight, m and v read+write (24), BF16 weight write (2) = 30.
+    step_overhead_s : float
+        Fixed per-step host time (data loading, logging, launch gaps).
+    """
+
+    _SECTION: ClassVar[str] = "training"
+    precision: str = _f("bf16", kind="str", choices=("bf16", "fp8"))
+    recompute: str = _f("selective", kind="str", choices=("none", "selective", "full"))
+    grad_reduce_bytes: int = _f(4, kind="int", choices=(2, 4))
+    param_gather_bytes: int = _f(2, kind="int", choices=(1, 2))
+    optimizer_bytes_per_param: float = _f(30.0, kind="float", gt=0.0)
+    step_overhead_s: float = _f(0.0, kind="float", ge=0.0)

@@ -1,0 +1,153 @@
+"""Variability sections and their documented (measured or assumed) defaults."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .fields import _f, _Section
+
+
+# --------------------------------------------------------------------------------------
+# Variability
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SpatialVariability(_Section):
+    """Persistent per-GPU speed factor, drawn once per allocation.
+
+    A GPU's time multiplier is ``body * outlier`` where ``body`` has mean 1 and
+    coefficient of variation ``cv``, and ``outlier`` is ``slow_factor`` with probability
+    ``slow_fraction`` (else 1).
+
+    Defaults are measured by :func:`prism_analytic.workload.variability.spatial_stats`
+    on the TACC Longhorn SGEMM data (392 V100s, Sinha et al., "Not All GPUs Are Created
+    Equal", SC'22; data in ``shared/data/gpu_variability``): robust body CV 0.017
+    (1.4826 MAD of per-GPU medians), 1.0% of GPUs beyond 3 robust sd, those outliers
+    1.10x the median on average (the slowest 1.20x). Sinha et al. report outliers up to
+    1.5x across clusters: use ``slow_factor = 1.5`` for a pessimistic what-if.
+    """
+
+    _SECTION: ClassVar[str] = "variability.spatial"
+    cv: float = _f(0.017, kind="float", ge=0.0, lt=1.0)
+    slow_fraction: float = _f(0.010, kind="float", ge=0.0, le=1.0)
+    slow_factor: float = _f(1.10, kind="float", ge=1.0, le=100.0)
+
+
+@dataclass(frozen=True)
+class TemporalVariability(_Section):
+    """Fresh per-execution noise of one kernel on one GPU.
+
+    ``kernel_cv`` default 0.012: the Longhorn SGEMM data's within-GPU run-to-run CV of
+    100-kernel means is 0.0012, i.e. about 0.012 per kernel if kernels in a run were
+    independent. PRISM (arXiv 2510.15596 v2) reports temporal variation of 0.98-6.46%
+    on one GPU; the default sits at the low end.
+    """
+
+    _SECTION: ClassVar[str] = "variability.temporal"
+    kernel_cv: float = _f(0.012, kind="float", ge=0.0, lt=1.0)
+
+
+@dataclass(frozen=True)
+class TierNoise(_Section):
+    """Latency noise of one communication tier, as a multiplier with mean near 1.
+
+    ``body``: lognormal with shape ``sigma`` (normalised to mean 1); ``tail``: with
+    probability ``tail_prob`` the duration is multiplied by ``tail_factor``.
+    """
+
+    _SECTION: ClassVar[str] = "variability.network.<tier>"
+    sigma: float = _f(0.05, kind="float", ge=0.0, le=5.0)
+    tail_prob: float = _f(0.0, kind="float", ge=0.0, lt=1.0)
+    tail_factor: float = _f(1.0, kind="float", ge=1.0, le=1000.0)
+
+
+def _intra() -> TierNoise:
+    # PRISM Fig. 5 (1 node of 8x H200, NVLink): nearly deterministic at large messages,
+    # rare stragglers at small ones. Values shaped to that caption; PRISM's data are not
+    # public.
+    return TierNoise(sigma=0.02, tail_prob=0.001, tail_factor=2.0)
+
+
+def _inter() -> TierNoise:
+    # PRISM Fig. 5 (8 nodes, EFA): millisecond-level fluctuation, tail up to an order of
+    # magnitude above the mean -> heavy lognormal body plus a 1% 10x tail (assumption
+    # shaped to the caption, not a fit).
+    return TierNoise(sigma=0.3, tail_prob=0.01, tail_factor=10.0)
+
+
+def _cross_dc() -> TierNoise:
+    # Wide-area links: no public per-collective measurement at this scale; assumed at
+    # least as noisy as the inter-node tier (PRISM: cross-DC variability degrades
+    # performance unless bandwidth is high).
+    return TierNoise(sigma=0.4, tail_prob=0.02, tail_factor=10.0)
+
+
+@dataclass(frozen=True)
+class NetworkVariability(_Section):
+    """Collective-latency noise per tier: intra-node (NVLink), inter-node, cross-DC."""
+
+    _SECTION: ClassVar[str] = "variability.network"
+    intra_node: TierNoise = _f(kind="section", section=TierNoise, default_factory=_intra)
+    inter_node: TierNoise = _f(kind="section", section=TierNoise, default_factory=_inter)
+    cross_dc: TierNoise = _f(kind="section", section=TierNoise, default_factory=_cross_dc)
+
+
+@dataclass(frozen=True)
+class RegimeConfig(_Section):
+    """Per-step network regime: a common shock on every communication of one step.
+
+    With probability ``probabilities[r]`` all communication in a step is slowed by
+    ``slowdowns[r]`` (PRISM v2: "all communication in a sampled step drawn under one
+    shared regime"). No fitted values are public, so the default is a single neutral
+    regime; e.g. ``probabilities = [0.95, 0.05]``, ``slowdowns = [1.0, 1.5]`` models 5%
+    congested steps.
+    """
+
+    _SECTION: ClassVar[str] = "variability.regimes"
+    probabilities: tuple[float, ...] = _f((1.0,), kind="floats", ge=0.0, le=1.0)
+    slowdowns: tuple[float, ...] = _f((1.0,), kind="floats", gt=0.0, le=1000.0)
+
+    def _check(self) -> None:
+        if len(self.probabilities) != len(self.slowdowns):
+            raise self._err(
+                "slowdowns",
+                f"needs one entry per probability ({len(self.probabilities)}),"
+                f" got {len(self.slowdowns)}",
+            )
+        total = math.fsum(self.probabilities)
+        if abs(total - 1.0) > 1e-9:
+            raise self._err("probabilities", f"must sum to 1, got {total!r}")
+
+
+@dataclass(frozen=True)
+class HiccupConfig(_Section):
+    """Rare whole-step stalls (GC, checkpoint I/O, network flaps), additive.
+
+    Defaults measured on the MLPerf Training v5.0 Llama 3.1 405B logs (GB200, 512-2,496
+    GPUs, 4,376 steps; ``shared/data/mlperf_llama405b``): 0.39% of steps (17) exceed 1.1x
+    their size's median step time, by a median 1.2 s (see
+    :func:`prism_analytic.workload.variability.step_outlier_stats`).
+    """
+
+    _SECTION: ClassVar[str] = "variability.hiccups"
+    probability: float = _f(0.0039, kind="float", ge=0.0, le=1.0)
+    size_s: float = _f(1.2, kind="float", ge=0.0)
+
+
+@dataclass(frozen=True)
+class VariabilityConfig(_Section):
+    """All sources of randomness the step-DAG builder draws from."""
+
+    _SECTION: ClassVar[str] = "variability"
+    spatial: SpatialVariability = _f(
+        kind="section", section=SpatialVariability, default_factory=SpatialVariability
+    )
+    temporal: TemporalVariability = _f(
+        kind="section", section=TemporalVariability, default_factory=TemporalVariability
+    )
+    network: NetworkVariability = _f(
+        kind="section", section=NetworkVariability, default_factory=NetworkVariability
+    )
+    regimes: RegimeConfig = _f(kind="section", section=RegimeConfig, default_factory=RegimeConfig)
+    hiccups: HiccupConfig = _f(kind="section", section=HiccupConfig, default_factory=HiccupConfig)
