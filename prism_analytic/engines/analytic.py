@@ -138,18 +138,7 @@ class _Evaluator:
         from .canonical import canonical_makespan
 
         self.report.exact = False
-        dag = nx.DiGraph()
-        mean: dict[Any, float] = {}
-        std: dict[Any, float] = {}
-        for x in m.nodes:
-            dag.add_node(("v", x))
-            mean[("v", x)] = std[("v", x)] = 0.0
-        for i, (a, b, w) in enumerate(m.edges(data="w")):
-            e = ("e", i)
-            dag.add_edge(("v", a), e)
-            dag.add_edge(e, ("v", b))
-            mean[e] = 0.0 if w is None else w.mean()
-            std[e] = 0.0 if w is None else w.std()
+        dag, mean, std = _duration_dag(m)
         res = canonical_makespan(dag, mean, std, method=self.core_method, window=self.window)
         self.report.cores.append({"where": where, "edges": m.number_of_edges(),
                                   "mean_s": res.mean, "std_s": res.std, "shape": self.shape})
@@ -170,6 +159,37 @@ class _Evaluator:
         # affine map onto the canonical mean and std; lo/hi one cell apart keep a sandwich form
         shape = GridDistribution(h_t, k0, p, np.concatenate(([0.0], p[:-1])), policy=self.policy)
         return shape.scaled(a).shifted(res.mean - a * mean_t)
+
+
+def _duration_dag(m: nx.MultiDiGraph) -> tuple[nx.DiGraph, dict[int, float], dict[int, float]]:
+    """The node-weighted DAG of a core's non-zero edges (zero edges are only precedence).
+
+    An edge ``e = (a, b)`` starts after every non-zero edge that reaches ``a`` through zero
+    edges alone; dropping the zero-duration junctions keeps the canonical form's graph as
+    small as the step's own ops.
+    """
+    feeds: dict[Any, list[int]] = {}
+    dag = nx.DiGraph()
+    mean: dict[int, float] = {}
+    std: dict[int, float] = {}
+    edge_id: dict[tuple, int] = {}
+    for x in nx.topological_sort(m):
+        arriving: dict[int, None] = {}
+        for a, _, key, w in m.in_edges(x, keys=True, data="w"):
+            if w is None:
+                arriving.update(dict.fromkeys(feeds[a]))
+            else:
+                arriving[edge_id[(a, x, key)]] = None
+        feeds[x] = list(arriving)
+        for _, b, key, w in m.out_edges(x, keys=True, data="w"):
+            if w is None:
+                continue
+            e = len(edge_id)
+            edge_id[(x, b, key)] = e
+            dag.add_node(e)
+            dag.add_edges_from((p, e) for p in feeds[x])
+            mean[e], std[e] = w.mean(), w.std()
+    return dag, mean, std
 
 
 def _on_lattice(w: GridDistribution, h: float) -> tuple[int, np.ndarray]:
