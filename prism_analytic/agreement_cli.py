@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from .cli import sample_count
+
 __all__ = ["register", "suite_path", "load_suite"]
 
 _MODULE_NAME = "prism_validation_agreement"
@@ -54,16 +56,6 @@ def load_suite(path: Path | None = None) -> ModuleType:
     return module
 
 
-def _samples(text: str) -> int:
-    try:
-        value = int(float(text)) if "e" in text.lower() else int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {value}")
-    return value
-
-
 def _cmd_agreement(args: argparse.Namespace) -> int:
     suite = load_suite()
     samples = suite.DEFAULT_SAMPLES if args.samples is None else args.samples
@@ -83,7 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run the agreement suite (validation/agreement.py): KS distance, quantile "
                     "and spread errors, bounds check and timings of the analytic engine against "
                     "Monte Carlo on named scenarios.")
-    p.add_argument("--samples", type=_samples, default=None,
+    p.add_argument("--samples", type=sample_count, default=None,
                    help="Monte Carlo samples per scenario (default: the suite's, 100,000)")
     p.add_argument("--seed", type=int, default=None,
                    help="Monte Carlo seed (default: the suite's, 12345)")

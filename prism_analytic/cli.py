@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-__all__ = ["main", "build_parser", "positive_int", "positive_float"]
+__all__ = ["main", "build_parser", "positive_int", "positive_float", "sample_count"]
 
 LEVELS = (0.5, 0.9, 0.99, 0.999)
 
@@ -21,6 +21,17 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
+
+
+def sample_count(text: str) -> int:
+    """A Monte Carlo sample count (>= 2); accepts scientific notation such as ``1e5``."""
+    try:
+        value = float(text) if "e" in text.lower() else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value != int(value) or value < 2:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {text}")
+    return int(value)
 
 
 def positive_float(text: str) -> float:

@@ -52,6 +52,7 @@ import numpy as np
 from scipy import stats
 
 import prism_analytic as pa
+from prism_analytic.cli import sample_count
 from prism_analytic.graph import StepGraph
 from prism_analytic.graph.pipeline import pipeline_step_graph
 
@@ -577,7 +578,7 @@ def format_timing(t: dict[str, Any]) -> str:
 # ----- command line -----------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The suite's options (shared by this script and ``prism agreement``)."""
-    parser.add_argument("--samples", type=_positive_int, default=DEFAULT_SAMPLES,
+    parser.add_argument("--samples", type=sample_count, default=DEFAULT_SAMPLES,
                         help=f"Monte Carlo samples per scenario (default {DEFAULT_SAMPLES:,})")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="Monte Carlo seed")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these scenarios")
@@ -592,16 +593,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="core_shape of the analytic engine, e.g. template or normal "
                              "(default: the engine's)")
     return parser
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(float(text)) if "e" in text.lower() else int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {value}")
-    return value
 
 
 def run(samples: int = DEFAULT_SAMPLES, only: Sequence[str] | None = None, as_json: bool = False,

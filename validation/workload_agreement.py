@@ -117,6 +117,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from prism_analytic.cli import positive_int, sample_count
 from prism_analytic.engines.montecarlo import MonteCarloSettings
 from prism_analytic.engines.predict import predict
 from prism_analytic.graph.pipeline import op_name
@@ -328,23 +329,13 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(float(text)) if "e" in text.lower() else int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {value}")
-    return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """``python validation/workload_agreement.py``: run the sweep and print the table."""
     parser = argparse.ArgumentParser(prog="workload_agreement", description=__doc__.split("\n")[0])
-    parser.add_argument("--samples", type=_count, default=DEFAULT_SAMPLES,
+    parser.add_argument("--samples", type=sample_count, default=DEFAULT_SAMPLES,
                         help=f"Monte Carlo samples per job (default {DEFAULT_SAMPLES:,})")
     parser.add_argument("--presets", nargs="+", default=list(DEFAULT_PRESETS), metavar="NAME")
-    parser.add_argument("--gpus", nargs="+", type=_count, default=list(DEFAULT_GPUS), metavar="N")
+    parser.add_argument("--gpus", nargs="+", type=positive_int, default=list(DEFAULT_GPUS), metavar="N")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--no-explicit", action="store_true",
                         help="skip the explicit_limit >= dp Monte Carlo where dp > 1024")
