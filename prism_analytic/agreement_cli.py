@@ -15,7 +15,7 @@ from types import ModuleType
 
 from .cli import sample_count
 
-__all__ = ["register", "suite_path", "load_suite"]
+__all__ = ["register", "suite_path", "load_suite", "add_arguments"]
 
 _MODULE_NAME = "prism_validation_agreement"
 
@@ -64,17 +64,11 @@ def _cmd_agreement(args: argparse.Namespace) -> int:
                      list_only=args.list, strict=args.strict, core_shape=args.core_shape)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``agreement`` subcommand to the ``prism`` parser's ``subparsers``.
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The suite's options, shared by ``prism agreement`` and ``python validation/agreement.py``.
 
-    The options mirror ``python validation/agreement.py``; the suite itself is loaded only when
-    the command runs, so building the parser stays cheap and works without the repository.
+    ``--samples`` and ``--seed`` default to None: the suite's own defaults then apply.
     """
-    p = subparsers.add_parser(
-        "agreement", help="analytic engine against Monte Carlo on the validation scenarios",
-        description="Run the agreement suite (validation/agreement.py): KS distance, quantile "
-                    "and spread errors, bounds check and timings of the analytic engine against "
-                    "Monte Carlo on named scenarios.")
     p.add_argument("--samples", type=sample_count, default=None,
                    help="Monte Carlo samples per scenario (default: the suite's, 100,000)")
     p.add_argument("--seed", type=int, default=None,
@@ -90,4 +84,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--core-shape", default=None, metavar="SHAPE",
                    help="core_shape of the analytic engine, e.g. template or normal "
                         "(default: the engine's)")
+    return p
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``agreement`` subcommand to the ``prism`` parser's ``subparsers``.
+
+    The options mirror ``python validation/agreement.py``; the suite itself is loaded only when
+    the command runs, so building the parser stays cheap and works without the repository.
+    """
+    p = subparsers.add_parser(
+        "agreement", help="analytic engine against Monte Carlo on the validation scenarios",
+        description="Run the agreement suite (validation/agreement.py): KS distance, quantile "
+                    "and spread errors, bounds check and timings of the analytic engine against "
+                    "Monte Carlo on named scenarios.")
+    add_arguments(p)
     p.set_defaults(func=_cmd_agreement)

@@ -52,7 +52,7 @@ import numpy as np
 from scipy import stats
 
 import prism_analytic as pa
-from prism_analytic.cli import sample_count
+from prism_analytic.agreement_cli import add_arguments
 from prism_analytic.graph import StepGraph
 from prism_analytic.graph.pipeline import pipeline_step_graph
 
@@ -576,25 +576,6 @@ def format_timing(t: dict[str, Any]) -> str:
 
 
 # ----- command line -----------------------------------------------------------------------------
-def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The suite's options (shared by this script and ``prism agreement``)."""
-    parser.add_argument("--samples", type=sample_count, default=DEFAULT_SAMPLES,
-                        help=f"Monte Carlo samples per scenario (default {DEFAULT_SAMPLES:,})")
-    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="Monte Carlo seed")
-    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these scenarios")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--timing", action="store_true",
-                        help="instead of the scenarios, time analytic predict on a 16x64 1F1B "
-                             "pipeline inside 1, 512, 1e3 and 1e6 replicas")
-    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
-    parser.add_argument("--strict", action="store_true",
-                        help="exit with status 1 when any scenario misses its targets")
-    parser.add_argument("--core-shape", default=None, metavar="SHAPE",
-                        help="core_shape of the analytic engine, e.g. template or normal "
-                             "(default: the engine's)")
-    return parser
-
-
 def run(samples: int = DEFAULT_SAMPLES, only: Sequence[str] | None = None, as_json: bool = False,
         *, seed: int = DEFAULT_SEED, do_timing: bool = False, list_only: bool = False,
         strict: bool = False, core_shape: str | None = None, out: Any = None,
@@ -657,8 +638,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = add_arguments(argparse.ArgumentParser(
         prog="agreement", description="Analytic engine against Monte Carlo on named scenarios."))
     args = parser.parse_args(argv)
+    samples = DEFAULT_SAMPLES if args.samples is None else args.samples
+    seed = DEFAULT_SEED if args.seed is None else args.seed
     try:
-        return run(args.samples, args.only, args.json, seed=args.seed, do_timing=args.timing,
+        return run(samples, args.only, args.json, seed=seed, do_timing=args.timing,
                    list_only=args.list, strict=args.strict, core_shape=args.core_shape)
     except ValueError as exc:
         parser.error(str(exc))
