@@ -38,7 +38,8 @@ def load_suite(path: Path | None = None) -> ModuleType:
         raise FileNotFoundError(
             f"the agreement suite was not found at {path}; it ships with the source repository "
             "(validation/agreement.py), not with the installed package. Run this command from an "
-            "editable install of a repository checkout (pip install -e .)")
+            "editable install of a repository checkout (pip install -e .)"
+        )
     loaded = sys.modules.get(_MODULE_NAME)
     if loaded is not None and getattr(loaded, "__file__", None) == str(path):
         return loaded
@@ -60,8 +61,16 @@ def _cmd_agreement(args: argparse.Namespace) -> int:
     suite = load_suite()
     samples = suite.DEFAULT_SAMPLES if args.samples is None else args.samples
     seed = suite.DEFAULT_SEED if args.seed is None else args.seed
-    return suite.run(samples, args.only, args.json, seed=seed, do_timing=args.timing,
-                     list_only=args.list, strict=args.strict, core_shape=args.core_shape)
+    return suite.run(
+        samples,
+        args.only,
+        args.json,
+        seed=seed,
+        do_timing=args.timing,
+        list_only=args.list,
+        strict=args.strict,
+        core_shape=args.core_shape,
+    )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -69,21 +78,35 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
     ``--samples`` and ``--seed`` default to None: the suite's own defaults then apply.
     """
-    p.add_argument("--samples", type=sample_count, default=None,
-                   help="Monte Carlo samples per scenario (default: the suite's, 100,000)")
-    p.add_argument("--seed", type=int, default=None,
-                   help="Monte Carlo seed (default: the suite's, 12345)")
+    p.add_argument(
+        "--samples",
+        type=sample_count,
+        default=None,
+        help="Monte Carlo samples per scenario (default: the suite's, 100,000)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=None, help="Monte Carlo seed (default: the suite's, 12345)"
+    )
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these scenarios")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
-    p.add_argument("--timing", action="store_true",
-                   help="instead of the scenarios, time analytic predict on a 16x64 1F1B "
-                        "pipeline inside 1, 512, 1e3 and 1e6 replicas")
+    p.add_argument(
+        "--timing",
+        action="store_true",
+        help="instead of the scenarios, time analytic predict on a 16x64 1F1B "
+        "pipeline inside 1, 512, 1e3 and 1e6 replicas",
+    )
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
-    p.add_argument("--strict", action="store_true",
-                   help="exit with status 1 when any scenario misses its targets")
-    p.add_argument("--core-shape", default=None, metavar="SHAPE",
-                   help="core_shape of the analytic engine, e.g. template or normal "
-                        "(default: the engine's)")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit with status 1 when any scenario misses its targets",
+    )
+    p.add_argument(
+        "--core-shape",
+        default=None,
+        metavar="SHAPE",
+        help="core_shape of the analytic engine, e.g. template or normal (default: the engine's)",
+    )
     return p
 
 
@@ -94,9 +117,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     the command runs, so building the parser stays cheap and works without the repository.
     """
     p = subparsers.add_parser(
-        "agreement", help="analytic engine against Monte Carlo on the validation scenarios",
+        "agreement",
+        help="analytic engine against Monte Carlo on the validation scenarios",
         description="Run the agreement suite (validation/agreement.py): KS distance, quantile "
-                    "and spread errors, bounds check and timings of the analytic engine against "
-                    "Monte Carlo on named scenarios.")
+        "and spread errors, bounds check and timings of the analytic engine against "
+        "Monte Carlo on named scenarios.",
+    )
     add_arguments(p)
     p.set_defaults(func=_cmd_agreement)

@@ -56,23 +56,39 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     brackets = {q: step.quantile_bracket(q) for q in LEVELS}
     elapsed = time.perf_counter() - start
     if args.json:
-        print(json.dumps({
-            "gpus": args.gpus, "ops": args.ops, "kernel_mean_s": args.kernel_ms * 1e-3,
-            "kernel_cv": args.cv, "mean_s": step.mean(), "std_s": step.std(),
-            **{f"p{_pct(q)}_s": v for q, v in levels.items()},
-            "bracket": {str(q): list(b) for q, b in brackets.items()},
-            "one_gpu_p50_s": chain.quantile(0.5), "compute_time_s": elapsed,
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "gpus": args.gpus,
+                    "ops": args.ops,
+                    "kernel_mean_s": args.kernel_ms * 1e-3,
+                    "kernel_cv": args.cv,
+                    "mean_s": step.mean(),
+                    "std_s": step.std(),
+                    **{f"p{_pct(q)}_s": v for q, v in levels.items()},
+                    "bracket": {str(q): list(b) for q, b in brackets.items()},
+                    "one_gpu_p50_s": chain.quantile(0.5),
+                    "compute_time_s": elapsed,
+                },
+                indent=2,
+            )
+        )
         return 0
-    print(f"Slowest of {args.gpus:,} GPUs, each running {args.ops} kernels "
-          f"(lognormal, mean {args.kernel_ms:g} ms, CV {args.cv:.1%}).")
+    print(
+        f"Slowest of {args.gpus:,} GPUs, each running {args.ops} kernels "
+        f"(lognormal, mean {args.kernel_ms:g} ms, CV {args.cv:.1%})."
+    )
     print(f"  one GPU's chain: median {chain.quantile(0.5) * 1e3:.4f} ms")
-    print(f"  the step (max over GPUs): mean {step.mean() * 1e3:.4f} ms, "
-          f"std {step.std() * 1e3:.4f} ms")
+    print(
+        f"  the step (max over GPUs): mean {step.mean() * 1e3:.4f} ms, "
+        f"std {step.std() * 1e3:.4f} ms"
+    )
     for q in LEVELS:
         low, high = brackets[q]
-        print(f"  p{_pct(q):<5} {levels[q] * 1e3:10.4f} ms   numerical bracket "
-              f"[{low * 1e3:.4f}, {high * 1e3:.4f}] ms")
+        print(
+            f"  p{_pct(q):<5} {levels[q] * 1e3:10.4f} ms   numerical bracket "
+            f"[{low * 1e3:.4f}, {high * 1e3:.4f}] ms"
+        )
     print(f"  computed in {elapsed * 1e3:.1f} ms")
     return 0
 
@@ -94,7 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--gpus", type=positive_int, default=65536, help="number of GPUs")
     demo.add_argument("--ops", type=positive_int, default=64, help="kernels per GPU")
     demo.add_argument("--kernel-ms", type=positive_float, default=1.0, help="mean kernel time (ms)")
-    demo.add_argument("--cv", type=positive_float, default=0.05, help="kernel coefficient of variation")
+    demo.add_argument(
+        "--cv", type=positive_float, default=0.05, help="kernel coefficient of variation"
+    )
     demo.add_argument("--json", action="store_true", help="print JSON")
     demo.set_defaults(func=_cmd_demo)
 

@@ -60,10 +60,23 @@ __all__ = ["evt_max", "evt_family", "SUPPORTED_FAMILIES"]
 MAX_N = 10**12
 
 # Gumbel domain: von Mises families with unbounded, lighter-than-any-power tails.
-_GUMBEL = frozenset({
-    "norm", "lognorm", "gamma", "expon", "erlang", "weibull_min", "gumbel_r", "logistic",
-    "rayleigh", "halfnorm", "chi", "chi2", "maxwell",
-})
+_GUMBEL = frozenset(
+    {
+        "norm",
+        "lognorm",
+        "gamma",
+        "expon",
+        "erlang",
+        "weibull_min",
+        "gumbel_r",
+        "logistic",
+        "rayleigh",
+        "halfnorm",
+        "chi",
+        "chi2",
+        "maxwell",
+    }
+)
 
 # Frechet domain: tail index alpha from the scipy shape parameters (S(x) ~ x^-alpha).
 _FRECHET: dict[str, Callable[[tuple[float, ...]], float]] = {
@@ -107,8 +120,10 @@ Method = Literal["penultimate", "limit"]
 
 def _supported_message() -> str:
     lines = [f"  {dom}: {', '.join(fams)}" for dom, fams in SUPPORTED_FAMILIES.items()]
-    return ("supported parents (scipy family names, or an Empirical for a block-maxima GEV "
-            "fit; shifted/scaled versions of these are fine):\n" + "\n".join(lines))
+    return (
+        "supported parents (scipy family names, or an Empirical for a block-maxima GEV "
+        "fit; shifted/scaled versions of these are fine):\n" + "\n".join(lines)
+    )
 
 
 def _unwrap(dist: object) -> tuple[Distribution, float, float]:
@@ -143,8 +158,9 @@ def _domain(base: Distribution) -> str:
             return "frechet"
         if fam in _WEIBULL:
             return "weibull"
-        raise ValueError(f"dist: no extreme-value law for the scipy family {fam!r}; "
-                         + _supported_message())
+        raise ValueError(
+            f"dist: no extreme-value law for the scipy family {fam!r}; " + _supported_message()
+        )
     raise ValueError(f"dist: no extreme-value law for {base!r}; " + _supported_message())
 
 
@@ -178,8 +194,10 @@ def _von_mises(frozen: Any, n: int) -> tuple[float, float, float]:
     log_a = float(frozen.logsf(b) - frozen.logpdf(b))  # log of S/f; stays finite for n ~ 1e12
     a = math.exp(log_a)
     if not (math.isfinite(b) and math.isfinite(a) and a > 0):
-        raise ValueError(f"dist: normalising constants are not finite for n={n} "
-                         f"(b_n={b}, a_n={a}); the parent's tail is not resolved by scipy")
+        raise ValueError(
+            f"dist: normalising constants are not finite for n={n} "
+            f"(b_n={b}, a_n={a}); the parent's tail is not resolved by scipy"
+        )
     # xi_n = a'(b) = -1 - a(b) (log f)'(b); central difference at a step on the scale of a(b),
     # kept inside a bounded support.
     hi_end = float(frozen.support()[1])
@@ -224,11 +242,13 @@ def _block_size(n_samples: int, n: int, block_size: int | None) -> int:
             need = MIN_BLOCKS * min(MIN_BLOCK_SIZE, n)
             raise ValueError(
                 f"dist: an Empirical parent needs at least {need} samples for a block-maxima GEV "
-                f"fit ({MIN_BLOCKS} blocks of {min(MIN_BLOCK_SIZE, n)}), got {n_samples}")
+                f"fit ({MIN_BLOCKS} blocks of {min(MIN_BLOCK_SIZE, n)}), got {n_samples}"
+            )
     if n_samples // m < MIN_BLOCKS:
         raise ValueError(
             f"block_size={m} leaves {n_samples // m} blocks of the {n_samples} samples; a GEV "
-            f"fit needs at least {MIN_BLOCKS} blocks")
+            f"fit needs at least {MIN_BLOCKS} blocks"
+        )
     return m
 
 
@@ -244,8 +264,10 @@ def _fit_gev(base: Empirical, n: int, block_size: int | None, rng: Any) -> Any:
     maxima = samples.reshape(k, m).max(axis=1)
     c, loc, scale = stats.genextreme.fit(maxima)
     if not all(math.isfinite(v) for v in (c, loc, scale)) or scale <= 0:
-        raise ValueError(f"dist: the GEV fit to {k} block maxima did not converge "
-                         f"(c={c}, loc={loc}, scale={scale})")
+        raise ValueError(
+            f"dist: the GEV fit to {k} block maxima did not converge "
+            f"(c={c}, loc={loc}, scale={scale})"
+        )
     # Max-stability: the max of n = t m draws is the max of t block maxima, G^t, again a GEV with
     # the same shape: scale * t^xi and loc + scale (t^xi - 1) / xi  (loc + scale log t at xi = 0).
     t = n / m
@@ -256,8 +278,14 @@ def _fit_gev(base: Empirical, n: int, block_size: int | None, rng: Any) -> Any:
     return stats.genextreme(c, loc=loc + scale * grow / xi, scale=scale * (1.0 + grow))
 
 
-def evt_max(dist: Distribution, n: int, *, method: Method = "penultimate",
-            block_size: int | None = None, rng: Any = 0) -> ScipyDistribution:
+def evt_max(
+    dist: Distribution,
+    n: int,
+    *,
+    method: Method = "penultimate",
+    block_size: int | None = None,
+    rng: Any = 0,
+) -> ScipyDistribution:
     """Extreme-value approximation to the maximum of ``n`` i.i.d. copies of ``dist``.
 
     Parameters

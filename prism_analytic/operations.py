@@ -159,8 +159,11 @@ def _on_common_grid(items: list[Distribution], policy: GridPolicy) -> list[GridD
     """Every operand as a grid on the coarsest spacing among the non-exact ones."""
     from .distributions.grid import to_grid_like
 
-    grids = [d if isinstance(d, GridDistribution) else to_grid_like(d, policy)
-             for d in items if not d.is_exact]
+    grids = [
+        d if isinstance(d, GridDistribution) else to_grid_like(d, policy)
+        for d in items
+        if not d.is_exact
+    ]
     h = max(g.h for g in grids)
     return [to_grid(d, h, policy) for d in items]
 
@@ -213,8 +216,9 @@ def iid_max(dist: Distribution, n: int, policy: GridPolicy | None = None) -> Dis
     return iid_max_grid(grid, n)
 
 
-def order_statistic(dist: Distribution, k: int, n: int,
-                    policy: GridPolicy | None = None) -> Distribution:
+def order_statistic(
+    dist: Distribution, k: int, n: int, policy: GridPolicy | None = None
+) -> Distribution:
     """The k-th smallest of ``n`` independent copies of ``dist`` (k = 1: min, k = n: max)."""
     (dist,) = _check_dists([dist], "dist")
     n = check_count(n, "n", minimum=1, maximum=MAX_COUNT)
@@ -227,5 +231,3 @@ def order_statistic(dist: Distribution, k: int, n: int,
         return OrderStatistic(dist, k, n)
     (grid,) = _on_common_grid([dist], policy or DEFAULT_POLICY)
     return order_statistic_grid(grid, k, n)
-
-

@@ -9,8 +9,14 @@ import numpy as np
 __all__ = ["plot_distribution"]
 
 
-def plot_distribution(dist: Any, ax: Any = None, *, ccdf: bool = False,
-                      label: str | None = None, levels: tuple[float, float] = (1e-4, 1 - 1e-6)) -> Any:
+def plot_distribution(
+    dist: Any,
+    ax: Any = None,
+    *,
+    ccdf: bool = False,
+    label: str | None = None,
+    levels: tuple[float, float] = (1e-4, 1 - 1e-6),
+) -> Any:
     """Draw ``dist``'s CDF (or CCDF, log scale) between two quantile levels.
 
     Grid results also show their numerical bracket as a shaded band.
@@ -29,8 +35,9 @@ def plot_distribution(dist: Any, ax: Any = None, *, ccdf: bool = False,
     bounds = getattr(dist, "sf_bounds" if ccdf else "cdf_bounds", None)
     if bounds is not None:
         low, high = bounds(x)
-        ax.fill_between(x, low, high, color=line.get_color(), alpha=0.25, step="post",
-                        label="numerical bracket")
+        ax.fill_between(
+            x, low, high, color=line.get_color(), alpha=0.25, step="post", label="numerical bracket"
+        )
     if ccdf:
         ax.set_yscale("log")
         ax.set_ylabel("P(T > t)")

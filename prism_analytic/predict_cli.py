@@ -47,15 +47,20 @@ def build_job(preset: str | None, gpus: int | None, config: str | Path | None = 
         warnings.simplefilter("default", LayoutWarning)
         if preset is None:
             if config is None:
-                raise ConfigError("--preset", "give --preset NAME --gpus N, or --config FILE "
-                                  "with [job] preset and gpus")
+                raise ConfigError(
+                    "--preset",
+                    "give --preset NAME --gpus N, or --config FILE with [job] preset and gpus",
+                )
             job = load_config(path)
             if gpus is not None and job.gpus != gpus:
                 job = merge_config(job, {"job": {"gpus": gpus}})
             return job
         if preset not in MODELS:
-            raise ConfigError("--preset", f"unknown model preset {preset!r}; available: "
-                              f"{', '.join(sorted(MODELS))} (see `prism presets`)")
+            raise ConfigError(
+                "--preset",
+                f"unknown model preset {preset!r}; available: "
+                f"{', '.join(sorted(MODELS))} (see `prism presets`)",
+            )
         if gpus is None:
             raise ConfigError("--gpus", f"required with --preset {preset}")
         job = preset_job(preset, gpus)
@@ -64,8 +69,9 @@ def build_job(preset: str | None, gpus: int | None, config: str | Path | None = 
         return job
 
 
-def run_prediction(job, *, method: str = "analytic", samples: int = 20_000,
-                   seed: int = 0) -> tuple[Any, Any, dict[str, Any]]:
+def run_prediction(
+    job, *, method: str = "analytic", samples: int = 20_000, seed: int = 0
+) -> tuple[Any, Any, dict[str, Any]]:
     """Build the step graph of ``job`` and predict its step time.
 
     Returns ``(result, graph, info)`` with ``info`` holding the graph size, the build time
@@ -82,8 +88,14 @@ def run_prediction(job, *, method: str = "analytic", samples: int = 20_000,
     graph = build_step_graph(job, means=om)
     policy = grid_policy(graph) if method != "montecarlo" else None
     built = time.perf_counter() - start
-    result = predict(graph, method, samples=samples, seed=seed, policy=policy,
-                     progress=_progress_printer() if method == "montecarlo" else None)
+    result = predict(
+        graph,
+        method,
+        samples=samples,
+        seed=seed,
+        policy=policy,
+        progress=_progress_printer() if method == "montecarlo" else None,
+    )
     body = graph.node("replicas")["body"]
     info = {
         "graph_nodes": len(graph) + len(body),
@@ -104,8 +116,13 @@ def _progress_printer():
         elapsed = time.perf_counter() - start
         eta = elapsed * (total - done) / max(done, 1)
         end = "\n" if done >= total else ""
-        print(f"\rMonte Carlo: {done:,}/{total:,} steps sampled, {elapsed:.0f} s elapsed, "
-              f"about {eta:.0f} s left", end=end, file=sys.stderr, flush=True)
+        print(
+            f"\rMonte Carlo: {done:,}/{total:,} steps sampled, {elapsed:.0f} s elapsed, "
+            f"about {eta:.0f} s left",
+            end=end,
+            file=sys.stderr,
+            flush=True,
+        )
 
     return show
 
@@ -128,8 +145,10 @@ def _fail(command: str, message: str) -> int:
 def _cmd_presets(args: argparse.Namespace) -> int:
     from .workload.presets import HARDWARE, MODELS, PRESETS, allowed_gpu_multiple
 
-    models = {n: {"description": PRESETS.get(n, ""), "gpu_multiple": allowed_gpu_multiple(n)}
-              for n in MODELS}
+    models = {
+        n: {"description": PRESETS.get(n, ""), "gpu_multiple": allowed_gpu_multiple(n)}
+        for n in MODELS
+    }
     hardware = {n: {"description": PRESETS.get(n, "")} for n in HARDWARE}
     if args.json:
         print(json.dumps({"models": models, "hardware": hardware}, indent=2))
@@ -153,8 +172,9 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     except (ValueError, TypeError, FileNotFoundError) as exc:
         return _fail("predict", str(exc))
     try:
-        result, _, info = run_prediction(job, method=args.method, samples=args.samples,
-                                         seed=args.seed)
+        result, _, info = run_prediction(
+            job, method=args.method, samples=args.samples, seed=args.seed
+        )
     except (ValueError, TypeError) as exc:
         return _fail("predict", f"cannot evaluate {job.name}: {exc}")
     if args.plot:
@@ -171,15 +191,22 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         plt.close(fig)
     layout = layout_dict(job)
     if args.json:
-        out = {"preset": args.preset, "gpus": job.gpus, "layout": layout, **result.to_dict(),
-               **info}
+        out = {
+            "preset": args.preset,
+            "gpus": job.gpus,
+            "layout": layout,
+            **result.to_dict(),
+            **info,
+        }
         print(json.dumps(_jsonable(out), indent=2))
         return 0
     print(job.summary())
     print("layout: " + ", ".join(f"{k} {v}" for k, v in layout.items()))
-    print(f"step graph: {info['graph_nodes']:,} nodes representing {info['represented_ops']:,}"
-          f" ops (built in {info['build_time_s'] * 1e3:.0f} ms); mean-model step"
-          f" {info['mean_model_step_s']:.4g} s")
+    print(
+        f"step graph: {info['graph_nodes']:,} nodes representing {info['represented_ops']:,}"
+        f" ops (built in {info['build_time_s'] * 1e3:.0f} ms); mean-model step"
+        f" {info['mean_model_step_s']:.4g} s"
+    )
     print(result.summary())
     if args.plot:
         print(f"plot written to {args.plot}")
@@ -188,24 +215,34 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``presets`` and ``predict`` subcommands to the ``prism`` parser."""
-    pre = subparsers.add_parser("presets", help="list model and hardware presets",
-                                description="List the model presets (with the GPU-count unit "
-                                            "their layout needs) and the hardware presets.")
+    pre = subparsers.add_parser(
+        "presets",
+        help="list model and hardware presets",
+        description="List the model presets (with the GPU-count unit "
+        "their layout needs) and the hardware presets.",
+    )
     pre.add_argument("--json", action="store_true", help="print JSON")
     pre.set_defaults(func=_cmd_presets)
 
     p = subparsers.add_parser(
-        "predict", help="step-time distribution of a preset job on N GPUs",
+        "predict",
+        help="step-time distribution of a preset job on N GPUs",
         description="Build the symmetry-reduced step DAG of a preset job (optionally "
-                    "overridden by a TOML config) and predict its step-time distribution.")
+        "overridden by a TOML config) and predict its step-time distribution.",
+    )
     p.add_argument("--preset", metavar="NAME", help="model preset (see `prism presets`)")
     p.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs")
-    p.add_argument("--config", metavar="FILE",
-                   help="TOML overrides on top of the preset; alone: a whole job file")
-    p.add_argument("--method", choices=METHODS, default="analytic",
-                   help="engine (default: analytic)")
-    p.add_argument("--samples", type=positive_int, default=20_000,
-                   help="Monte Carlo samples (default: 20,000)")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML overrides on top of the preset; alone: a whole job file",
+    )
+    p.add_argument(
+        "--method", choices=METHODS, default="analytic", help="engine (default: analytic)"
+    )
+    p.add_argument(
+        "--samples", type=positive_int, default=20_000, help="Monte Carlo samples (default: 20,000)"
+    )
     p.add_argument("--seed", type=int, default=0, help="Monte Carlo seed (default: 0)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--plot", metavar="FILE", help="write a CDF plot to FILE (png, pdf, svg)")

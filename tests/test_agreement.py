@@ -19,10 +19,23 @@ agreement = load_suite()
 def test_registry_covers_the_required_structures():
     names = set(agreement.SCENARIOS)
     assert len(names) >= 12
-    assert {"chain", "fork_join", "barrier_8", "barrier_1024", "barrier_65536", "slow_copies",
-            "speed_factors", "regime_mixture", "heavy_tail_comm", "fsdp_overlap",
-            "pipe_1f1b_4x8", "pipe_1f1b_8x32", "pipe_1f1b_16x64", "pipe_interleaved_8x32",
-            "pipe_4x8_x512"} <= names
+    assert {
+        "chain",
+        "fork_join",
+        "barrier_8",
+        "barrier_1024",
+        "barrier_65536",
+        "slow_copies",
+        "speed_factors",
+        "regime_mixture",
+        "heavy_tail_comm",
+        "fsdp_overlap",
+        "pipe_1f1b_4x8",
+        "pipe_1f1b_8x32",
+        "pipe_1f1b_16x64",
+        "pipe_interleaved_8x32",
+        "pipe_4x8_x512",
+    } <= names
     for scn in agreement.SCENARIOS.values():
         scn.build().validate()
 
@@ -53,12 +66,22 @@ def _agreement_parser() -> argparse.ArgumentParser:
 
 def test_cli_subcommand_prints_json_rows(capsys):
     args = _agreement_parser().parse_args(
-        ["agreement", "--only", "chain", "--samples", str(SAMPLES), "--json"])
+        ["agreement", "--only", "chain", "--samples", str(SAMPLES), "--json"]
+    )
     assert args.func(args) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["name"] for r in rows] == ["chain"]
-    for key in ("name", "ks", "p50_rel_err", "p99_rel_err", "p999_rel_err", "spread_rel_err",
-                "in_bounds", "analytic_s", "montecarlo_s"):
+    for key in (
+        "name",
+        "ks",
+        "p50_rel_err",
+        "p99_rel_err",
+        "p999_rel_err",
+        "spread_rel_err",
+        "in_bounds",
+        "analytic_s",
+        "montecarlo_s",
+    ):
         assert key in rows[0]
 
 

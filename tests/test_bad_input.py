@@ -12,40 +12,46 @@ D = pa.normal(0.0, 1.0)
 
 
 # ----- constructor parameters ---------------------------------------------------------------------
-@pytest.mark.parametrize(("make", "exc", "match"), [
-    (lambda: pa.normal(0, -1), ValueError, r"std must be > 0, got -1"),
-    (lambda: pa.normal(0, 0), ValueError, r"std must be > 0, got 0"),
-    (lambda: pa.lognormal(1, -0.1), ValueError, r"std must be > 0"),
-    (lambda: pa.lognormal(1, 0), ValueError, r"std must be > 0"),
-    (lambda: pa.lognormal(-1, 0.1), ValueError, r"mean must be > 0"),
-    (lambda: pa.gamma(1, 0), ValueError, r"std must be > 0"),
-    (lambda: pa.gamma(0, 1), ValueError, r"mean must be > 0"),
-    (lambda: pa.exponential(-1), ValueError, r"mean must be > 0"),
-    (lambda: pa.pareto(0), ValueError, r"alpha must be > 0"),
-    (lambda: pa.pareto(2, scale=-1), ValueError, r"scale must be > 0"),
-    (lambda: pa.uniform(2, 1), ValueError, r"high must be > low"),
-    (lambda: pa.uniform(1, 1), ValueError, r"high must be > low"),
-])
+@pytest.mark.parametrize(
+    ("make", "exc", "match"),
+    [
+        (lambda: pa.normal(0, -1), ValueError, r"std must be > 0, got -1"),
+        (lambda: pa.normal(0, 0), ValueError, r"std must be > 0, got 0"),
+        (lambda: pa.lognormal(1, -0.1), ValueError, r"std must be > 0"),
+        (lambda: pa.lognormal(1, 0), ValueError, r"std must be > 0"),
+        (lambda: pa.lognormal(-1, 0.1), ValueError, r"mean must be > 0"),
+        (lambda: pa.gamma(1, 0), ValueError, r"std must be > 0"),
+        (lambda: pa.gamma(0, 1), ValueError, r"mean must be > 0"),
+        (lambda: pa.exponential(-1), ValueError, r"mean must be > 0"),
+        (lambda: pa.pareto(0), ValueError, r"alpha must be > 0"),
+        (lambda: pa.pareto(2, scale=-1), ValueError, r"scale must be > 0"),
+        (lambda: pa.uniform(2, 1), ValueError, r"high must be > low"),
+        (lambda: pa.uniform(1, 1), ValueError, r"high must be > low"),
+    ],
+)
 def test_nonpositive_or_inconsistent_parameters(make, exc, match):
     with pytest.raises(exc, match=match):
         make()
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-@pytest.mark.parametrize(("make", "name"), [
-    (lambda v: pa.normal(v, 1), "mean"),
-    (lambda v: pa.normal(0, v), "std"),
-    (lambda v: pa.lognormal(v, 1), "mean"),
-    (lambda v: pa.lognormal(1, v), "std"),
-    (lambda v: pa.gamma(v, 1), "mean"),
-    (lambda v: pa.gamma(1, v), "std"),
-    (lambda v: pa.exponential(v), "mean"),
-    (lambda v: pa.exponential(1, loc=v), "loc"),
-    (lambda v: pa.uniform(v, 10), "low"),
-    (lambda v: pa.uniform(0, v), "high"),
-    (lambda v: pa.pareto(v), "alpha"),
-    (lambda v: pa.point_mass(v), "value"),
-])
+@pytest.mark.parametrize(
+    ("make", "name"),
+    [
+        (lambda v: pa.normal(v, 1), "mean"),
+        (lambda v: pa.normal(0, v), "std"),
+        (lambda v: pa.lognormal(v, 1), "mean"),
+        (lambda v: pa.lognormal(1, v), "std"),
+        (lambda v: pa.gamma(v, 1), "mean"),
+        (lambda v: pa.gamma(1, v), "std"),
+        (lambda v: pa.exponential(v), "mean"),
+        (lambda v: pa.exponential(1, loc=v), "loc"),
+        (lambda v: pa.uniform(v, 10), "low"),
+        (lambda v: pa.uniform(0, v), "high"),
+        (lambda v: pa.pareto(v), "alpha"),
+        (lambda v: pa.point_mass(v), "value"),
+    ],
+)
 def test_nan_and_inf_parameters(make, name, bad):
     with pytest.raises(ValueError, match=rf"{name} must be (finite|> 0)"):
         make(bad)
@@ -88,13 +94,16 @@ def test_grid_policy_fields():
 
 
 # ----- counts -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("op", "name"), [
-    (lambda v: pa.iid_max(D, v), "n"),
-    (lambda v: pa.iid_sum(D, v), "m"),
-    (lambda v: pa.order_statistic(D, 1, v), "n"),
-    (lambda v: pa.order_statistic(D, v, 5), "k"),
-    (lambda v: D.sample(v), "size"),
-])
+@pytest.mark.parametrize(
+    ("op", "name"),
+    [
+        (lambda v: pa.iid_max(D, v), "n"),
+        (lambda v: pa.iid_sum(D, v), "m"),
+        (lambda v: pa.order_statistic(D, 1, v), "n"),
+        (lambda v: pa.order_statistic(D, v, 5), "k"),
+        (lambda v: D.sample(v), "size"),
+    ],
+)
 def test_counts(op, name):
     lowest = -1 if name == "size" else 0
     with pytest.raises(ValueError, match=rf"{name} must be an integer >= \d, got {lowest}"):
@@ -126,16 +135,22 @@ def test_integral_floats_and_numpy_integers_are_counts():
 GRID = pa.iid_sum(pa.lognormal(1.0, 0.1), 4)
 
 
-@pytest.mark.parametrize("dist", [D, GRID, pa.iid_max(D, 10), pa.empirical([1.0, 2.0, 3.0])],
-                         ids=["exact", "grid", "iid_max", "empirical"])
-@pytest.mark.parametrize(("q", "match"), [
-    (1.5, r"q must lie in \[0, 1\].*not percent.*1\.5"),
-    (-0.1, r"q must lie in \[0, 1\].*-0\.1"),
-    (99, r"q must lie in \[0, 1\] \(quantile levels, not percent\), got 99"),
-    (np.nan, r"q must not contain NaN"),
-    ([0.5, np.nan], r"q must not contain NaN"),
-    ([], r"q must not be empty"),
-])
+@pytest.mark.parametrize(
+    "dist",
+    [D, GRID, pa.iid_max(D, 10), pa.empirical([1.0, 2.0, 3.0])],
+    ids=["exact", "grid", "iid_max", "empirical"],
+)
+@pytest.mark.parametrize(
+    ("q", "match"),
+    [
+        (1.5, r"q must lie in \[0, 1\].*not percent.*1\.5"),
+        (-0.1, r"q must lie in \[0, 1\].*-0\.1"),
+        (99, r"q must lie in \[0, 1\] \(quantile levels, not percent\), got 99"),
+        (np.nan, r"q must not contain NaN"),
+        ([0.5, np.nan], r"q must not contain NaN"),
+        ([], r"q must not be empty"),
+    ],
+)
 def test_quantile_levels(dist, q, match):
     with pytest.raises(ValueError, match=match):
         dist.quantile(q)
@@ -164,12 +179,15 @@ def test_non_numeric_quantile_level_names_q():
 
 
 # ----- samples -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("samples", "match"), [
-    ([], "samples must not be empty"),
-    (np.array([]), "samples must not be empty"),
-    ([1.0, np.nan, 2.0], r"samples must be finite \(no NaN or inf\)"),
-    ([1.0, np.inf], r"samples must be finite"),
-])
+@pytest.mark.parametrize(
+    ("samples", "match"),
+    [
+        ([], "samples must not be empty"),
+        (np.array([]), "samples must not be empty"),
+        ([1.0, np.nan, 2.0], r"samples must be finite \(no NaN or inf\)"),
+        ([1.0, np.inf], r"samples must be finite"),
+    ],
+)
 def test_bad_samples(samples, match):
     with pytest.raises(ValueError, match=match):
         pa.empirical(samples)
@@ -188,14 +206,17 @@ def test_dkw_alpha():
 
 
 # ----- mixtures ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("weights", "match"), [
-    ([0.5, 0.6], r"weights must sum to 1 \(within 1e-9\), got sum 1\.1"),
-    ([0.2, 0.2], r"weights must sum to 1"),
-    ([-0.5, 1.5], r"weights must be finite and >= 0"),
-    ([np.nan, 1.0], r"weights must be finite and >= 0"),
-    ([1.0], r"weights must have one entry per distribution: got 1 weights for 2"),
-    ([0.2, 0.3, 0.5], r"weights must have one entry per distribution: got 3 weights for 2"),
-])
+@pytest.mark.parametrize(
+    ("weights", "match"),
+    [
+        ([0.5, 0.6], r"weights must sum to 1 \(within 1e-9\), got sum 1\.1"),
+        ([0.2, 0.2], r"weights must sum to 1"),
+        ([-0.5, 1.5], r"weights must be finite and >= 0"),
+        ([np.nan, 1.0], r"weights must be finite and >= 0"),
+        ([1.0], r"weights must have one entry per distribution: got 1 weights for 2"),
+        ([0.2, 0.3, 0.5], r"weights must have one entry per distribution: got 3 weights for 2"),
+    ],
+)
 def test_mixture_weights(weights, match):
     with pytest.raises(ValueError, match=match):
         pa.mixture([D, pa.exponential(1.0)], weights)
@@ -209,15 +230,18 @@ def test_mixture_components():
 
 
 # ----- operands -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("op", "match"), [
-    (lambda: pa.convolve(D, 3.0), r"dists\[1\] must be a Distribution, got float"),
-    (lambda: pa.convolve(stats.norm(), D), r"dists\[0\] must be a Distribution"),
-    (lambda: pa.max_independent(D, "x"), r"dists\[1\] must be a Distribution, got str"),
-    (lambda: pa.min_independent(D, None), r"dists\[1\] must be a Distribution, got NoneType"),
-    (lambda: pa.iid_max(stats.norm(), 3), r"dist.* must be a Distribution"),
-    (lambda: pa.iid_sum(1.0, 3), r"dist.* must be a Distribution, got float"),
-    (lambda: pa.order_statistic([1.0], 1, 2), r"dist.* must be a Distribution, got list"),
-])
+@pytest.mark.parametrize(
+    ("op", "match"),
+    [
+        (lambda: pa.convolve(D, 3.0), r"dists\[1\] must be a Distribution, got float"),
+        (lambda: pa.convolve(stats.norm(), D), r"dists\[0\] must be a Distribution"),
+        (lambda: pa.max_independent(D, "x"), r"dists\[1\] must be a Distribution, got str"),
+        (lambda: pa.min_independent(D, None), r"dists\[1\] must be a Distribution, got NoneType"),
+        (lambda: pa.iid_max(stats.norm(), 3), r"dist.* must be a Distribution"),
+        (lambda: pa.iid_sum(1.0, 3), r"dist.* must be a Distribution, got float"),
+        (lambda: pa.order_statistic([1.0], 1, 2), r"dist.* must be a Distribution, got list"),
+    ],
+)
 def test_non_distribution_operands(op, match):
     with pytest.raises(TypeError, match=match):
         op()

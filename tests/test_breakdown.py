@@ -45,10 +45,10 @@ def test_stage_compute_matches_the_mean_model():
     om = op_means(job)
     (only,) = stage_compute(job, om)
     comp = sum(o.count * o.seconds for o in om.layer_fwd + om.layer_bwd if o.kind == "compute")
-    emb = sum(o.count * o.seconds for o in om.embedding_fwd + om.embedding_bwd + om.head_fwd
-              + om.head_bwd)
-    expected = job.parallelism.microbatches * (job.model.layers * comp + emb) + \
-        om.optimizer.seconds
+    emb = sum(
+        o.count * o.seconds for o in om.embedding_fwd + om.embedding_bwd + om.head_fwd + om.head_bwd
+    )
+    expected = job.parallelism.microbatches * (job.model.layers * comp + emb) + om.optimizer.seconds
     assert only.role == "only" and only.weight == 1.0
     assert only.mean_s == pytest.approx(expected, rel=1e-12)
     # temporal noise of a sum of independent kernels: tiny relative spread
@@ -68,7 +68,8 @@ def test_compute_law_without_noise_is_the_kernel_sum():
     var = dataclasses.replace(
         job.variability,
         spatial=SpatialVariability(cv=0.0, slow_fraction=0.0, slow_factor=1.0),
-        temporal=TemporalVariability(kernel_cv=0.0))
+        temporal=TemporalVariability(kernel_cv=0.0),
+    )
     job = job.replace(variability=var)
     law = rank_compute_law(job)
     assert law.std() == 0.0
@@ -100,23 +101,24 @@ def test_samples_are_consistent(pipe):
 def test_compute_samples_follow_the_analytic_law(pipe):
     ks = stats.kstest(pipe.compute_samples, pipe.compute.cdf).statistic
     assert ks < 0.015
-    assert pipe.stats["compute"]["std"] == pytest.approx(pipe.stats["compute_analytic"]["std"],
-                                                         rel=0.05)
+    assert pipe.stats["compute"]["std"] == pytest.approx(
+        pipe.stats["compute_analytic"]["std"], rel=0.05
+    )
 
 
 def test_joint_step_marginal_matches_the_step_law(pipe):
     # the joint (rank, step) construction must not change the step time's law
     ks = stats.kstest(pipe.step_samples, pipe.step.cdf).statistic
     assert ks < 0.02
-    assert pipe.stats["step"]["mean"] == pytest.approx(pipe.stats["step_analytic"]["mean"],
-                                                       rel=2e-3)
+    assert pipe.stats["step"]["mean"] == pytest.approx(
+        pipe.stats["step_analytic"]["mean"], rel=2e-3
+    )
 
 
 def test_independence_shortcut_is_close_at_many_replicas(pipe):
     assert pipe.dp == 128
     assert abs(pipe.stats["corr_compute_step"]) < 0.1
-    assert pipe.stats["comm"]["std"] == pytest.approx(pipe.stats["comm_std_independent"],
-                                                      rel=0.1)
+    assert pipe.stats["comm"]["std"] == pytest.approx(pipe.stats["comm_std_independent"], rel=0.1)
 
 
 def test_one_replica_couples_compute_and_step():
@@ -126,7 +128,8 @@ def test_one_replica_couples_compute_and_step():
         job.variability,
         network=NetworkVariability(intra_node=_QUIET, inter_node=_QUIET, cross_dc=_QUIET),
         hiccups=HiccupConfig(probability=0.0, size_s=0.0),
-        spatial=SpatialVariability(cv=0.05, slow_fraction=0.0, slow_factor=1.0))
+        spatial=SpatialVariability(cv=0.05, slow_fraction=0.0, slow_factor=1.0),
+    )
     b = rank_breakdown(job.replace(variability=quiet), samples=5000, seed=1, spatial="per-copy")
     assert b.dp == 1
     # (below 1: the stage kinds differ in compute but share the step)

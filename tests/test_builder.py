@@ -79,8 +79,9 @@ def test_graph_structure_llama3_405b():
     assert first.mean() < mid.mean()
 
 
-@pytest.mark.parametrize("name,gpus", [("llama3-8b", 1024), ("llama3-70b", 65536),
-                                       ("mixtral-8x22b", 65536)])
+@pytest.mark.parametrize(
+    "name,gpus", [("llama3-8b", 1024), ("llama3-70b", 65536), ("mixtral-8x22b", 65536)]
+)
 def test_noise_free_graph_matches_mean_model(name, gpus):
     job = preset_job(name, gpus).replace(variability=NO_NOISE)
     r = pa.predict(build_step_graph(job), "analytic")
@@ -109,8 +110,9 @@ def test_analytic_matches_montecarlo_llama3_8b():
 
 def test_regime_spatial_options_and_errors():
     job = preset_job("llama3-70b", 1024)
-    var = dataclasses.replace(job.variability, regimes=RegimeConfig(
-        probabilities=(0.9, 0.1), slowdowns=(1.0, 2.0)))
+    var = dataclasses.replace(
+        job.variability, regimes=RegimeConfig(probabilities=(0.9, 0.1), slowdowns=(1.0, 2.0))
+    )
     g = build_step_graph(job.replace(variability=var))
     assert [r.name for r in g.regimes] == ["network"]
     assert g.regimes[0].applies_to == "comm"
@@ -181,8 +183,21 @@ def test_cli_predict_json_keys(prism):
     rc, out, _ = prism("predict", "--preset", "llama3-8b", "--gpus", "1024", "--json")
     assert rc == 0
     d = json.loads(out)
-    for key in ("preset", "gpus", "layout", "method", "mean_s", "std_s", "p50_s", "p95_s",
-                "p99_s", "p999_s", "bracket", "compute_time_s", "graph_nodes"):
+    for key in (
+        "preset",
+        "gpus",
+        "layout",
+        "method",
+        "mean_s",
+        "std_s",
+        "p50_s",
+        "p95_s",
+        "p99_s",
+        "p999_s",
+        "bracket",
+        "compute_time_s",
+        "graph_nodes",
+    ):
         assert key in d, key
     assert d["preset"] == "llama3-8b" and d["gpus"] == 1024
     assert d["layout"]["dp"] == 1024 and d["method"] == "analytic"
@@ -191,8 +206,19 @@ def test_cli_predict_json_keys(prism):
 
 def test_cli_predict_montecarlo_text_and_plot(prism, tmp_path):
     plot = tmp_path / "cdf.png"
-    rc, out, _ = prism("predict", "--preset", "llama3-8b", "--gpus", "64", "--method",
-                       "montecarlo", "--samples", "2000", "--plot", str(plot))
+    rc, out, _ = prism(
+        "predict",
+        "--preset",
+        "llama3-8b",
+        "--gpus",
+        "64",
+        "--method",
+        "montecarlo",
+        "--samples",
+        "2000",
+        "--plot",
+        str(plot),
+    )
     assert rc == 0
     assert "montecarlo" in out and "p99" in out
     assert plot.stat().st_size > 0
@@ -208,15 +234,20 @@ def test_cli_presets(prism):
     assert rc == 0 and "llama3-405b" in out and "h100-sxm-80gb" in out
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--preset", "gpt5", "--gpus", "1024"], "unknown model preset 'gpt5'; available:"),
-    (["--preset", "h100-sxm-80gb", "--gpus", "1024"], "unknown model preset"),
-    (["--preset", "llama3-405b", "--gpus", "1000"], "multiple of 128 GPUs"),
-    (["--preset", "llama3-405b"], "--gpus: required"),
-    ([], "give --preset NAME --gpus N"),
-    (["--preset", "llama3-8b", "--gpus", "64", "--config", "/no/such.toml"],
-     "no such config file"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--preset", "gpt5", "--gpus", "1024"], "unknown model preset 'gpt5'; available:"),
+        (["--preset", "h100-sxm-80gb", "--gpus", "1024"], "unknown model preset"),
+        (["--preset", "llama3-405b", "--gpus", "1000"], "multiple of 128 GPUs"),
+        (["--preset", "llama3-405b"], "--gpus: required"),
+        ([], "give --preset NAME --gpus N"),
+        (
+            ["--preset", "llama3-8b", "--gpus", "64", "--config", "/no/such.toml"],
+            "no such config file",
+        ),
+    ],
+)
 def test_cli_bad_input_exits_2(prism, argv, message):
     rc, out, err = prism("predict", *argv)
     assert rc == 2

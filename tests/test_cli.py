@@ -22,8 +22,9 @@ def test_demo_text_mentions_the_scale(capsys):
     assert "65,536 GPUs" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv", [["demo", "--gpus", "0"], ["demo", "--cv", "nan"],
-                                  ["demo", "--ops", "x"]])
+@pytest.mark.parametrize(
+    "argv", [["demo", "--gpus", "0"], ["demo", "--cv", "nan"], ["demo", "--ops", "x"]]
+)
 def test_demo_rejects_bad_arguments(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main(argv)

@@ -66,14 +66,18 @@ def group_graph(n, **kwargs) -> StepGraph:
 
 def pipeline(p=4, m=8) -> StepGraph:
     return pipeline_step_graph(
-        p, m, lambda ph, s, mb, c: pa.normal(1.0, 0.05) if ph == "F" else pa.normal(2.0, 0.1))
+        p, m, lambda ph, s, mb, c: pa.normal(1.0, 0.05) if ph == "F" else pa.normal(2.0, 0.1)
+    )
 
 
 @pytest.fixture(scope="module")
 def pipeline_results():
     g = pipeline()
-    return (pa.predict(g), pa.predict(g, "bounds"),
-            pa.predict(g, "montecarlo", samples=MC_SAMPLES, seed=3))
+    return (
+        pa.predict(g),
+        pa.predict(g, "bounds"),
+        pa.predict(g, "montecarlo", samples=MC_SAMPLES, seed=3),
+    )
 
 
 # ----- series-parallel graphs are exact -------------------------------------------------------------
@@ -231,8 +235,9 @@ def test_discrete_speed_law_is_exact():
     body = StepGraph("rank")
     body.add_op("x", x)
     g = StepGraph()
-    g.add_replica_group("dp", body, 64,
-                        speed=pa.mixture([pa.point_mass(1.0), pa.point_mass(1.5)], [0.99, 0.01]))
+    g.add_replica_group(
+        "dp", body, 64, speed=pa.mixture([pa.point_mass(1.0), pa.point_mass(1.5)], [0.99, 0.01])
+    )
     r = pa.predict(g)
     # each copy is X with prob 0.99 and 1.5 X with prob 0.01, independently: F^64 of the mixture
     ref = pa.iid_max(pa.mixture([x, x.scale(1.5)], [0.99, 0.01]), 64)
@@ -268,9 +273,11 @@ def test_regimes_are_the_mixture_of_conditioned_results():
     assert r.mean() == pytest.approx(mix.mean(), rel=1e-4)
     # each conditioned law is itself exact: e.g. the all-good state
     good = g.conditioned({"comm": 1.0, "inter-node": 1.0})
-    ref = pa.convolve(pa.normal(0.2, 0.01),
-                      pa.iid_max(pa.convolve(pa.normal(1.0, 0.05), pa.lognormal(0.3, 0.03)), 16),
-                      pa.gamma(0.1, 0.01))
+    ref = pa.convolve(
+        pa.normal(0.2, 0.01),
+        pa.iid_max(pa.convolve(pa.normal(1.0, 0.05), pa.lognormal(0.3, 0.03)), 16),
+        pa.gamma(0.1, 0.01),
+    )
     assert_same_law(pa.predict(good), ref)
 
 
@@ -354,8 +361,10 @@ def test_bounds_bracket_the_exact_answer_on_series_parallel_graphs():
     assert rb.lower is not None and rb.upper is not None and rb.distribution is rb.upper
     for q in LEVELS:
         assert rb.lower.quantile_bracket(q)[0] <= ra.quantile(q) <= rb.upper.quantile_bracket(q)[1]
-        assert rb.quantile_bracket(q) == (rb.lower.quantile_bracket(q)[0],
-                                          rb.upper.quantile_bracket(q)[1])
+        assert rb.quantile_bracket(q) == (
+            rb.lower.quantile_bracket(q)[0],
+            rb.upper.quantile_bracket(q)[1],
+        )
 
 
 def test_bounds_contain_analytic_and_monte_carlo_on_a_pipeline(pipeline_results):

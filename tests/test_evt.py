@@ -79,6 +79,7 @@ def test_table_exact_mean_matches_closed_forms():
     assert gen.exact_mean(pa.exponential(1.0), n) == pytest.approx(harmonic, rel=1e-10)
     alpha = 3.0  # E[max of n Pareto(alpha, 1)] = Gamma(n+1) Gamma(1-1/alpha) / Gamma(n+1-1/alpha)
     from scipy.special import gammaln
+
     closed = math.exp(gammaln(n + 1) + gammaln(1 - 1 / alpha) - gammaln(n + 1 - 1 / alpha))
     assert gen.exact_mean(pa.pareto(alpha), n) == pytest.approx(closed, rel=1e-9)
 
@@ -224,14 +225,17 @@ def test_unsupported_parent_lists_supported():
     assert "pareto" in SUPPORTED_FAMILIES["frechet"]
 
 
-@pytest.mark.parametrize(("n", "exc", "msg"), [
-    (1, ValueError, "n must be an integer >= 2"),
-    (0, ValueError, "n must be an integer >= 2"),
-    (2.5, TypeError, "n must be an integer"),
-    (True, TypeError, "n must be an integer"),
-    ("100", TypeError, "n must be an integer"),
-    (10**13, ValueError, "n must be <="),
-])
+@pytest.mark.parametrize(
+    ("n", "exc", "msg"),
+    [
+        (1, ValueError, "n must be an integer >= 2"),
+        (0, ValueError, "n must be an integer >= 2"),
+        (2.5, TypeError, "n must be an integer"),
+        (True, TypeError, "n must be an integer"),
+        ("100", TypeError, "n must be an integer"),
+        (10**13, ValueError, "n must be <="),
+    ],
+)
 def test_bad_n(n, exc, msg):
     with pytest.raises(exc, match=msg):
         evt_max(pa.normal(0, 1), n)

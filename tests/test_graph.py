@@ -96,13 +96,18 @@ def test_add_regime_and_regime_states():
     g.add_collective("ar", N, tags=("inter-node",))
     r = g.add_regime("net", {"ok": 0.8, "slow": 0.2}, {"ok": 1.0, "slow": 1.5})
     assert isinstance(r, Regime) and r.applies_to == "comm" and g.regimes == [r]
-    g.add_regime("dc", {"ok": 0.9, "cut": 0.1, "never": 0.0}, {"ok": 1.0, "cut": 4.0, "never": 9.0},
-                 applies_to="inter-node")
+    g.add_regime(
+        "dc",
+        {"ok": 0.9, "cut": 0.1, "never": 0.0},
+        {"ok": 1.0, "cut": 4.0, "never": 9.0},
+        applies_to="inter-node",
+    )
     states = list(g.regime_states())
     assert len(states) == 4  # zero-probability states are skipped
     assert sum(p for p, _ in states) == pytest.approx(1.0)
     assert (pytest.approx(0.02), {"comm": 1.5, "inter-node": 4.0}) in [
-        (pytest.approx(p), f) for p, f in states]
+        (pytest.approx(p), f) for p, f in states
+    ]
     # two regimes on the same class multiply their factors
     h = StepGraph()
     h.add_collective("ar", N)
@@ -193,20 +198,26 @@ def test_latency_must_be_a_distribution():
 
 
 def test_kind_must_be_allowed():
-    with pytest.raises(GraphError, match=r"op 'x': kind must be one of \('compute', 'comm'\), "
-                                         r"got 'io'"):
+    with pytest.raises(
+        GraphError,
+        match=r"op 'x': kind must be one of \('compute', 'comm'\), "
+        r"got 'io'",
+    ):
         StepGraph().add_op("x", N, kind="io")
 
 
-@pytest.mark.parametrize("slow, match", [
-    ((5, 2.0), r"replica group 'dp': slow count must be <= 4, got 5"),
-    ((-1, 2.0), r"replica group 'dp': slow count must be an integer >= 0"),
-    ((1.5, 2.0), r"replica group 'dp': slow count must be an integer"),
-    ((1, 0.0), r"replica group 'dp': slow factor must be > 0"),
-    ((1, -2.0), r"replica group 'dp': slow factor must be > 0"),
-    ((1, float("inf")), r"replica group 'dp': slow factor must be finite"),
-    ((1, "2"), r"replica group 'dp': slow factor must be a real number"),
-])
+@pytest.mark.parametrize(
+    "slow, match",
+    [
+        ((5, 2.0), r"replica group 'dp': slow count must be <= 4, got 5"),
+        ((-1, 2.0), r"replica group 'dp': slow count must be an integer >= 0"),
+        ((1.5, 2.0), r"replica group 'dp': slow count must be an integer"),
+        ((1, 0.0), r"replica group 'dp': slow factor must be > 0"),
+        ((1, -2.0), r"replica group 'dp': slow factor must be > 0"),
+        ((1, float("inf")), r"replica group 'dp': slow factor must be finite"),
+        ((1, "2"), r"replica group 'dp': slow factor must be a real number"),
+    ],
+)
 def test_bad_slow_tuples(slow, match):
     with pytest.raises(GraphError, match=match):
         StepGraph().add_replica_group("dp", one_op(), 4, slow=slow)
@@ -221,8 +232,11 @@ def test_malformed_slow_names_group_and_field(slow):
 def test_speed_must_be_a_distribution_with_positive_support():
     with pytest.raises(GraphError, match=r"replica group 'dp': speed must be a Distribution"):
         StepGraph().add_replica_group("dp", one_op(), 4, speed=1.0)
-    with pytest.raises(GraphError, match=r"replica group 'dp': speed factors must be positive; "
-                                         r"support starts at -inf"):
+    with pytest.raises(
+        GraphError,
+        match=r"replica group 'dp': speed factors must be positive; "
+        r"support starts at -inf",
+    ):
         StepGraph().add_replica_group("dp", one_op(), 4, speed=pa.normal(1.0, 0.1))
     with pytest.raises(GraphError, match="speed factors must be positive"):
         StepGraph().add_replica_group("dp", one_op(), 4, speed=pa.uniform(-0.5, 1.5))
@@ -234,17 +248,24 @@ def test_speed_factor_zero_is_rejected():
         StepGraph().add_replica_group("dp", one_op(), 4, speed=pa.point_mass(0.0))
 
 
-@pytest.mark.parametrize("probs, factors, match", [
-    ({"ok": 0.5, "bad": 0.4}, {"ok": 1.0, "bad": 2.0}, r"regime 'net': probs must sum to 1, got 0\.9"),
-    ({"ok": 0.7, "bad": 0.7}, {"ok": 1.0, "bad": 2.0}, r"probs must sum to 1, got 1\.4"),
-    ({"ok": 1.5, "bad": -0.5}, {"ok": 1.0, "bad": 2.0}, r"probs\['ok'\] must lie in \[0, 1\]"),
-    ({"ok": float("nan")}, {"ok": 1.0}, r"probs\['ok'\] must lie in \[0, 1\]"),
-    ({"ok": "1"}, {"ok": 1.0}, r"probs\['ok'\] must lie in \[0, 1\], got '1'"),
-    ({"ok": 0.5, "bad": 0.5}, {"ok": 1.0}, "probs and factors must name the same states"),
-    ({}, {}, "needs at least one state"),
-    ({"ok": 0.5, "bad": 0.5}, {"ok": 1.0, "bad": -2.0}, r"factors\['bad'\] must be > 0"),
-    ({"ok": 0.5, "bad": 0.5}, {"ok": 1.0, "bad": 0.0}, r"factors\['bad'\] must be > 0"),
-])
+@pytest.mark.parametrize(
+    "probs, factors, match",
+    [
+        (
+            {"ok": 0.5, "bad": 0.4},
+            {"ok": 1.0, "bad": 2.0},
+            r"regime 'net': probs must sum to 1, got 0\.9",
+        ),
+        ({"ok": 0.7, "bad": 0.7}, {"ok": 1.0, "bad": 2.0}, r"probs must sum to 1, got 1\.4"),
+        ({"ok": 1.5, "bad": -0.5}, {"ok": 1.0, "bad": 2.0}, r"probs\['ok'\] must lie in \[0, 1\]"),
+        ({"ok": float("nan")}, {"ok": 1.0}, r"probs\['ok'\] must lie in \[0, 1\]"),
+        ({"ok": "1"}, {"ok": 1.0}, r"probs\['ok'\] must lie in \[0, 1\], got '1'"),
+        ({"ok": 0.5, "bad": 0.5}, {"ok": 1.0}, "probs and factors must name the same states"),
+        ({}, {}, "needs at least one state"),
+        ({"ok": 0.5, "bad": 0.5}, {"ok": 1.0, "bad": -2.0}, r"factors\['bad'\] must be > 0"),
+        ({"ok": 0.5, "bad": 0.5}, {"ok": 1.0, "bad": 0.0}, r"factors\['bad'\] must be > 0"),
+    ],
+)
 def test_bad_regimes(probs, factors, match):
     g = StepGraph()
     g.add_collective("ar", N)
@@ -262,8 +283,11 @@ def test_duplicate_regime_and_too_many_combinations():
     states = {f"s{i}": 1 / 64 for i in range(64)}
     g.add_regime("a", states, dict.fromkeys(states, 1.0))
     g.add_regime("b", states, dict.fromkeys(states, 1.0))  # 4096 combinations: the limit
-    with pytest.raises(GraphError, match=r"regime 'c': 8192 state combinations exceed the limit "
-                                         r"of 4096"):
+    with pytest.raises(
+        GraphError,
+        match=r"regime 'c': 8192 state combinations exceed the limit "
+        r"of 4096",
+    ):
         g.add_regime("c", {"x": 0.5, "y": 0.5}, {"x": 1.0, "y": 1.0})
     assert [r.name for r in g.regimes] == ["net", "a", "b"]
 
@@ -271,8 +295,11 @@ def test_duplicate_regime_and_too_many_combinations():
 def test_regimes_inside_replica_bodies_are_rejected():
     body = one_op()
     body.add_regime("net", {"ok": 1.0}, {"ok": 2.0})
-    with pytest.raises(GraphError, match=r"replica group 'dp': regimes are per-step shocks; "
-                                         r"declare them on the top-level graph"):
+    with pytest.raises(
+        GraphError,
+        match=r"replica group 'dp': regimes are per-step shocks; "
+        r"declare them on the top-level graph",
+    ):
         StepGraph().add_replica_group("dp", body, 4)
 
 
@@ -288,8 +315,11 @@ def test_validate_rechecks_regimes_in_bodies():
 def test_empty_body_and_non_graph_body_are_rejected():
     with pytest.raises(GraphError, match=r"replica group 'dp': body graph 'nothing' is empty"):
         StepGraph().add_replica_group("dp", StepGraph("nothing"), 4)
-    with pytest.raises(GraphError, match=r"replica group 'dp': body must be a StepGraph, "
-                                         r"got ScipyDistribution"):
+    with pytest.raises(
+        GraphError,
+        match=r"replica group 'dp': body must be a StepGraph, "
+        r"got ScipyDistribution",
+    ):
         StepGraph().add_replica_group("dp", N, 4)
 
 
@@ -338,8 +368,9 @@ def test_json_round_trip_keeps_every_distribution():
         np.testing.assert_allclose(b.cdf(x), a.cdf(x), rtol=0, atol=1e-15, err_msg=name)
     body_a, body_b = g.node("dp")["body"], back.node("dp")["body"]
     for name in ("f", "w"):
-        np.testing.assert_allclose(body_b.node(name)["latency"].cdf(x),
-                                   body_a.node(name)["latency"].cdf(x), atol=1e-15)
+        np.testing.assert_allclose(
+            body_b.node(name)["latency"].cdf(x), body_a.node(name)["latency"].cdf(x), atol=1e-15
+        )
     mix_a = body_a.node("tp")["body"].node("k")["latency"]
     mix_b = body_b.node("tp")["body"].node("k")["latency"]
     assert isinstance(mix_b, pa.Mixture)
@@ -377,7 +408,9 @@ def test_from_dict_rejects_bad_documents():
         StepGraph.from_dict(bad)
     bad = copy.deepcopy(d)
     bad["nodes"][0]["type"] = "task"
-    with pytest.raises(GraphError, match=r"nodes\['z'\]\.type must be 'op' or 'replica', got 'task'"):
+    with pytest.raises(
+        GraphError, match=r"nodes\['z'\]\.type must be 'op' or 'replica', got 'task'"
+    ):
         StepGraph.from_dict(bad)
     bad = copy.deepcopy(d)
     bad["nodes"][0]["latency"] = {"type": "weibull"}
@@ -431,7 +464,9 @@ def test_from_dict_rejects_invalid_scipy_parameters():
 
 def test_unserialisable_latency_is_a_clear_error():
     g = StepGraph()
-    g.add_op("slowest", pa.max_independent(N, pa.gamma(1.0, 0.1)))  # evaluable, but has no JSON spec
+    g.add_op(
+        "slowest", pa.max_independent(N, pa.gamma(1.0, 0.1))
+    )  # evaluable, but has no JSON spec
     assert math.isfinite(pa.predict(g).mean())
     with pytest.raises(TypeError, match="cannot serialise MaxOfIndependent"):
         g.to_json()
@@ -481,9 +516,16 @@ def test_conditioned_mean_scales_linearly():
 
 
 # ----- pipelines ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("p, m, schedule, vpp", [(4, 8, "1f1b", 1), (4, 8, "gpipe", 1),
-                                                 (4, 8, "interleaved", 2), (1, 1, "1f1b", 1),
-                                                 (3, 2, "1f1b", 1)])
+@pytest.mark.parametrize(
+    "p, m, schedule, vpp",
+    [
+        (4, 8, "1f1b", 1),
+        (4, 8, "gpipe", 1),
+        (4, 8, "interleaved", 2),
+        (1, 1, "1f1b", 1),
+        (3, 2, "1f1b", 1),
+    ],
+)
 def test_pipeline_step_graph_node_counts(p, m, schedule, vpp):
     calls = []
 

@@ -184,8 +184,15 @@ def test_grid_arithmetic_stays_on_the_lattice():
 def test_trimmed_conserves_mass_and_moves_tails_into_atoms():
     d = pa.normal(0.0, 1.0)
     g = discretize(d, 0.001)
-    loose = GridDistribution(g.h, g.k0 - 500, np.pad(g.lo, 500), np.pad(g.hi, 500),
-                             g.below, g.above, pa.GridPolicy(tail_mass=1e-6))
+    loose = GridDistribution(
+        g.h,
+        g.k0 - 500,
+        np.pad(g.lo, 500),
+        np.pad(g.hi, 500),
+        g.below,
+        g.above,
+        pa.GridPolicy(tail_mass=1e-6),
+    )
     t = loose.trimmed()
     assert_mass_conserved(t)
     assert t.lo.size < g.lo.size

@@ -58,8 +58,9 @@ def test_same_seed_same_samples(reference_draws):
     assert np.all(np.isfinite(reference_draws))
     again = sample_step(everything(), SAMPLES, settings=SETTINGS)  # a freshly built graph
     np.testing.assert_array_equal(again, reference_draws)
-    other = sample_step(everything(), SAMPLES,
-                        settings=MonteCarloSettings(pool_size=20_000, seed=8))
+    other = sample_step(
+        everything(), SAMPLES, settings=MonteCarloSettings(pool_size=20_000, seed=8)
+    )
     assert not np.array_equal(other, reference_draws)
 
 
@@ -79,11 +80,11 @@ def test_chunking_does_not_change_samples(reference_draws, blocks_per_task):
 
 def test_executor_does_not_change_samples(reference_draws):
     with ThreadPoolExecutor(max_workers=2) as ex:
-        got = sample_step(everything(), SAMPLES, settings=SETTINGS, executor=ex,
-                          blocks_per_task=1)
+        got = sample_step(everything(), SAMPLES, settings=SETTINGS, executor=ex, blocks_per_task=1)
         np.testing.assert_array_equal(got, reference_draws)
-        r = pa.predict(everything(), "montecarlo", samples=SAMPLES, mc_settings=SETTINGS,
-                       executor=ex)
+        r = pa.predict(
+            everything(), "montecarlo", samples=SAMPLES, mc_settings=SETTINGS, executor=ex
+        )
     np.testing.assert_array_equal(r.distribution.samples, np.sort(reference_draws))
 
 
@@ -213,15 +214,18 @@ def test_predict_rejects_non_integer_samples(samples):
         pa.predict(one_op(), "montecarlo", samples=samples)
 
 
-@pytest.mark.parametrize("kwargs", [{"samples": 0}, {"samples": -3}, {"samples": 1.5},
-                                    {"samples": 10, "blocks_per_task": 0}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"samples": 0}, {"samples": -3}, {"samples": 1.5}, {"samples": 10, "blocks_per_task": 0}],
+)
 def test_sample_step_validates_its_arguments(kwargs):
     with pytest.raises((ValueError, TypeError), match="samples|blocks_per_task"):
         sample_step(one_op(), **kwargs)
 
 
-@pytest.mark.parametrize("kwargs", [{"pool_size": 0}, {"pool_size": -5}, {"explicit_limit": -1},
-                                    {"seed": -1}])
+@pytest.mark.parametrize(
+    "kwargs", [{"pool_size": 0}, {"pool_size": -5}, {"explicit_limit": -1}, {"seed": -1}]
+)
 def test_montecarlo_settings_are_validated(kwargs):
     with pytest.raises((ValueError, TypeError), match="|".join(kwargs)):
         MonteCarloSettings(**kwargs)

@@ -111,8 +111,9 @@ def test_max_of_uniforms_is_beta_n_1(n):
     assert m.mean() == pytest.approx(n / (n + 1), rel=1e-7)
 
 
-@pytest.mark.parametrize(("k", "n"), [(1, 1), (1, 10), (3, 10), (10, 10), (50, 100), (1, 1000),
-                                      (999, 1000)])
+@pytest.mark.parametrize(
+    ("k", "n"), [(1, 1), (1, 10), (3, 10), (10, 10), (50, 100), (1, 1000), (999, 1000)]
+)
 def test_order_statistics_of_uniforms_are_beta(k, n):
     o = pa.order_statistic(pa.uniform(0, 1), k, n)
     ref = stats.beta(k, n - k + 1)
@@ -126,10 +127,12 @@ def test_order_statistics_of_uniforms_are_beta(k, n):
 def test_order_statistic_extremes_are_min_and_max():
     d = pa.lognormal(1.0, 0.2)
     x = d.quantile(LEVELS)
-    np.testing.assert_allclose(pa.order_statistic(d, 30, 30).cdf(x), pa.iid_max(d, 30).cdf(x),
-                               rtol=1e-10)
-    np.testing.assert_allclose(pa.order_statistic(d, 1, 30).sf(x),
-                               pa.min_independent(*[d] * 30).sf(x), rtol=1e-9)
+    np.testing.assert_allclose(
+        pa.order_statistic(d, 30, 30).cdf(x), pa.iid_max(d, 30).cdf(x), rtol=1e-10
+    )
+    np.testing.assert_allclose(
+        pa.order_statistic(d, 1, 30).sf(x), pa.min_independent(*[d] * 30).sf(x), rtol=1e-9
+    )
 
 
 @pytest.mark.parametrize("n", [2, 100, 65536, 10**9])
@@ -165,8 +168,11 @@ def test_mixture_cdf_and_quantile_by_hand():
     np.testing.assert_allclose(mix.sf(x), sf_by_hand, rtol=1e-12)
     for q in (0.05, 0.3, 0.5, 0.99):
         root = optimize.brentq(
-            lambda t, q=q: w[0] * stats.norm.cdf(t) + w[1] * stats.norm.cdf((t - 3) / .5) - q,
-            -10, 10, xtol=1e-14)
+            lambda t, q=q: w[0] * stats.norm.cdf(t) + w[1] * stats.norm.cdf((t - 3) / 0.5) - q,
+            -10,
+            10,
+            xtol=1e-14,
+        )
         assert mix.quantile(q) == pytest.approx(root, abs=1e-9)
     assert mix.mean() == pytest.approx(0.7 * 3.0)
     assert mix.var() == pytest.approx(0.3 * 1 + 0.7 * 0.25 + 0.3 * 0.7 * 9.0)
@@ -233,8 +239,10 @@ def test_bracket_acceptance_400_op_chain_against_monte_carlo():
         low, high = chain.quantile_bracket(q)
         mc = total[int(math.ceil(q * total.size)) - 1]
         ci_low, ci_high = _order_statistic_ci(total, q, 0.999)
-        report.append(f"q={q}: bracket [{low:.5f}, {high:.5f}] MC {mc:.5f} "
-                      f"CI99.9 [{ci_low:.5f}, {ci_high:.5f}]")
+        report.append(
+            f"q={q}: bracket [{low:.5f}, {high:.5f}] MC {mc:.5f} "
+            f"CI99.9 [{ci_low:.5f}, {ci_high:.5f}]"
+        )
         assert high - low <= 1e-3 * low
         assert low <= ci_high and ci_low <= high, report[-1]
     print("\n".join(report))
@@ -255,6 +263,7 @@ def test_bracket_acceptance_400_op_chain_against_a_finer_policy():
 @pytest.mark.parametrize(("alpha", "n"), [(3.0, 2), (3.0, 64), (2.5, 100)])
 def test_mean_of_max_of_paretos(alpha, n):
     # E[max of n Pareto(alpha, 1)] = Gamma(n + 1) Gamma(1 - 1/alpha) / Gamma(n + 1 - 1/alpha)
-    closed = math.exp(special.gammaln(n + 1) + special.gammaln(1 - 1 / alpha)
-                      - special.gammaln(n + 1 - 1 / alpha))
+    closed = math.exp(
+        special.gammaln(n + 1) + special.gammaln(1 - 1 / alpha) - special.gammaln(n + 1 - 1 / alpha)
+    )
     assert pa.iid_max(pa.pareto(alpha), n).mean() == pytest.approx(closed, rel=1e-6)

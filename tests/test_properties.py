@@ -139,8 +139,9 @@ def test_means_and_variances_add_under_convolution(a, b, c):
 
 
 @SLOWER
-@given(st.floats(-5, 5), st.floats(0.01, 2), st.floats(-5, 5), st.floats(0.01, 2),
-       st.integers(1, 40))
+@given(
+    st.floats(-5, 5), st.floats(0.01, 2), st.floats(-5, 5), st.floats(0.01, 2), st.integers(1, 40)
+)
 def test_bracket_contains_closed_form_sum_of_normals(m1, s1, m2, s2, k):
     s = pa.convolve(pa.normal(m1, s1), pa.iid_sum(pa.normal(m2, s2), k))
     ref = pa.normal(m1 + k * m2, math.sqrt(s1**2 + k * s2**2))

@@ -62,8 +62,17 @@ def test_workload_graphs_round_trip_through_json():
 
 
 def test_custom_spec_cannot_import_code_outside_the_package():
-    data = {"nodes": [{"id": "a", "type": "op",
-                       "latency": {"type": "custom", "class": "os:system", "fields": {}}}],
-            "edges": []}
-    with pytest.raises(ValueError, match=r"nodes\['a'\]\.latency\.class must name a prism_analytic"):
+    data = {
+        "nodes": [
+            {
+                "id": "a",
+                "type": "op",
+                "latency": {"type": "custom", "class": "os:system", "fields": {}},
+            }
+        ],
+        "edges": [],
+    }
+    with pytest.raises(
+        ValueError, match=r"nodes\['a'\]\.latency\.class must name a prism_analytic"
+    ):
         pa.StepGraph.from_dict(data)

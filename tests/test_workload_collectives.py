@@ -70,8 +70,13 @@ def test_p2p():
 
 
 def test_single_rank_costs_nothing():
-    for fn in (ring_allreduce_time, tree_allreduce_time, allgather_time, reduce_scatter_time,
-               alltoall_time):
+    for fn in (
+        ring_allreduce_time,
+        tree_allreduce_time,
+        allgather_time,
+        reduce_scatter_time,
+        alltoall_time,
+    ):
         assert fn(1e9, 1, SLOW) == 0.0
 
 
@@ -126,8 +131,11 @@ def test_one_level_hierarchy_equals_flat():
 def test_two_level_allreduce_closed_form():
     s = 1e9
     levels = (Level(8, FAST), Level(16, SLOW))
-    expect = (reduce_scatter_time(s, 8, FAST) + allgather_time(s, 8, FAST)
-              + allreduce_time(s / 8, 16, SLOW))
+    expect = (
+        reduce_scatter_time(s, 8, FAST)
+        + allgather_time(s, 8, FAST)
+        + allreduce_time(s / 8, 16, SLOW)
+    )
     assert hierarchical_allreduce_time(s, levels) == pytest.approx(expect)
     # the hierarchy beats a flat ring over the slow tier with all 128 ranks
     assert hierarchical_allreduce_time(s, levels) < ring_allreduce_time(s, 128, SLOW)

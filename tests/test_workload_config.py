@@ -65,12 +65,23 @@ def test_round_trip_through_toml(tmp_path):
 
 def test_mapping_source_and_full_sections():
     data = {
-        "model": {"layers": 4, "hidden": 256, "ffn": 512, "heads": 4, "vocab": 1000,
-                  "seq_len": 128},
+        "model": {
+            "layers": 4,
+            "hidden": 256,
+            "ffn": 512,
+            "heads": 4,
+            "vocab": 1000,
+            "seq_len": 128,
+        },
         "parallelism": {"tp": 2, "dp": 2},
-        "hardware": {"peak_flops": {"bf16": 1e15}, "hbm_bandwidth": 2e12, "gpus_per_node": 8,
-                     "nvlink_domain": 8, "intra_node_bandwidth": 3e11,
-                     "inter_node_bandwidth": 4e10},
+        "hardware": {
+            "peak_flops": {"bf16": 1e15},
+            "hbm_bandwidth": 2e12,
+            "gpus_per_node": 8,
+            "nvlink_domain": 8,
+            "intra_node_bandwidth": 3e11,
+            "inter_node_bandwidth": 4e10,
+        },
     }
     job = load_config(data)
     assert job.gpus == 4
@@ -130,8 +141,12 @@ def test_unknown_key_is_rejected():
 
 
 def test_unknown_nested_key_is_rejected():
-    _raises(_with("variability.network.inter_node", "jitter = 1.0"),
-            "variability.network.inter_node.jitter", "unknown key", "sigma")
+    _raises(
+        _with("variability.network.inter_node", "jitter = 1.0"),
+        "variability.network.inter_node.jitter",
+        "unknown key",
+        "sigma",
+    )
 
 
 def test_unknown_section_is_rejected():
@@ -159,18 +174,23 @@ def test_bool_where_number_expected():
 
 
 def test_number_where_bool_expected():
-    _raises(_with("parallelism", "sequence_parallel = 1"), "parallelism.sequence_parallel",
-            "true or false")
+    _raises(
+        _with("parallelism", "sequence_parallel = 1"),
+        "parallelism.sequence_parallel",
+        "true or false",
+    )
 
 
-@pytest.mark.parametrize("key", ["tp", "pp", "cp", "ep", "vpp", "microbatches",
-                                 "micro_batch_size", "dp"])
+@pytest.mark.parametrize(
+    "key", ["tp", "pp", "cp", "ep", "vpp", "microbatches", "micro_batch_size", "dp"]
+)
 def test_non_positive_parallel_sizes(key):
     _raises(_with("parallelism", f"{key} = 0"), f"parallelism.{key}", ">= 1")
 
 
-@pytest.mark.parametrize("key", ["layers", "hidden", "ffn", "heads", "kv_heads", "vocab",
-                                 "seq_len"])
+@pytest.mark.parametrize(
+    "key", ["layers", "hidden", "ffn", "heads", "kv_heads", "vocab", "seq_len"]
+)
 def test_non_positive_model_sizes(key):
     _raises(_with("model", f"{key} = -1"), f"model.{key}", ">= 1")
 
@@ -183,15 +203,17 @@ def test_infinity_is_rejected():
     _raises(_with("hardware.efficiency", "gemm = inf"), "hardware.efficiency.gemm", "finite")
 
 
-@pytest.mark.parametrize("key", ["intra_node_bandwidth", "inter_node_bandwidth",
-                                 "inter_dc_bandwidth"])
+@pytest.mark.parametrize(
+    "key", ["intra_node_bandwidth", "inter_node_bandwidth", "inter_dc_bandwidth"]
+)
 def test_negative_bandwidth_is_rejected(key):
     _raises(_with("hardware", f"{key} = -1.0"), f"hardware.{key}", "> 0")
 
 
 def test_negative_latency_is_rejected():
-    _raises(_with("hardware", "inter_node_latency_s = -1e-6"), "hardware.inter_node_latency_s",
-            ">= 0")
+    _raises(
+        _with("hardware", "inter_node_latency_s = -1e-6"), "hardware.inter_node_latency_s", ">= 0"
+    )
 
 
 def test_zero_peak_is_rejected():
@@ -207,8 +229,13 @@ def test_overlap_out_of_range():
 
 
 def test_bad_schedule_names_the_choices():
-    _raises(_with("parallelism", 'schedule = "zero-bubble"'), "parallelism.schedule",
-            "'gpipe'", "'1f1b'", "'interleaved'")
+    _raises(
+        _with("parallelism", 'schedule = "zero-bubble"'),
+        "parallelism.schedule",
+        "'gpipe'",
+        "'1f1b'",
+        "'interleaved'",
+    )
 
 
 def test_bad_sharding_names_the_choices():
@@ -220,38 +247,59 @@ def test_bad_precision():
 
 
 def test_nested_tier_noise_is_named_by_its_path():
-    _raises(_with("variability.network.inter_node", "sigma = -0.1"),
-            "variability.network.inter_node.sigma", ">= 0")
+    _raises(
+        _with("variability.network.inter_node", "sigma = -0.1"),
+        "variability.network.inter_node.sigma",
+        ">= 0",
+    )
 
 
 def test_tail_factor_below_one():
-    _raises(_with("variability.network.cross_dc", "tail_factor = 0.5"),
-            "variability.network.cross_dc.tail_factor", ">= 1")
+    _raises(
+        _with("variability.network.cross_dc", "tail_factor = 0.5"),
+        "variability.network.cross_dc.tail_factor",
+        ">= 1",
+    )
 
 
 def test_regime_probabilities_must_sum_to_one():
-    _raises(_with("variability.regimes", "probabilities = [0.5, 0.4]\nslowdowns = [1.0, 2.0]"),
-            "variability.regimes.probabilities", "sum to 1")
+    _raises(
+        _with("variability.regimes", "probabilities = [0.5, 0.4]\nslowdowns = [1.0, 2.0]"),
+        "variability.regimes.probabilities",
+        "sum to 1",
+    )
 
 
 def test_regime_lengths_must_match():
-    _raises(_with("variability.regimes", "probabilities = [0.5, 0.5]\nslowdowns = [1.0]"),
-            "variability.regimes.slowdowns", "one entry per probability")
+    _raises(
+        _with("variability.regimes", "probabilities = [0.5, 0.5]\nslowdowns = [1.0]"),
+        "variability.regimes.slowdowns",
+        "one entry per probability",
+    )
 
 
 def test_regime_entries_are_checked():
-    _raises(_with("variability.regimes", "probabilities = [1.0]\nslowdowns = [-1.0]"),
-            "variability.regimes.slowdowns[0]", "> 0")
+    _raises(
+        _with("variability.regimes", "probabilities = [1.0]\nslowdowns = [-1.0]"),
+        "variability.regimes.slowdowns[0]",
+        "> 0",
+    )
 
 
 def test_spatial_slow_fraction_above_one():
-    _raises(_with("variability.spatial", "slow_fraction = 2.0"),
-            "variability.spatial.slow_fraction", "<= 1")
+    _raises(
+        _with("variability.spatial", "slow_fraction = 2.0"),
+        "variability.spatial.slow_fraction",
+        "<= 1",
+    )
 
 
 def test_hiccup_probability_negative():
-    _raises(_with("variability.hiccups", "probability = -0.1"),
-            "variability.hiccups.probability", ">= 0")
+    _raises(
+        _with("variability.hiccups", "probability = -0.1"),
+        "variability.hiccups.probability",
+        ">= 0",
+    )
 
 
 def test_kv_heads_must_divide_heads():
@@ -267,9 +315,14 @@ def test_missing_required_key():
     data = {
         "model": {"hidden": 256, "ffn": 512, "heads": 4, "vocab": 1000, "seq_len": 128},
         "parallelism": {},
-        "hardware": {"peak_flops": {"bf16": 1e15}, "hbm_bandwidth": 2e12, "gpus_per_node": 8,
-                     "nvlink_domain": 8, "intra_node_bandwidth": 3e11,
-                     "inter_node_bandwidth": 4e10},
+        "hardware": {
+            "peak_flops": {"bf16": 1e15},
+            "hbm_bandwidth": 2e12,
+            "gpus_per_node": 8,
+            "nvlink_domain": 8,
+            "intra_node_bandwidth": 3e11,
+            "inter_node_bandwidth": 4e10,
+        },
     }
     _raises(data, "model.layers", "is required")
     del data["hardware"]["peak_flops"]
@@ -352,8 +405,9 @@ def test_tp_must_divide_heads_and_kv_heads():
 
 
 def test_layers_must_split_over_chunks():
-    _layout_raises(_job(embedding_in_pipeline_split=False), "parallelism.pp",
-                   "embedding_in_pipeline_split")
+    _layout_raises(
+        _job(embedding_in_pipeline_split=False), "parallelism.pp", "embedding_in_pipeline_split"
+    )
     _layout_raises(_job(pp=5, vpp=2), "parallelism.pp", "pp*vpp")
 
 
@@ -391,8 +445,9 @@ def test_datacenters_must_divide_dp():
 
 
 def test_fp8_needs_fp8_peak():
-    job = dataclasses.replace(preset_job("gpt3-175b", 64),
-                              hardware=hardware_preset("a100-sxm-80gb"))
+    job = dataclasses.replace(
+        preset_job("gpt3-175b", 64), hardware=hardware_preset("a100-sxm-80gb")
+    )
     job = dataclasses.replace(job, training=dataclasses.replace(job.training, precision="fp8"))
     _layout_raises(job, "training.precision", "peak_flops.fp8")
 
@@ -408,7 +463,8 @@ def test_tp_beyond_nvlink_domain_warns():
 def test_sequence_parallel_without_tp_warns():
     job = preset_job("llama3-8b", 8)
     job = dataclasses.replace(
-        job, parallelism=dataclasses.replace(job.parallelism, sequence_parallel=True))
+        job, parallelism=dataclasses.replace(job.parallelism, sequence_parallel=True)
+    )
     with pytest.warns(LayoutWarning, match="sequence_parallel"):
         validate_layout(job)
 

@@ -134,7 +134,8 @@ def test_moe_flops_follow_top_k_not_experts_nor_ep():
     assert k2_64["expert_up"].fwd_flops == pytest.approx(k2["expert_up"].fwd_flops)
     k1 = dataclasses.replace(base, moe=MoEConfig(experts=8, top_k=1, expert_ffn=16384))
     assert {o.name: o for o in layer_ops(k1, par)}["expert_up"].fwd_flops == pytest.approx(
-        k2["expert_up"].fwd_flops / 2)
+        k2["expert_up"].fwd_flops / 2
+    )
     ep = {o.name: o for o in layer_ops(base, _par(tp=2, ep=8))}
     assert ep["expert_up"].fwd_flops == k2["expert_up"].fwd_flops
     # ... but a GPU holding fewer experts reads fewer weight bytes

@@ -146,11 +146,12 @@ def test_pipeline_follows_the_bubble_formula():
     est = step_time(job)
     t_stage = est.stage_fwd_s + est.stage_bwd_s
     p = job.parallelism
-    assert est.bubble_s == pytest.approx(t_stage * bubble_fraction(p.schedule, p.pp,
-                                                                   p.microbatches, p.vpp)
-                                         * p.microbatches)
+    assert est.bubble_s == pytest.approx(
+        t_stage * bubble_fraction(p.schedule, p.pp, p.microbatches, p.vpp) * p.microbatches
+    )
     assert est.pipeline_s == pytest.approx(
-        (p.microbatches + (p.pp - 1) / p.vpp) * t_stage + est.pp_fill_drain_s)
+        (p.microbatches + (p.pp - 1) / p.vpp) * t_stage + est.pp_fill_drain_s
+    )
 
 
 def test_interleaving_shrinks_the_bubble():
@@ -192,14 +193,18 @@ def test_no_tp_means_no_tp_collectives():
     assert om.pp_send is None
     # FSDP gathers parameters every microbatch
     assert {o.name for o in om.dp_microbatch} == {
-        "dp_param_allgather_fwd", "dp_param_allgather_bwd", "dp_grad_reduce_scatter"}
+        "dp_param_allgather_fwd",
+        "dp_param_allgather_bwd",
+        "dp_grad_reduce_scatter",
+    }
 
 
 def test_full_recompute_adds_the_forward_to_backward():
     job = preset_job("llama3-70b", 1024)
     base = op_means(job)
-    full = op_means(dataclasses.replace(
-        job, training=dataclasses.replace(job.training, recompute="full")))
+    full = op_means(
+        dataclasses.replace(job, training=dataclasses.replace(job.training, recompute="full"))
+    )
     assert full.layer_bwd_s == pytest.approx(base.layer_bwd_s + base.layer_fwd_s)
 
 
@@ -230,8 +235,7 @@ def test_fp8_speeds_up_gemms_only():
     job = dataclasses.replace(preset_job("llama3-405b", 16384))
     fp8 = dataclasses.replace(job, training=dataclasses.replace(job.training, precision="fp8"))
     a, b = op_means(job), op_means(fp8)
-    assert b.compute_by_class()["gemm"] == pytest.approx(a.compute_by_class()["gemm"] / 2,
-                                                         rel=0.01)
+    assert b.compute_by_class()["gemm"] == pytest.approx(a.compute_by_class()["gemm"] / 2, rel=0.01)
     assert b.compute_by_class()["attention"] == a.compute_by_class()["attention"]
 
 

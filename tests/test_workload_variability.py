@@ -63,8 +63,13 @@ def test_every_dataset_loads_in_seconds(name):
 
 @needs_data
 def test_mlperf_step_counts_and_medians_match_source():
-    expect = {512: (948, 19.31), 1024: (1092, 8.45), 1536: (773, 8.50), 2048: (771, 7.16),
-              2496: (792, 5.83)}
+    expect = {
+        512: (948, 19.31),
+        1024: (1092, 8.45),
+        1536: (773, 8.50),
+        2048: (771, 7.16),
+        2496: (792, 5.83),
+    }
     got = mlperf_step_times(DATA)
     assert sorted(got) == sorted(expect)
     for g, (n, med) in expect.items():
@@ -115,7 +120,9 @@ def test_mllog_parsing_drops_warmup(tmp_path):
     root = _fake_mlperf(tmp_path)
     runs = load_mlperf_runs(root)
     assert [(r.gpus, r.run, list(r.step_times_s)) for r in runs] == [
-        (64, 0, [1.0, 2.0]), (64, 1, [3.0])]
+        (64, 0, [1.0, 2.0]),
+        (64, 1, [3.0]),
+    ]
     assert runs[0].gradient_accumulation_steps == 4
     assert list(mlperf_step_times(root, drop_first=0)[64]) == [9.0, 8.0, 1.0, 2.0, 9.0, 8.0, 3.0]
 

@@ -43,8 +43,9 @@ REFERENCE_POLICY = pa.GridPolicy(rel_width=1e-5, max_cells=2**21)
 LEVELS = (0.5, 0.99)
 
 
-def analytic(op: pa.Distribution, ops: int, ranks: int,
-             policy: pa.GridPolicy | None = None) -> pa.Distribution:
+def analytic(
+    op: pa.Distribution, ops: int, ranks: int, policy: pa.GridPolicy | None = None
+) -> pa.Distribution:
     """The step-time law: the max over ``ranks`` i.i.d. chains of ``ops`` i.i.d. kernels."""
     return pa.iid_max(pa.iid_sum(op, ops, policy=policy), ranks)
 
@@ -59,8 +60,9 @@ def time_best(fn, repeats: int) -> tuple[float, object]:
     return best, out
 
 
-def monte_carlo(op: pa.ScipyDistribution, ops: int, ranks: int, steps: int,
-                seed: int) -> np.ndarray:
+def monte_carlo(
+    op: pa.ScipyDistribution, ops: int, ranks: int, steps: int, seed: int
+) -> np.ndarray:
     """Step times by sampling every kernel of every rank (``ops x ranks`` draws per step).
 
     One spawned SeedSequence per step, so the result does not depend on how steps are chunked.
@@ -98,18 +100,27 @@ def run(ranks: int, ops: int, mc_steps: int, seed: int, repeats: int) -> dict:
     print(f"analytic: {t_analytic * 1e3:.1f} ms (best of {repeats})", file=sys.stderr)
     t_ref, reference = time_best(lambda: analytic(op, ops, ranks, REFERENCE_POLICY), 1)
     print(f"reference (rel_width 1e-5): {t_ref:.2f} s", file=sys.stderr)
-    print(f"Monte Carlo: {mc_steps} steps x {ranks} ranks x {ops} ops "
-          f"= {mc_steps * ranks * ops:.3g} draws", file=sys.stderr)
+    print(
+        f"Monte Carlo: {mc_steps} steps x {ranks} ranks x {ops} ops "
+        f"= {mc_steps * ranks * ops:.3g} draws",
+        file=sys.stderr,
+    )
     t0 = time.perf_counter()
     steps = monte_carlo(op, ops, ranks, mc_steps, seed)
     t_mc = time.perf_counter() - t0
 
     out = {
         "case": f"max over {ranks:,} ranks of a {ops}-op chain of lognormal(1, 0.05) kernels",
-        "ranks": ranks, "ops": ops, "mc_steps": mc_steps, "seed": seed,
-        "analytic_s": t_analytic, "reference_s": t_ref, "mc_s": t_mc,
+        "ranks": ranks,
+        "ops": ops,
+        "mc_steps": mc_steps,
+        "seed": seed,
+        "analytic_s": t_analytic,
+        "reference_s": t_ref,
+        "mc_s": t_mc,
         "ratio_mc_over_analytic": t_mc / t_analytic,
-        "policy": pa.DEFAULT_POLICY.to_dict(), "reference_policy": REFERENCE_POLICY.to_dict(),
+        "policy": pa.DEFAULT_POLICY.to_dict(),
+        "reference_policy": REFERENCE_POLICY.to_dict(),
         "levels": {},
     }
     for q in LEVELS:
@@ -121,11 +132,13 @@ def run(ranks: int, ops: int, mc_steps: int, seed: int, repeats: int) -> dict:
         ci_low, ci_high = order_statistic_ci(steps, q, 0.95)
         out["levels"][str(q)] = {
             "reference_bracket": [ref_low, ref_high],
-            "analytic": a_point, "analytic_bracket": [a_low, a_high],
+            "analytic": a_point,
+            "analytic_bracket": [a_low, a_high],
             "analytic_bracket_contains_reference": a_low <= ref_low and ref_high <= a_high,
             "analytic_rel_error": a_point / ref_mid - 1.0,
             "analytic_bracket_rel_width": (a_high - a_low) / ref_mid,
-            "mc": mc_point, "mc_ci95": [ci_low, ci_high],
+            "mc": mc_point,
+            "mc_ci95": [ci_low, ci_high],
             "mc_rel_error": mc_point / ref_mid - 1.0,
             "mc_ci95_rel": [ci_low / ref_mid - 1.0, ci_high / ref_mid - 1.0],
             "reference_rel_halfwidth": 0.5 * (ref_high - ref_low) / ref_mid,
@@ -140,13 +153,22 @@ def render(res: dict) -> str:
         f"{'':24s}{'time':>12s}{'p50 (s)':>14s}{'err p50':>11s}{'p99 (s)':>14s}{'err p99':>11s}",
     ]
     lv = [res["levels"][str(q)] for q in LEVELS]
-    lines.append(f"{'reference (1e-5 grid)':24s}{res['reference_s']:>11.2f}s"
-                 + "".join(f"{0.5 * sum(v['reference_bracket']):>14.5f}"
-                           f"{'+-' + format(v['reference_rel_halfwidth'], '.1e'):>11s}" for v in lv))
-    lines.append(f"{'analytic (default)':24s}{res['analytic_s'] * 1e3:>10.1f}ms"
-                 + "".join(f"{v['analytic']:>14.5f}{v['analytic_rel_error']:>+11.1e}" for v in lv))
-    lines.append(f"{'Monte Carlo':24s}{res['mc_s']:>11.1f}s"
-                 + "".join(f"{v['mc']:>14.5f}{v['mc_rel_error']:>+11.1e}" for v in lv))
+    lines.append(
+        f"{'reference (1e-5 grid)':24s}{res['reference_s']:>11.2f}s"
+        + "".join(
+            f"{0.5 * sum(v['reference_bracket']):>14.5f}"
+            f"{'+-' + format(v['reference_rel_halfwidth'], '.1e'):>11s}"
+            for v in lv
+        )
+    )
+    lines.append(
+        f"{'analytic (default)':24s}{res['analytic_s'] * 1e3:>10.1f}ms"
+        + "".join(f"{v['analytic']:>14.5f}{v['analytic_rel_error']:>+11.1e}" for v in lv)
+    )
+    lines.append(
+        f"{'Monte Carlo':24s}{res['mc_s']:>11.1f}s"
+        + "".join(f"{v['mc']:>14.5f}{v['mc_rel_error']:>+11.1e}" for v in lv)
+    )
     lines.append(f"ratio MC / analytic time: {res['ratio_mc_over_analytic']:,.0f}x")
     for q, v in zip(LEVELS, lv):
         lines.append(
@@ -155,7 +177,8 @@ def render(res: dict) -> str:
             f"{v['analytic_bracket'][1]:.5f}] (width {v['analytic_bracket_rel_width']:.1e}, "
             f"contains reference: {v['analytic_bracket_contains_reference']}); MC 95% CI "
             f"[{v['mc_ci95'][0]:.5f}, {v['mc_ci95'][1]:.5f}] = [{v['mc_ci95_rel'][0]:+.1e}, "
-            f"{v['mc_ci95_rel'][1]:+.1e}]")
+            f"{v['mc_ci95_rel'][1]:+.1e}]"
+        )
     return "\n".join(lines)
 
 

@@ -56,8 +56,14 @@ from prism_analytic.workload.builder import build_step_graph, grid_policy
 __all__ = ["bench", "main"]
 
 
-def bench(preset: str = "llama3-405b", gpus: int = 65536, samples: int = 1000,
-          time_samples: int | None = None, repeat: int = 3, seed: int = 0) -> dict:
+def bench(
+    preset: str = "llama3-405b",
+    gpus: int = 65536,
+    samples: int = 1000,
+    time_samples: int | None = None,
+    repeat: int = 3,
+    seed: int = 0,
+) -> dict:
     """Time the analytic engine (best of ``repeat``) and Monte Carlo on one preset job."""
     job = build_job(preset, gpus)
     graph = build_step_graph(job)
@@ -69,20 +75,30 @@ def bench(preset: str = "llama3-405b", gpus: int = 65536, samples: int = 1000,
         res = predict(graph, "analytic", policy=grid_policy(graph))
         times.append(time.perf_counter() - t0)
     timed = min(time_samples or samples, samples)
-    settings = MonteCarloSettings(explicit_limit=max(dp, MonteCarloSettings().explicit_limit),
-                                  seed=seed)
+    settings = MonteCarloSettings(
+        explicit_limit=max(dp, MonteCarloSettings().explicit_limit), seed=seed
+    )
     t0 = time.perf_counter()
     mc = predict(graph, "montecarlo", samples=timed, mc_settings=settings)
     mc_timed = time.perf_counter() - t0
     mc_s = mc_timed * samples / timed
     return {
-        "preset": preset, "gpus": gpus, "dp": dp, "body_ops": body_ops,
+        "preset": preset,
+        "gpus": gpus,
+        "dp": dp,
+        "body_ops": body_ops,
         "represented_ops": graph.total_ops(),
-        "analytic_best_s": min(times), "analytic_all_s": times,
-        "analytic_p50_s": float(res.quantile(0.5)), "analytic_p95_s": float(res.quantile(0.95)),
-        "mc_samples": samples, "mc_timed_samples": timed, "mc_timed_s": mc_timed,
-        "mc_s": mc_s, "extrapolated": timed < samples,
-        "mc_p50_s": float(mc.quantile(0.5)), "mc_p95_s": float(mc.quantile(0.95)),
+        "analytic_best_s": min(times),
+        "analytic_all_s": times,
+        "analytic_p50_s": float(res.quantile(0.5)),
+        "analytic_p95_s": float(res.quantile(0.95)),
+        "mc_samples": samples,
+        "mc_timed_samples": timed,
+        "mc_timed_s": mc_timed,
+        "mc_s": mc_s,
+        "extrapolated": timed < samples,
+        "mc_p50_s": float(mc.quantile(0.5)),
+        "mc_p95_s": float(mc.quantile(0.95)),
         "pooled_groups": len(mc.diagnostics["pooled_groups"]),
         "ratio": mc_s / min(times),
     }
@@ -90,19 +106,25 @@ def bench(preset: str = "llama3-405b", gpus: int = 65536, samples: int = 1000,
 
 def format_report(r: dict) -> str:
     """Human-readable lines."""
-    extra = (f" (timed {r['mc_timed_samples']:,} samples in {r['mc_timed_s']:.1f} s, "
-             f"extrapolated linearly)" if r["extrapolated"] else "")
-    return "\n".join([
-        f"{r['preset']} on {r['gpus']:,} GPUs: dp {r['dp']}, pipeline body {r['body_ops']:,} ops,"
-        f" {r['represented_ops']:,} represented ops",
-        f"analytic (best of {len(r['analytic_all_s'])}): {r['analytic_best_s']:.2f} s"
-        f"  [{', '.join(f'{t:.2f}' for t in r['analytic_all_s'])}]"
-        f"  p50 {r['analytic_p50_s']:.4g} s, p95 {r['analytic_p95_s']:.4g} s",
-        f"Monte Carlo, {r['mc_samples']:,} samples, every replica explicit"
-        f" (pooled groups: {r['pooled_groups']}): {r['mc_s']:.1f} s{extra}"
-        f"  p50 {r['mc_p50_s']:.4g} s, p95 {r['mc_p95_s']:.4g} s",
-        f"ratio Monte Carlo / analytic: {r['ratio']:.1f}x",
-    ])
+    extra = (
+        f" (timed {r['mc_timed_samples']:,} samples in {r['mc_timed_s']:.1f} s, "
+        f"extrapolated linearly)"
+        if r["extrapolated"]
+        else ""
+    )
+    return "\n".join(
+        [
+            f"{r['preset']} on {r['gpus']:,} GPUs: dp {r['dp']}, pipeline body {r['body_ops']:,} ops,"
+            f" {r['represented_ops']:,} represented ops",
+            f"analytic (best of {len(r['analytic_all_s'])}): {r['analytic_best_s']:.2f} s"
+            f"  [{', '.join(f'{t:.2f}' for t in r['analytic_all_s'])}]"
+            f"  p50 {r['analytic_p50_s']:.4g} s, p95 {r['analytic_p95_s']:.4g} s",
+            f"Monte Carlo, {r['mc_samples']:,} samples, every replica explicit"
+            f" (pooled groups: {r['pooled_groups']}): {r['mc_s']:.1f} s{extra}"
+            f"  p50 {r['mc_p50_s']:.4g} s, p95 {r['mc_p95_s']:.4g} s",
+            f"ratio Monte Carlo / analytic: {r['ratio']:.1f}x",
+        ]
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,8 +133,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--preset", default="llama3-405b")
     parser.add_argument("--gpus", type=int, default=65536)
     parser.add_argument("--samples", type=int, default=1000)
-    parser.add_argument("--time-samples", type=int, default=None,
-                        help="time only this many samples and extrapolate linearly")
+    parser.add_argument(
+        "--time-samples",
+        type=int,
+        default=None,
+        help="time only this many samples and extrapolate linearly",
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

@@ -61,8 +61,9 @@ def exact_mean(parent: pa.Distribution, n: int) -> float:
         warnings.simplefilter("ignore", integrate.IntegrationWarning)
         for x0, x1 in zip(cuts[:-1], cuts[1:]):
             if x1 > x0:
-                value, _ = integrate.quad(lambda x: float(m.sf(x)), x0, x1, limit=200,
-                                          epsabs=0.0, epsrel=1e-12)
+                value, _ = integrate.quad(
+                    lambda x: float(m.sf(x)), x0, x1, limit=200, epsabs=0.0, epsrel=1e-12
+                )
                 total += value
     return float(cuts[0] + total)
 
@@ -74,8 +75,9 @@ def exact_values(parent: pa.Distribution, n: int) -> dict[str, float]:
     return {"q50": q50, "q99": q99, "mean": exact_mean(parent, n)}
 
 
-def evt_errors(parent: pa.Distribution, n: int, exact: dict[str, float],
-               method: str) -> dict[str, float]:
+def evt_errors(
+    parent: pa.Distribution, n: int, exact: dict[str, float], method: str
+) -> dict[str, float]:
     """Relative errors EVT / exact - 1 (NaN where the EVT mean is not finite)."""
     g = evt_max(parent, n, method=method)
     q50, q99 = (float(v) for v in g.quantile([0.5, 0.99]))
@@ -108,11 +110,14 @@ def textbook_normal_rows() -> list[dict]:
     rows = []
     for n in NS:
         r = math.sqrt(2.0 * math.log(n))
-        g = stats.gumbel_r(loc=r - (math.log(math.log(n)) + math.log(4 * math.pi)) / (2 * r),
-                           scale=1.0 / r)
+        g = stats.gumbel_r(
+            loc=r - (math.log(math.log(n)) + math.log(4 * math.pi)) / (2 * r), scale=1.0 / r
+        )
         m = pa.iid_max(pa.normal(0.0, 1.0), n)
         exact = m.quantile([0.5, 0.99])
-        rows.append({"n": n, "q50": g.ppf(0.5) / exact[0] - 1.0, "q99": g.ppf(0.99) / exact[1] - 1.0})
+        rows.append(
+            {"n": n, "q50": g.ppf(0.5) / exact[0] - 1.0, "q99": g.ppf(0.99) / exact[1] - 1.0}
+        )
     return rows
 
 

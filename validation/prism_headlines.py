@@ -124,15 +124,20 @@ from prism_analytic.workload.config import (
 
 __all__ = ["PRISM", "ABLATIONS", "headline_row", "main"]
 
-PRISM = {"variability_64k": 0.09, "spread_64k_v2": (19.3 - 18.6) / 18.8,
-         "compute_std_ratio": 2.03, "comm_std_ratio": 2.91}
+PRISM = {
+    "variability_64k": 0.09,
+    "spread_64k_v2": (19.3 - 18.6) / 18.8,
+    "compute_std_ratio": 2.03,
+    "comm_std_ratio": 2.91,
+}
 SCALES = (16384, 65536)
 _QUIET = TierNoise(sigma=0.0, tail_prob=0.0, tail_factor=1.0)
 
 
 def _no_spatial(v):
-    return dataclasses.replace(v, spatial=SpatialVariability(cv=0.0, slow_fraction=0.0,
-                                                             slow_factor=1.0))
+    return dataclasses.replace(
+        v, spatial=SpatialVariability(cv=0.0, slow_fraction=0.0, slow_factor=1.0)
+    )
 
 
 def _no_outliers(v):
@@ -144,17 +149,21 @@ def _no_temporal(v):
 
 
 def _quiet_network(v):
-    return dataclasses.replace(v, network=NetworkVariability(intra_node=_QUIET,
-                                                             inter_node=_QUIET,
-                                                             cross_dc=_QUIET))
+    return dataclasses.replace(
+        v, network=NetworkVariability(intra_node=_QUIET, inter_node=_QUIET, cross_dc=_QUIET)
+    )
 
 
 def _no_net_tail(v):
     n = v.network
-    return dataclasses.replace(v, network=NetworkVariability(
-        intra_node=dataclasses.replace(n.intra_node, tail_prob=0.0),
-        inter_node=dataclasses.replace(n.inter_node, tail_prob=0.0),
-        cross_dc=dataclasses.replace(n.cross_dc, tail_prob=0.0)))
+    return dataclasses.replace(
+        v,
+        network=NetworkVariability(
+            intra_node=dataclasses.replace(n.intra_node, tail_prob=0.0),
+            inter_node=dataclasses.replace(n.inter_node, tail_prob=0.0),
+            cross_dc=dataclasses.replace(n.cross_dc, tail_prob=0.0),
+        ),
+    )
 
 
 def _no_hiccups(v):
@@ -180,16 +189,25 @@ def _job(preset: str, gpus: int, ablation: str = "default"):
 def _scale_stats(b: Breakdown) -> dict[str, float]:
     st = b.step
     p5, p50, p95 = (float(st.quantile(q)) for q in (0.05, 0.5, 0.95))
-    return {"step_p5": p5, "step_p50": p50, "step_p95": p95,
-            "step_spread": (p95 - p5) / p50, "step_cv": st.std() / st.mean(),
-            "compute_std": b.stats["compute"]["std"], "comm_std": b.stats["comm"]["std"],
-            "compute_mean": b.stats["compute"]["mean"], "comm_mean": b.stats["comm"]["mean"],
-            "step_std": st.std(), "compute_cv": b.stats["compute"]["cv"],
-            "compute_spread": b.stats["compute"]["spread_p95_p5"]}
+    return {
+        "step_p5": p5,
+        "step_p50": p50,
+        "step_p95": p95,
+        "step_spread": (p95 - p5) / p50,
+        "step_cv": st.std() / st.mean(),
+        "compute_std": b.stats["compute"]["std"],
+        "comm_std": b.stats["comm"]["std"],
+        "compute_mean": b.stats["compute"]["mean"],
+        "comm_mean": b.stats["comm"]["mean"],
+        "step_std": st.std(),
+        "compute_cv": b.stats["compute"]["cv"],
+        "compute_spread": b.stats["compute"]["spread_p95_p5"],
+    }
 
 
-def headline_row(preset: str, samples: int = 50_000, seed: int = 0,
-                 ablation: str = "default") -> dict[str, Any]:
+def headline_row(
+    preset: str, samples: int = 50_000, seed: int = 0, ablation: str = "default"
+) -> dict[str, Any]:
     """Step variability at 64k and 64k/16k std ratios of one preset under one ablation."""
     out: dict[str, Any] = {"preset": preset, "ablation": ablation}
     t0 = time.perf_counter()
@@ -199,8 +217,9 @@ def headline_row(preset: str, samples: int = 50_000, seed: int = 0,
         p = job.parallelism
         out[gpus] = {"dp": p.dp, "microbatches": p.microbatches, **_scale_stats(b)}
     lo, hi = out[SCALES[0]], out[SCALES[1]]
-    out["compute_std_ratio"] = hi["compute_std"] / lo["compute_std"] if lo["compute_std"] else \
-        float("nan")
+    out["compute_std_ratio"] = (
+        hi["compute_std"] / lo["compute_std"] if lo["compute_std"] else float("nan")
+    )
     out["comm_std_ratio"] = hi["comm_std"] / lo["comm_std"]
     out["step_std_ratio"] = hi["step_std"] / lo["step_std"]
     out["comm_mean_ratio"] = hi["comm_mean"] / lo["comm_mean"]
@@ -210,49 +229,96 @@ def headline_row(preset: str, samples: int = 50_000, seed: int = 0,
 
 def _render(header: list[str], body: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(header)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)),
-             "  ".join("-" * w for w in widths)]
+    lines = [
+        "  ".join(h.ljust(w) for h, w in zip(header, widths)),
+        "  ".join("-" * w for w in widths),
+    ]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
     return "\n".join(lines)
 
 
 def format_scales(rows: Sequence[dict[str, Any]]) -> str:
     """Per preset and scale: layout, step quantiles, variability, compute and comm std."""
-    header = ["preset", "GPUs", "dp", "mb", "step p5/p50/p95 s", "(p95-p5)/p50", "CV",
-              "compute mean/std s", "compute (p95-p5)/p50", "comm mean/std s"]
+    header = [
+        "preset",
+        "GPUs",
+        "dp",
+        "mb",
+        "step p5/p50/p95 s",
+        "(p95-p5)/p50",
+        "CV",
+        "compute mean/std s",
+        "compute (p95-p5)/p50",
+        "comm mean/std s",
+    ]
     body = []
     for r in rows:
         for g in SCALES:
             s = r[g]
-            body.append([r["preset"], f"{g:,}", str(s["dp"]), str(s["microbatches"]),
-                         f"{s['step_p5']:.4g}/{s['step_p50']:.4g}/{s['step_p95']:.4g}",
-                         f"{s['step_spread']:.2%}", f"{s['step_cv']:.2%}",
-                         f"{s['compute_mean']:.4g}/{s['compute_std']:.4g}",
-                         f"{s['compute_spread']:.2%}",
-                         f"{s['comm_mean']:.4g}/{s['comm_std']:.4g}"])
+            body.append(
+                [
+                    r["preset"],
+                    f"{g:,}",
+                    str(s["dp"]),
+                    str(s["microbatches"]),
+                    f"{s['step_p5']:.4g}/{s['step_p50']:.4g}/{s['step_p95']:.4g}",
+                    f"{s['step_spread']:.2%}",
+                    f"{s['step_cv']:.2%}",
+                    f"{s['compute_mean']:.4g}/{s['compute_std']:.4g}",
+                    f"{s['compute_spread']:.2%}",
+                    f"{s['comm_mean']:.4g}/{s['comm_std']:.4g}",
+                ]
+            )
     return _render(header, body)
 
 
 def format_ratios(rows: Sequence[dict[str, Any]], first: str = "preset") -> str:
     """64k vs 16k: variability at 64k and std ratios, against PRISM."""
-    header = [first, "64k (p95-p5)/p50", "64k CV", "64k compute/comm std s",
-              "compute std 64k/16k", "comm std 64k/16k", "step std 64k/16k", "comm mean 64k/16k"]
+    header = [
+        first,
+        "64k (p95-p5)/p50",
+        "64k CV",
+        "64k compute/comm std s",
+        "compute std 64k/16k",
+        "comm std 64k/16k",
+        "step std 64k/16k",
+        "comm mean 64k/16k",
+    ]
     big = SCALES[1]
-    body = [[r[first], f"{r[big]['step_spread']:.2%}", f"{r[big]['step_cv']:.2%}",
-             f"{r[big]['compute_std']:.4g}/{r[big]['comm_std']:.4g}",
-             f"{r['compute_std_ratio']:.3f}x", f"{r['comm_std_ratio']:.3f}x",
-             f"{r['step_std_ratio']:.3f}x", f"{r['comm_mean_ratio']:.3f}x"] for r in rows]
-    body.append(["PRISM (paper)", f"{PRISM['spread_64k_v2']:.1%} (v2 note)",
-                 "'9% variability'", "-", f"{PRISM['compute_std_ratio']:.2f}x",
-                 f"{PRISM['comm_std_ratio']:.2f}x", "-", "-"])
+    body = [
+        [
+            r[first],
+            f"{r[big]['step_spread']:.2%}",
+            f"{r[big]['step_cv']:.2%}",
+            f"{r[big]['compute_std']:.4g}/{r[big]['comm_std']:.4g}",
+            f"{r['compute_std_ratio']:.3f}x",
+            f"{r['comm_std_ratio']:.3f}x",
+            f"{r['step_std_ratio']:.3f}x",
+            f"{r['comm_mean_ratio']:.3f}x",
+        ]
+        for r in rows
+    ]
+    body.append(
+        [
+            "PRISM (paper)",
+            f"{PRISM['spread_64k_v2']:.1%} (v2 note)",
+            "'9% variability'",
+            "-",
+            f"{PRISM['compute_std_ratio']:.2f}x",
+            f"{PRISM['comm_std_ratio']:.2f}x",
+            "-",
+            "-",
+        ]
+    )
     return _render(header, body)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python validation/prism_headlines.py``."""
     parser = argparse.ArgumentParser(prog="prism_headlines", description=__doc__.split("\n")[0])
-    parser.add_argument("--presets", nargs="+",
-                        default=["llama3-405b", "llama3-70b", "llama3-8b"], metavar="NAME")
+    parser.add_argument(
+        "--presets", nargs="+", default=["llama3-405b", "llama3-70b", "llama3-8b"], metavar="NAME"
+    )
     parser.add_argument("--samples", type=int, default=50_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ablation-preset", default="llama3-405b")
@@ -273,8 +339,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"presets": rows, "ablations": abl}, indent=2, default=str))
         return 0
-    print("Per rank and step, default variability (compute: own kernels x own speed; "
-          "comm: step - compute)\n")
+    print(
+        "Per rank and step, default variability (compute: own kernels x own speed; "
+        "comm: step - compute)\n"
+    )
     print(format_scales(rows))
     print("\nHeadlines: step-time variability at 65,536 GPUs and 65,536 / 16,384 std ratios\n")
     print(format_ratios(rows))

@@ -65,30 +65,70 @@ def llama3_job(gpus: int, *, cp: int = 1, seq_len: int = 8192) -> JobConfig:
     model = dc.replace(model_preset("llama3-405b"), seq_len=seq_len)
     dp = gpus // (8 * 16 * cp)
     microbatches = 16 * 2**20 // seq_len // dp
-    par = ParallelConfig(tp=8, pp=16, dp=dp, cp=cp, vpp=8, schedule="interleaved",
-                         sequence_parallel=True, sharding="zero1", microbatches=microbatches,
-                         embedding_in_pipeline_split=True)
-    return JobConfig(name=f"llama3-405b@{gpus}", model=model, parallelism=par,
-                     hardware=hardware_preset("h100-sxm-80gb"))
+    par = ParallelConfig(
+        tp=8,
+        pp=16,
+        dp=dp,
+        cp=cp,
+        vpp=8,
+        schedule="interleaved",
+        sequence_parallel=True,
+        sharding="zero1",
+        microbatches=microbatches,
+        embedding_in_pipeline_split=True,
+    )
+    return JobConfig(
+        name=f"llama3-405b@{gpus}",
+        model=model,
+        parallelism=par,
+        hardware=hardware_preset("h100-sxm-80gb"),
+    )
 
 
 def megascale_job(tp_overlap: float) -> JobConfig:
     """GPT-3 175B on 12,288 A100s (MegaScale NSDI'24 Table 2's largest point)."""
-    par = ParallelConfig(tp=8, pp=8, dp=192, vpp=2, schedule="interleaved",
-                         sequence_parallel=True, sharding="zero1", microbatches=32,
-                         overlap=OverlapConfig(tp=tp_overlap))
-    return JobConfig(name="megascale-175b@12288", model=model_preset("gpt3-175b"),
-                     parallelism=par, hardware=hardware_preset("a100-sxm-80gb"))
+    par = ParallelConfig(
+        tp=8,
+        pp=8,
+        dp=192,
+        vpp=2,
+        schedule="interleaved",
+        sequence_parallel=True,
+        sharding="zero1",
+        microbatches=32,
+        overlap=OverlapConfig(tp=tp_overlap),
+    )
+    return JobConfig(
+        name="megascale-175b@12288",
+        model=model_preset("gpt3-175b"),
+        parallelism=par,
+        hardware=hardware_preset("a100-sxm-80gb"),
+    )
 
 
 def mlperf_job(gpus: int, microbatches: int, precision: str) -> JobConfig:
     """Llama 3.1 405B as submitted to MLPerf Training v5.0 on GB200 NVL72."""
-    par = ParallelConfig(tp=4, pp=8, dp=gpus // 64, cp=2, vpp=8, schedule="interleaved",
-                         sequence_parallel=True, sharding="zero1", microbatches=microbatches,
-                         embedding_in_pipeline_split=True, overlap=OverlapConfig(tp=1.0))
+    par = ParallelConfig(
+        tp=4,
+        pp=8,
+        dp=gpus // 64,
+        cp=2,
+        vpp=8,
+        schedule="interleaved",
+        sequence_parallel=True,
+        sharding="zero1",
+        microbatches=microbatches,
+        embedding_in_pipeline_split=True,
+        overlap=OverlapConfig(tp=1.0),
+    )
     train = TrainingConfig(precision=precision, param_gather_bytes=1 if precision == "fp8" else 2)
-    return JobConfig(name=f"mlperf-405b@{gpus}-{precision}", model=model_preset("llama3-405b"),
-                     parallelism=par, hardware=hardware_preset("gb200-nvl72"), training=train)
+    return JobConfig(
+        name=f"mlperf-405b@{gpus}-{precision}",
+        model=model_preset("llama3-405b"),
+        parallelism=par,
+        hardware=hardware_preset("gb200-nvl72"),
+        training=train,
+    )
 
 
 def mfu(job: JobConfig, *, causal: bool = False) -> float:
@@ -101,14 +141,22 @@ def mfu(job: JobConfig, *, causal: bool = False) -> float:
 def calibrate(*, causal: bool = False) -> float:
     """GEMM efficiency that reproduces Llama 3 405B's 41% MFU at 16,384 H100s."""
     base = llama3_job(16384)
-    return brentq(lambda g: mfu(with_gemm_efficiency(base, g), causal=causal) - LLAMA3_MFU_16K,
-                  0.05, 1.0, xtol=1e-10)
+    return brentq(
+        lambda g: mfu(with_gemm_efficiency(base, g), causal=causal) - LLAMA3_MFU_16K,
+        0.05,
+        1.0,
+        xtol=1e-10,
+    )
 
 
 def _row(case: str, metric: str, published: float, predicted: float, note: str) -> dict:
     return {
-        "case": case, "metric": metric, "published": published, "predicted": predicted,
-        "rel_error": predicted / published - 1.0, "note": note,
+        "case": case,
+        "metric": metric,
+        "published": published,
+        "predicted": predicted,
+        "rel_error": predicted / published - 1.0,
+        "note": note,
     }
 
 
@@ -118,26 +166,47 @@ def run(data_dir: str | None = None) -> dict:
     rows = []
 
     job8k = with_gemm_efficiency(llama3_job(8192), gemm)
-    rows.append(_row("Llama 3 405B, 8,192 H100", "MFU", 0.43, mfu(job8k),
-                     "dp 64, 32 seq/rank"))
+    rows.append(_row("Llama 3 405B, 8,192 H100", "MFU", 0.43, mfu(job8k), "dp 64, 32 seq/rank"))
 
     # Which attention-FLOP convention Meta's MFU uses is not stated; it barely matters at
     # 8k context (4% of the FLOPs) and decides the 128k row, so show both, each applied
     # consistently (calibration included).
     gemm_causal = calibrate(causal=True)
-    rows.append(_row("Llama 3 405B, 16,384 H100, 128k ctx", "MFU", 0.38,
-                     mfu(with_gemm_efficiency(llama3_job(16384, cp=16, seq_len=131072), gemm)),
-                     "cp 16; attention FLOPs unmasked (PaLM convention)"))
-    rows.append(_row("Llama 3 405B, 8,192 H100", "MFU", 0.43,
-                     mfu(with_gemm_efficiency(llama3_job(8192), gemm_causal), causal=True),
-                     "dp 64; causal attention FLOPs convention"))
-    rows.append(_row("Llama 3 405B, 16,384 H100, 128k ctx", "MFU", 0.38,
-                     mfu(with_gemm_efficiency(llama3_job(16384, cp=16, seq_len=131072),
-                                              gemm_causal), causal=True),
-                     f"cp 16; causal attention FLOPs (recalibrated: GEMM eff {gemm_causal:.3f})"))
+    rows.append(
+        _row(
+            "Llama 3 405B, 16,384 H100, 128k ctx",
+            "MFU",
+            0.38,
+            mfu(with_gemm_efficiency(llama3_job(16384, cp=16, seq_len=131072), gemm)),
+            "cp 16; attention FLOPs unmasked (PaLM convention)",
+        )
+    )
+    rows.append(
+        _row(
+            "Llama 3 405B, 8,192 H100",
+            "MFU",
+            0.43,
+            mfu(with_gemm_efficiency(llama3_job(8192), gemm_causal), causal=True),
+            "dp 64; causal attention FLOPs convention",
+        )
+    )
+    rows.append(
+        _row(
+            "Llama 3 405B, 16,384 H100, 128k ctx",
+            "MFU",
+            0.38,
+            mfu(
+                with_gemm_efficiency(llama3_job(16384, cp=16, seq_len=131072), gemm_causal),
+                causal=True,
+            ),
+            f"cp 16; causal attention FLOPs (recalibrated: GEMM eff {gemm_causal:.3f})",
+        )
+    )
 
-    for ov, note in ((0.0, "Megatron default overlap (TP blocking)"),
-                     (1.0, "TP/SP comm overlapped as MegaScale claims")):
+    for ov, note in (
+        (0.0, "Megatron default overlap (TP blocking)"),
+        (1.0, "TP/SP comm overlapped as MegaScale claims"),
+    ):
         ms = with_gemm_efficiency(megascale_job(ov), gemm)
         rows.append(_row("MegaScale 175B, 12,288 A100", "MFU", 0.552, mfu(ms), note))
 
@@ -159,15 +228,23 @@ def run(data_dir: str | None = None) -> dict:
         for prec in ("fp8", "bf16"):
             pred = step_time(with_gemm_efficiency(mlperf_job(g, mb, prec), gemm)).step_s
             preds[prec][g] = pred
-            note = (f"{mb} microbatches; " + ("FP8 GEMMs at the calibrated fraction"
-                                              if prec == "fp8" else "bound: GEMMs in BF16"))
+            note = f"{mb} microbatches; " + (
+                "FP8 GEMMs at the calibrated fraction" if prec == "fp8" else "bound: GEMMs in BF16"
+            )
             rows.append(_row(f"MLPerf 405B, {g} GB200", "median step s", med, pred, note))
     if 512 in medians:
         for g, med in medians.items():
             if g == 512:
                 continue
-            rows.append(_row(f"MLPerf 405B, {g} GB200", "step / step@512", med / medians[512],
-                             preds["fp8"][g] / preds["fp8"][512], "scaling shape (FP8)"))
+            rows.append(
+                _row(
+                    f"MLPerf 405B, {g} GB200",
+                    "step / step@512",
+                    med / medians[512],
+                    preds["fp8"][g] / preds["fp8"][512],
+                    "scaling shape (FP8)",
+                )
+            )
     return {
         "calibration": {
             "target": "Llama 3 405B, 16,384 H100, BF16 MFU 0.41",
@@ -203,8 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    ap.add_argument("--data-dir", help="shared data folder (default: $PRISM_DATA or "
-                    "../shared/data beside the repository)")
+    ap.add_argument(
+        "--data-dir",
+        help="shared data folder (default: $PRISM_DATA or ../shared/data beside the repository)",
+    )
     args = ap.parse_args(argv)
     if args.data_dir is not None and not Path(args.data_dir).is_dir():
         ap.error(f"--data-dir {args.data_dir!r} is not a directory")

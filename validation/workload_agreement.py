@@ -130,8 +130,16 @@ from prism_analytic.workload.builder import (
 )
 from prism_analytic.workload.mean_model import op_means
 
-__all__ = ["DEFAULT_PRESETS", "DEFAULT_GPUS", "TARGETS", "evaluate", "format_table",
-           "folding_check", "format_folding", "main"]
+__all__ = [
+    "DEFAULT_PRESETS",
+    "DEFAULT_GPUS",
+    "TARGETS",
+    "evaluate",
+    "format_table",
+    "folding_check",
+    "format_folding",
+    "main",
+]
 
 DEFAULT_PRESETS = ("llama3-8b", "llama3-70b", "llama3-405b")
 DEFAULT_GPUS = (1024, 16384, 65536)
@@ -152,11 +160,15 @@ def _compare(analytic: Any, mc: Any, mode: str) -> dict[str, Any]:
     pool = max((p["ks_error"] for p in mc.diagnostics["pooled_groups"]), default=0.0)
     lo, hi = mc.quantile_bracket(0.99, confidence=0.95)
     row = {
-        "mc": mode, "ks": ks,
+        "mc": mode,
+        "ks": ks,
         "p50_rel_err": _rel(float(analytic.quantile(0.5)), q50),
         "p99_rel_err": _rel(float(analytic.quantile(0.99)), q99),
-        "mc_p50_s": q50, "mc_p99_s": q99, "mc_s": mc.compute_time_s,
-        "mc_dkw_95": float(mc.diagnostics["dkw_95"]), "mc_pool_ks": pool,
+        "mc_p50_s": q50,
+        "mc_p99_s": q99,
+        "mc_s": mc.compute_time_s,
+        "mc_dkw_95": float(mc.diagnostics["dkw_95"]),
+        "mc_pool_ks": pool,
         "p99_mc_ci": float(hi - lo) / 2 / q99,
         "an_cdf_at_mc_p99": float(analytic.cdf(q99)),
     }
@@ -171,8 +183,15 @@ def _compare(analytic: Any, mc: Any, mode: str) -> dict[str, Any]:
     return row
 
 
-def evaluate(preset: str, gpus: int, samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED,
-             *, explicit: bool = True, progress: Any = None) -> list[dict[str, Any]]:
+def evaluate(
+    preset: str,
+    gpus: int,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = DEFAULT_SEED,
+    *,
+    explicit: bool = True,
+    progress: Any = None,
+) -> list[dict[str, Any]]:
     """Rows (one per Monte Carlo mode) comparing analytic and Monte Carlo on one preset job.
 
     Raises ``ValueError`` (a ``ConfigError``) when the preset cannot use ``gpus``.
@@ -185,11 +204,21 @@ def evaluate(preset: str, gpus: int, samples: int = DEFAULT_SAMPLES, seed: int =
     policy = grid_policy(graph)
     analytic = predict(graph, "analytic", policy=policy)
     an_s = time.perf_counter() - start
-    base = {"preset": preset, "gpus": gpus, "tp": lay["tp"], "pp": lay["pp"], "dp": dp,
-            "microbatches": lay["microbatches"],
-            "body_ops": len(graph.node("replicas")["body"]),
-            "an_p50_s": float(analytic.quantile(0.5)), "an_p99_s": float(analytic.quantile(0.99)),
-            "an_s": an_s, "rel_width": policy.rel_width, "samples": samples, "seed": seed}
+    base = {
+        "preset": preset,
+        "gpus": gpus,
+        "tp": lay["tp"],
+        "pp": lay["pp"],
+        "dp": dp,
+        "microbatches": lay["microbatches"],
+        "body_ops": len(graph.node("replicas")["body"]),
+        "an_p50_s": float(analytic.quantile(0.5)),
+        "an_p99_s": float(analytic.quantile(0.99)),
+        "an_s": an_s,
+        "rel_width": policy.rel_width,
+        "samples": samples,
+        "seed": seed,
+    }
     modes = [("default", DEFAULT_EXPLICIT_LIMIT)]
     if explicit and dp > DEFAULT_EXPLICIT_LIMIT:
         modes.append(("explicit", dp))
@@ -201,8 +230,10 @@ def evaluate(preset: str, gpus: int, samples: int = DEFAULT_SAMPLES, seed: int =
         row = {**base, **_compare(analytic, mc, mode_name)}
         rows.append(row)
         if progress:
-            progress(f"{preset}@{gpus} {mode_name}: KS {row['ks']:.4f} p99 "
-                     f"{row['p99_rel_err']:+.3%} (analytic {an_s:.1f} s, MC {row['mc_s']:.1f} s)")
+            progress(
+                f"{preset}@{gpus} {mode_name}: KS {row['ks']:.4f} p99 "
+                f"{row['p99_rel_err']:+.3%} (analytic {an_s:.1f} s, MC {row['mc_s']:.1f} s)"
+            )
     return rows
 
 
@@ -215,10 +246,12 @@ def _tier_noise(job: Any, tier: str | None) -> Any:
     return {"inter_node": net.inter_node, "cross_dc": net.cross_dc}.get(tier or "", net.intra_node)
 
 
-def _explicit_layers(job: Any, ops: Sequence[Any], layers: int, samples: int,
-                     rng: np.random.Generator) -> np.ndarray:
+def _explicit_layers(
+    job: Any, ops: Sequence[Any], layers: int, samples: int, rng: np.random.Generator
+) -> np.ndarray:
     """``layers`` passes over ``ops``: every compute kernel drawn on each of the tp * cp GPUs,
-    the slowest GPU taken at every synchronising collective, each collective one shared draw."""
+    the slowest GPU taken at every synchronising collective, each collective one shared draw.
+    """
     p = job.parallelism
     width, cv = p.tp * p.cp, job.variability.temporal.kernel_cv
     total = np.zeros(samples)
@@ -243,8 +276,9 @@ def _explicit_layers(job: Any, ops: Sequence[Any], layers: int, samples: int,
     return total
 
 
-def folding_check(preset: str, gpus: int = 1024, samples: int = 20_000,
-                  seed: int = DEFAULT_SEED) -> list[dict[str, Any]]:
+def folding_check(
+    preset: str, gpus: int = 1024, samples: int = 20_000, seed: int = DEFAULT_SEED
+) -> list[dict[str, Any]]:
     """The builder's law of a middle pipeline op (forward and backward) against sampling it
     GPU by GPU and kernel by kernel (``tp * cp`` GPUs, every kernel its own lognormal draw).
 
@@ -267,42 +301,85 @@ def folding_check(preset: str, gpus: int = 1024, samples: int = 20_000,
             send = comm_law(om.pp_send.exposed_s, _tier_noise(job, om.pp_send.tier))
             x = x + sum(send.sample(samples, rng) for _ in range(om.pp_send.count))
         q = np.quantile(x, [0.5, 0.99])
-        rows.append({
-            "preset": preset, "gpus": gpus, "phase": phase, "width": p.tp * p.cp,
-            "layers": om.layers_per_chunk, "samples": samples,
-            "ks": float(stats.kstest(x, law.cdf).statistic),
-            "mean_rel_err": _rel(law.mean(), float(x.mean())),
-            "std_rel_err": _rel(law.std(), float(x.std(ddof=1))),
-            "p50_rel_err": _rel(float(law.quantile(0.5)), float(q[0])),
-            "p99_rel_err": _rel(float(law.quantile(0.99)), float(q[1])),
-            "cv_explicit": float(x.std(ddof=1) / x.mean()), "seconds": time.perf_counter() - t0,
-        })
+        rows.append(
+            {
+                "preset": preset,
+                "gpus": gpus,
+                "phase": phase,
+                "width": p.tp * p.cp,
+                "layers": om.layers_per_chunk,
+                "samples": samples,
+                "ks": float(stats.kstest(x, law.cdf).statistic),
+                "mean_rel_err": _rel(law.mean(), float(x.mean())),
+                "std_rel_err": _rel(law.std(), float(x.std(ddof=1))),
+                "p50_rel_err": _rel(float(law.quantile(0.5)), float(q[0])),
+                "p99_rel_err": _rel(float(law.quantile(0.99)), float(q[1])),
+                "cv_explicit": float(x.std(ddof=1) / x.mean()),
+                "seconds": time.perf_counter() - t0,
+            }
+        )
     return rows
 
 
 def format_folding(rows: Sequence[dict[str, Any]]) -> str:
     """Table of :func:`folding_check` rows."""
-    header = ["preset", "GPUs", "op", "tp*cp", "layers", "KS", "mean err", "std err", "p50 err",
-              "p99 err", "cv (explicit)"]
-    body = [[r["preset"], f"{r['gpus']:,}", r["phase"], str(r["width"]), str(r["layers"]),
-             f"{r['ks']:.4f}", f"{r['mean_rel_err']:+.3%}", f"{r['std_rel_err']:+.2%}",
-             f"{r['p50_rel_err']:+.3%}", f"{r['p99_rel_err']:+.3%}", f"{r['cv_explicit']:.3%}"]
-            for r in rows]
+    header = [
+        "preset",
+        "GPUs",
+        "op",
+        "tp*cp",
+        "layers",
+        "KS",
+        "mean err",
+        "std err",
+        "p50 err",
+        "p99 err",
+        "cv (explicit)",
+    ]
+    body = [
+        [
+            r["preset"],
+            f"{r['gpus']:,}",
+            r["phase"],
+            str(r["width"]),
+            str(r["layers"]),
+            f"{r['ks']:.4f}",
+            f"{r['mean_rel_err']:+.3%}",
+            f"{r['std_rel_err']:+.2%}",
+            f"{r['p50_rel_err']:+.3%}",
+            f"{r['p99_rel_err']:+.3%}",
+            f"{r['cv_explicit']:.3%}",
+        ]
+        for r in rows
+    ]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths)),
-           "  ".join("-" * w for w in widths)]
+    out = [
+        "  ".join(h.ljust(w) for h, w in zip(header, widths)),
+        "  ".join("-" * w for w in widths),
+    ]
     out += ["  ".join(c.ljust(w) for c, w in zip(b, widths)) for b in body]
     return "\n".join(out)
 
 
 _COLUMNS = [
-    ("preset", "preset", "{}"), ("GPUs", "gpus", "{:,}"), ("dp", "dp", "{:,}"),
-    ("mb", "microbatches", "{}"), ("body ops", "body_ops", "{:,}"), ("mc", "mc", "{}"),
-    ("p50 s", "an_p50_s", "{:.4g}"), ("p99 s", "an_p99_s", "{:.4g}"), ("KS", "ks", "{:.4f}"),
-    ("dkw", "mc_dkw_95", "{:.4f}"), ("pool ks", "mc_pool_ks", "{:.4f}"),
-    ("p50 err", "p50_rel_err", "{:+.3%}"), ("p99 err", "p99_rel_err", "{:+.3%}"),
-    ("mc p99 ci", "p99_mc_ci", "{:.2%}"), ("F_an(mc p99)", "an_cdf_at_mc_p99", "{:.4f}"),
-    ("an s", "an_s", "{:.2f}"), ("mc s", "mc_s", "{:.1f}"), ("verdict", "verdict", "{}"),
+    ("preset", "preset", "{}"),
+    ("GPUs", "gpus", "{:,}"),
+    ("dp", "dp", "{:,}"),
+    ("mb", "microbatches", "{}"),
+    ("body ops", "body_ops", "{:,}"),
+    ("mc", "mc", "{}"),
+    ("p50 s", "an_p50_s", "{:.4g}"),
+    ("p99 s", "an_p99_s", "{:.4g}"),
+    ("KS", "ks", "{:.4f}"),
+    ("dkw", "mc_dkw_95", "{:.4f}"),
+    ("pool ks", "mc_pool_ks", "{:.4f}"),
+    ("p50 err", "p50_rel_err", "{:+.3%}"),
+    ("p99 err", "p99_rel_err", "{:+.3%}"),
+    ("mc p99 ci", "p99_mc_ci", "{:.2%}"),
+    ("F_an(mc p99)", "an_cdf_at_mc_p99", "{:.4f}"),
+    ("an s", "an_s", "{:.2f}"),
+    ("mc s", "mc_s", "{:.1f}"),
+    ("verdict", "verdict", "{}"),
 ]
 
 
@@ -310,16 +387,21 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """The rows as an aligned text table."""
     header = [c[0] for c in _COLUMNS]
     body = [[fmt.format(r[key]) for _, key, fmt in _COLUMNS] for r in rows]
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h)
-              for i, h in enumerate(header)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths)),
-           "  ".join("-" * w for w in widths)]
+    widths = [
+        max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(header)
+    ]
+    out = [
+        "  ".join(h.ljust(w) for h, w in zip(header, widths)),
+        "  ".join("-" * w for w in widths),
+    ]
     out += ["  ".join(c.ljust(w) for c, w in zip(b, widths)) for b in body]
-    out.append(f"Targets: KS <= {TARGETS['ks']}, |p99 err| <= {TARGETS['p99']:.1%}. p50/p99 s: "
-               "analytic. 'default=explicit': dp <= 1024, every replica sampled copy by copy.\n"
-               "mc p99 ci: half-width of MC's 95% order-statistic interval of its p99 (relative);"
-               " F_an(mc p99): the analytic CDF at MC's p99 (0.99 = perfect); '~noise': the p99"
-               " miss is within target + mc p99 ci.")
+    out.append(
+        f"Targets: KS <= {TARGETS['ks']}, |p99 err| <= {TARGETS['p99']:.1%}. p50/p99 s: "
+        "analytic. 'default=explicit': dp <= 1024, every replica sampled copy by copy.\n"
+        "mc p99 ci: half-width of MC's 95% order-statistic interval of its p99 (relative);"
+        " F_an(mc p99): the analytic CDF at MC's p99 (0.99 = perfect); '~noise': the p99"
+        " miss is within target + mc p99 ci."
+    )
     return "\n".join(out)
 
 
@@ -332,25 +414,35 @@ def _json_default(value: Any) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python validation/workload_agreement.py``: run the sweep and print the table."""
     parser = argparse.ArgumentParser(prog="workload_agreement", description=__doc__.split("\n")[0])
-    parser.add_argument("--samples", type=sample_count, default=DEFAULT_SAMPLES,
-                        help=f"Monte Carlo samples per job (default {DEFAULT_SAMPLES:,})")
+    parser.add_argument(
+        "--samples",
+        type=sample_count,
+        default=DEFAULT_SAMPLES,
+        help=f"Monte Carlo samples per job (default {DEFAULT_SAMPLES:,})",
+    )
     parser.add_argument("--presets", nargs="+", default=list(DEFAULT_PRESETS), metavar="NAME")
-    parser.add_argument("--gpus", nargs="+", type=positive_int, default=list(DEFAULT_GPUS), metavar="N")
+    parser.add_argument(
+        "--gpus", nargs="+", type=positive_int, default=list(DEFAULT_GPUS), metavar="N"
+    )
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    parser.add_argument("--no-explicit", action="store_true",
-                        help="skip the explicit_limit >= dp Monte Carlo where dp > 1024")
+    parser.add_argument(
+        "--no-explicit",
+        action="store_true",
+        help="skip the explicit_limit >= dp Monte Carlo where dp > 1024",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON rows")
-    parser.add_argument("--folding", action="store_true",
-                        help="also check the builder's per-op folding GPU by GPU (tp > 1 presets,"
-                             " smallest --gpus)")
+    parser.add_argument(
+        "--folding",
+        action="store_true",
+        help="also check the builder's per-op folding GPU by GPU (tp > 1 presets, smallest --gpus)",
+    )
     parser.add_argument("--folding-only", action="store_true", help="only the folding check")
     args = parser.parse_args(argv)
     folds: list[dict[str, Any]] = []
     if args.folding or args.folding_only:
         for preset in args.presets:
             try:
-                folds += folding_check(preset, min(args.gpus), max(args.samples, 20_000),
-                                       args.seed)
+                folds += folding_check(preset, min(args.gpus), max(args.samples, 20_000), args.seed)
             except ValueError as exc:
                 print(f"folding {preset}: skipped: {exc}", file=sys.stderr, flush=True)
     if args.folding_only:
@@ -360,21 +452,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     for preset in args.presets:
         for gpus in args.gpus:
             try:
-                rows += evaluate(preset, gpus, args.samples, args.seed,
-                                 explicit=not args.no_explicit,
-                                 progress=lambda s: print(s, file=sys.stderr, flush=True))
+                rows += evaluate(
+                    preset,
+                    gpus,
+                    args.samples,
+                    args.seed,
+                    explicit=not args.no_explicit,
+                    progress=lambda s: print(s, file=sys.stderr, flush=True),
+                )
             except ValueError as exc:
                 print(f"{preset}@{gpus}: skipped: {exc}", file=sys.stderr, flush=True)
     if args.json:
         out: Any = {"rows": rows, "folding": folds} if folds else rows
         print(json.dumps(out, indent=2, default=_json_default))
     else:
-        print(f"Analytic vs Monte Carlo on preset jobs ({args.samples:,} samples, "
-              f"seed {args.seed})\n")
+        print(
+            f"Analytic vs Monte Carlo on preset jobs ({args.samples:,} samples, seed {args.seed})\n"
+        )
         print(format_table(rows))
         if folds:
-            print("\nThe builder's folded law of a middle pipeline op against GPU-by-GPU, "
-                  "kernel-by-kernel sampling\n")
+            print(
+                "\nThe builder's folded law of a middle pipeline op against GPU-by-GPU, "
+                "kernel-by-kernel sampling\n"
+            )
             print(format_folding(folds))
     return 0 if rows else 2
 

@@ -55,8 +55,10 @@ class Affine(Distribution):
 
     def quantile_bracket(self, q):  # noqa: D102 - same meaning as the base method
         low, high = self.base.quantile_bracket(q)
-        return (self._from_base(np.asarray(low)) if np.ndim(low) else float(self._from_base(low)),
-                self._from_base(np.asarray(high)) if np.ndim(high) else float(self._from_base(high)))
+        return (
+            self._from_base(np.asarray(low)) if np.ndim(low) else float(self._from_base(low)),
+            self._from_base(np.asarray(high)) if np.ndim(high) else float(self._from_base(high)),
+        )
 
 
 def affine(dist: Distribution, *, shift: float = 0.0, scale: float = 1.0) -> Distribution:

@@ -207,8 +207,11 @@ class Distribution(ABC):
                 mid = np.where(
                     np.isfinite(a) & np.isfinite(b),
                     0.5 * (a + b),
-                    np.where(np.isfinite(a), a + np.maximum(1.0, np.abs(a)),
-                             np.where(np.isfinite(b), b - np.maximum(1.0, np.abs(b)), 0.0)),
+                    np.where(
+                        np.isfinite(a),
+                        a + np.maximum(1.0, np.abs(a)),
+                        np.where(np.isfinite(b), b - np.maximum(1.0, np.abs(b)), 0.0),
+                    ),
                 )
             if upper:
                 go_right = self._sf(mid) > p  # still too much mass above mid
@@ -217,7 +220,9 @@ class Distribution(ABC):
             a = np.where(go_right, mid, a)
             b = np.where(go_right, b, mid)
             width = b - a
-            if np.all(np.isfinite(width) & (width <= 4 * np.spacing(np.maximum(np.abs(a), np.abs(b))))):
+            if np.all(
+                np.isfinite(width) & (width <= 4 * np.spacing(np.maximum(np.abs(a), np.abs(b))))
+            ):
                 break
         out[...] = b
         return out
@@ -232,8 +237,14 @@ class Distribution(ABC):
         # of magnitude, and a uniform grid would then put the whole bulk inside one cell.
         tails = np.logspace(-13, -1, points // 2)
         middle = np.linspace(0.1, 0.5, points // 4)
-        x = np.unique(np.concatenate((self._quantile(np.concatenate((tails, middle))),
-                                      self._isf(np.concatenate((middle, tails))))))
+        x = np.unique(
+            np.concatenate(
+                (
+                    self._quantile(np.concatenate((tails, middle))),
+                    self._isf(np.concatenate((middle, tails))),
+                )
+            )
+        )
         x = x[np.isfinite(x)]
         lo = float(x[0])
         if x[-1] <= lo:

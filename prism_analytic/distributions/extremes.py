@@ -18,14 +18,14 @@ __all__ = ["IIDMax", "OrderStatistic", "MaxOfIndependent", "MinOfIndependent", "
 
 
 def log_cdf(dist: Distribution, x: np.ndarray) -> np.ndarray:
-    """log P(X <= x), through log1p(-S) where the CDF is close to 1."""
+    """Log P(X <= x), through log1p(-S) where the CDF is close to 1."""
     s = dist._sf(x)
     with np.errstate(divide="ignore"):
         return np.where(s < 0.5, np.log1p(-s), np.log(dist._cdf(x)))
 
 
 def log_sf(dist: Distribution, x: np.ndarray) -> np.ndarray:
-    """log P(X > x), through log1p(-F) where the SF is close to 1."""
+    """Log P(X > x), through log1p(-F) where the SF is close to 1."""
     f = dist._cdf(x)
     with np.errstate(divide="ignore"):
         return np.where(f < 0.5, np.log1p(-f), np.log(dist._sf(x)))

@@ -56,8 +56,16 @@ class GridDistribution(Distribution):
 
     is_exact = False
 
-    def __init__(self, h: float, k0: int, lo: np.ndarray, hi: np.ndarray, below: float = 0.0,
-                 above: float = 0.0, policy: GridPolicy = DEFAULT_POLICY) -> None:
+    def __init__(
+        self,
+        h: float,
+        k0: int,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        below: float = 0.0,
+        above: float = 0.0,
+        policy: GridPolicy = DEFAULT_POLICY,
+    ) -> None:
         lo = np.asarray(lo, dtype=float)
         hi = np.asarray(hi, dtype=float)
         if lo.shape != hi.shape or lo.ndim != 1 or lo.size == 0:
@@ -74,9 +82,11 @@ class GridDistribution(Distribution):
         self._cache: dict[str, np.ndarray] = {}
 
     def __repr__(self) -> str:
-        return (f"GridDistribution(h={self.h:.4g}, cells={self.lo.size}, "
-                f"range=[{self.points[0]:.6g}, {self.points[-1]:.6g}], "
-                f"below={self.below:.2g}, above={self.above:.2g})")
+        return (
+            f"GridDistribution(h={self.h:.4g}, cells={self.lo.size}, "
+            f"range=[{self.points[0]:.6g}, {self.points[-1]:.6g}], "
+            f"below={self.below:.2g}, above={self.above:.2g})"
+        )
 
     # ----- lattice views ------------------------------------------------------------------
     @property
@@ -104,7 +114,11 @@ class GridDistribution(Distribution):
     @property
     def support(self) -> tuple[float, float]:
         lo = -np.inf if self.below > 0 else float(self.points[np.argmax(self.lo > 0)])
-        hi = np.inf if self.above > 0 else float(self.points[self.hi.size - 1 - np.argmax(self.hi[::-1] > 0)])
+        hi = (
+            np.inf
+            if self.above > 0
+            else float(self.points[self.hi.size - 1 - np.argmax(self.hi[::-1] > 0)])
+        )
         return lo, hi
 
     # ----- the sandwich ---------------------------------------------------------------------
@@ -112,17 +126,21 @@ class GridDistribution(Distribution):
         """Index of the last lattice point <= x (may be -1 or beyond the end)."""
         with np.errstate(invalid="ignore"):
             k = np.floor(x / self.h) - self.k0
-        return np.clip(np.nan_to_num(k, nan=-1, posinf=self.lo.size, neginf=-1),
-                       -1, self.lo.size).astype(np.int64)
+        return np.clip(
+            np.nan_to_num(k, nan=-1, posinf=self.lo.size, neginf=-1), -1, self.lo.size
+        ).astype(np.int64)
 
     def cdf_bounds(self, x: Any) -> tuple[np.ndarray, np.ndarray]:
         """(low, high) bounds on P(X <= x): the CDFs of the upper and lower variables."""
         x = np.asarray(x, dtype=float)
         i = self._index(x)
         inside = np.clip(i, 0, self.lo.size - 1)
-        f_lo = np.where(i < 0, self.below, np.where(i >= self.lo.size, 1.0, self._cum("F_lo")[inside]))
-        f_hi = np.where(i < 0, 0.0, np.where(i >= self.lo.size, 1.0 - self.above,
-                                             self._cum("F_hi")[inside]))
+        f_lo = np.where(
+            i < 0, self.below, np.where(i >= self.lo.size, 1.0, self._cum("F_lo")[inside])
+        )
+        f_hi = np.where(
+            i < 0, 0.0, np.where(i >= self.lo.size, 1.0 - self.above, self._cum("F_hi")[inside])
+        )
         return f_hi, f_lo
 
     def sf_bounds(self, x: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -130,9 +148,12 @@ class GridDistribution(Distribution):
         x = np.asarray(x, dtype=float)
         i = self._index(x)
         inside = np.clip(i, 0, self.lo.size - 1)
-        s_lo = np.where(i < 0, 1.0 - self.below, np.where(i >= self.lo.size, 0.0,
-                                                          self._cum("S_lo")[inside]))
-        s_hi = np.where(i < 0, 1.0, np.where(i >= self.lo.size, self.above, self._cum("S_hi")[inside]))
+        s_lo = np.where(
+            i < 0, 1.0 - self.below, np.where(i >= self.lo.size, 0.0, self._cum("S_lo")[inside])
+        )
+        s_hi = np.where(
+            i < 0, 1.0, np.where(i >= self.lo.size, self.above, self._cum("S_hi")[inside])
+        )
         return s_lo, s_hi
 
     def _q_lower_var(self, q: np.ndarray) -> np.ndarray:
@@ -252,8 +273,13 @@ class GridDistribution(Distribution):
 
     def to_dict(self, levels: tuple[float, ...] = (0.5, 0.9, 0.95, 0.99, 0.999)) -> dict:
         d = super().to_dict(levels)
-        d.update(h=self.h, cells=int(self.lo.size), below=self.below, above=self.above,
-                 policy=self.policy.to_dict())
+        d.update(
+            h=self.h,
+            cells=int(self.lo.size),
+            below=self.below,
+            above=self.above,
+            policy=self.policy.to_dict(),
+        )
         return d
 
     # ----- lattice operations (used by operations.py) ----------------------------------------
@@ -275,20 +301,23 @@ class GridDistribution(Distribution):
 
     def scaled(self, a: float) -> GridDistribution:
         """The grid of a X for a > 0 (exact: the lattice scales with it)."""
-        return GridDistribution(self.h * a, self.k0, self.lo, self.hi, self.below, self.above,
-                                self.policy)
+        return GridDistribution(
+            self.h * a, self.k0, self.lo, self.hi, self.below, self.above, self.policy
+        )
 
     def shifted(self, c: float) -> GridDistribution:
         """The grid of X + c; a shift off the lattice rounds lo down and hi up by one cell."""
         steps = c / self.h
         whole = int(np.floor(steps))
         if steps == whole:
-            return GridDistribution(self.h, self.k0 + whole, self.lo, self.hi, self.below,
-                                    self.above, self.policy)
+            return GridDistribution(
+                self.h, self.k0 + whole, self.lo, self.hi, self.below, self.above, self.policy
+            )
         lo = np.concatenate((self.lo, [0.0]))
         hi = np.concatenate(([0.0], self.hi))
-        return GridDistribution(self.h, self.k0 + whole, lo, hi, self.below, self.above,
-                                self.policy)
+        return GridDistribution(
+            self.h, self.k0 + whole, lo, hi, self.below, self.above, self.policy
+        )
 
     def trimmed(self) -> GridDistribution:
         """Drop negligible tails into the atoms and cap the length at ``policy.max_cells``."""
@@ -302,9 +331,9 @@ class GridDistribution(Distribution):
         start = min(start, end)
         cut_below = c_lo[start - 1] if start > 0 else 0.0
         cut_above = r_hi[end + 1] if end + 1 < hi.size else 0.0
-        new_lo = lo[start:end + 1].copy()
-        new_hi = hi[start:end + 1].copy()
-        new_lo[-1] += lo[end + 1:].sum()  # lower variable may only move mass down
+        new_lo = lo[start : end + 1].copy()
+        new_hi = hi[start : end + 1].copy()
+        new_lo[-1] += lo[end + 1 :].sum()  # lower variable may only move mass down
         new_hi[0] += hi[:start].sum()  # upper variable may only move mass up
         below, above = self.below + cut_below, self.above + cut_above
         out = GridDistribution(self.h, self.k0 + start, new_lo, new_hi, below, above, self.policy)
@@ -316,7 +345,9 @@ class GridDistribution(Distribution):
 
 
 # ----- building grids --------------------------------------------------------------------------
-def discretize(dist: Distribution, h: float, policy: GridPolicy = DEFAULT_POLICY) -> GridDistribution:
+def discretize(
+    dist: Distribution, h: float, policy: GridPolicy = DEFAULT_POLICY
+) -> GridDistribution:
     """Discretise an exact distribution from its CDF and SF on the lattice ``k * h``.
 
     The range is [Q(tail), Q(1 - tail)], capped at ``policy.max_cells`` cells (heavy tails
@@ -347,8 +378,9 @@ def discretize(dist: Distribution, h: float, policy: GridPolicy = DEFAULT_POLICY
     cell = _pmf_from_cdf_sf(cdf, sf, cdf[0])[1:]  # mass of (x_i, x_{i+1}]
     lo = np.concatenate((cell, [sf[-1]]))  # left edges; mass above the grid kept at the top
     hi = np.concatenate(([cdf[0]], cell))  # right edges; mass below the grid kept at the bottom
-    return GridDistribution(h, k_start, lo, hi, below=float(cdf[0]), above=float(sf[-1]),
-                            policy=policy)
+    return GridDistribution(
+        h, k_start, lo, hi, below=float(cdf[0]), above=float(sf[-1]), policy=policy
+    )
 
 
 def to_grid(dist: Distribution, h: float, policy: GridPolicy = DEFAULT_POLICY) -> GridDistribution:
@@ -413,9 +445,18 @@ def convolve_grids(a: GridDistribution, b: GridDistribution) -> GridDistribution
     """Sum of two independent gridded variables (both sandwiches convolved)."""
     h = max(a.h, b.h)
     a, b = a.rebin(h), b.rebin(h)
-    lo = signal.fftconvolve(a.lo, b.lo) if min(a.lo.size, b.lo.size) > 64 else np.convolve(a.lo, b.lo)
-    hi = signal.fftconvolve(a.hi, b.hi) if min(a.hi.size, b.hi.size) > 64 else np.convolve(a.hi, b.hi)
+    lo = (
+        signal.fftconvolve(a.lo, b.lo)
+        if min(a.lo.size, b.lo.size) > 64
+        else np.convolve(a.lo, b.lo)
+    )
+    hi = (
+        signal.fftconvolve(a.hi, b.hi)
+        if min(a.hi.size, b.hi.size) > 64
+        else np.convolve(a.hi, b.hi)
+    )
     below = 1.0 - (1.0 - a.below) * (1.0 - b.below)
     above = 1.0 - (1.0 - a.above) * (1.0 - b.above)
-    return GridDistribution(h, a.k0 + b.k0, np.maximum(lo, 0.0), np.maximum(hi, 0.0), below, above,
-                            a.policy).trimmed()
+    return GridDistribution(
+        h, a.k0 + b.k0, np.maximum(lo, 0.0), np.maximum(hi, 0.0), below, above, a.policy
+    ).trimmed()

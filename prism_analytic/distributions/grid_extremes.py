@@ -32,8 +32,9 @@ def _log_sf(cdf: np.ndarray, sf: np.ndarray) -> np.ndarray:
         return np.where(cdf < 0.5, np.log1p(-cdf), np.log(np.maximum(sf, 0.0)))
 
 
-def _from_log_cdf(h: float, k0: int, lc_lo: np.ndarray, lc_hi: np.ndarray, below: float,
-                  policy) -> GridDistribution:
+def _from_log_cdf(
+    h: float, k0: int, lc_lo: np.ndarray, lc_hi: np.ndarray, below: float, policy
+) -> GridDistribution:
     f_lo, s_lo = np.exp(lc_lo), -np.expm1(lc_lo)
     f_hi, s_hi = np.exp(lc_hi), -np.expm1(lc_hi)
     lo = _pmf_from_cdf_sf(f_lo, s_lo, below)
@@ -77,8 +78,12 @@ def order_statistic_grid(g: GridDistribution, k: int, n: int) -> GridDistributio
     out = []
     for pmf, below, above in ((g.lo, g.below, 0.0), (g.hi, 0.0, g.above)):
         cdf, sf = _cdf_sf(pmf, below, above)
-        out.append((special.betainc(k, n - k + 1, np.clip(cdf, 0, 1)),
-                    special.betainc(n - k + 1, k, np.clip(sf, 0, 1))))
+        out.append(
+            (
+                special.betainc(k, n - k + 1, np.clip(cdf, 0, 1)),
+                special.betainc(n - k + 1, k, np.clip(sf, 0, 1)),
+            )
+        )
     below = float(special.betainc(k, n - k + 1, g.below))
     above = float(special.betainc(n - k + 1, k, g.above))
     lo = _pmf_from_cdf_sf(*out[0], below)

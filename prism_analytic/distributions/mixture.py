@@ -27,8 +27,10 @@ class Mixture(Distribution):
                 raise TypeError(f"dists[{i}] must be a Distribution, got {type(c).__name__}")
         w = np.asarray(weights, dtype=float).ravel()
         if w.size != len(components):
-            raise ValueError(f"weights must have one entry per distribution: got {w.size} "
-                             f"weights for {len(components)} distributions")
+            raise ValueError(
+                f"weights must have one entry per distribution: got {w.size} "
+                f"weights for {len(components)} distributions"
+            )
         if not np.isfinite(w).all() or (w < 0).any():
             raise ValueError(f"weights must be finite and >= 0, got {w.tolist()}")
         if abs(w.sum() - 1.0) > 1e-9:

@@ -46,18 +46,24 @@ class ScipyDistribution(Distribution):
             if isinstance(value, int | float | np.number) and not math.isfinite(float(value)):
                 raise ValueError(f"frozen distribution parameters must be finite, got {params}")
         if np.isnan(frozen.ppf(0.5)):  # scipy answers NaN everywhere for invalid parameters
-            raise ValueError(f"frozen: invalid parameters for scipy.stats.{dist.name}: "
-                             f"args={frozen.args}, kwds={frozen.kwds}")
+            raise ValueError(
+                f"frozen: invalid parameters for scipy.stats.{dist.name}: "
+                f"args={frozen.args}, kwds={frozen.kwds}"
+            )
         self.frozen = frozen
 
     @property
     def family(self) -> str:
-        """scipy's name of the family, e.g. ``'norm'``."""
+        """Scipy's name of the family, e.g. ``'norm'``."""
         return self.frozen.dist.name
 
     def __repr__(self) -> str:
-        args = ", ".join([*(f"{a:.6g}" for a in self.frozen.args),
-                          *(f"{k}={v:.6g}" for k, v in self.frozen.kwds.items())])
+        args = ", ".join(
+            [
+                *(f"{a:.6g}" for a in self.frozen.args),
+                *(f"{k}={v:.6g}" for k, v in self.frozen.kwds.items()),
+            ]
+        )
         return f"ScipyDistribution({self.family}({args}))"
 
     @property
@@ -153,7 +159,6 @@ def uniform(low: float, high: float) -> ScipyDistribution:
 
 def pareto(alpha: float, scale: float = 1.0) -> ScipyDistribution:
     """Pareto (type I) with tail index ``alpha`` > 0 and minimum ``scale`` > 0."""
-    return from_scipy(stats.pareto(check_positive(alpha, "alpha"),
-                                   scale=check_positive(scale, "scale")))
-
-
+    return from_scipy(
+        stats.pareto(check_positive(alpha, "alpha"), scale=check_positive(scale, "scale"))
+    )

@@ -71,8 +71,10 @@ def scale_mixture(body: GridDistribution, speed: Distribution) -> GridDistributi
         The factor's law, with positive support.
     """
     if body.points[0] <= 0:
-        raise ValueError("body must be positive to be scaled in log space; got lattice points "
-                         f"from {body.points[0]:g}")
+        raise ValueError(
+            "body must be positive to be scaled in log space; got lattice points "
+            f"from {body.points[0]:g}"
+        )
     policy = body.policy
     tail = policy.tail_mass
     s_min, s_max = float(speed.quantile(tail)), float(speed.isf(tail))

@@ -27,31 +27,54 @@ def to_spec(dist: Distribution) -> dict[str, Any]:
     """
     if hasattr(dist, "to_spec_fields"):
         cls = type(dist)
-        return {"type": "custom", "class": f"{cls.__module__}:{cls.__qualname__}",
-                "fields": dist.to_spec_fields()}
+        return {
+            "type": "custom",
+            "class": f"{cls.__module__}:{cls.__qualname__}",
+            "fields": dist.to_spec_fields(),
+        }
     if isinstance(dist, IIDMax):
         return {"type": "iid_max", "n": dist.n, "parent": to_spec(dist.parent)}
     if isinstance(dist, OrderStatistic):
         return {"type": "order_statistic", "k": dist.k, "n": dist.n, "parent": to_spec(dist.parent)}
     if isinstance(dist, ScipyDistribution):
-        return {"type": "scipy", "family": dist.family, "args": [float(a) for a in dist.frozen.args],
-                "kwds": {k: float(v) for k, v in dist.frozen.kwds.items()}}
+        return {
+            "type": "scipy",
+            "family": dist.family,
+            "args": [float(a) for a in dist.frozen.args],
+            "kwds": {k: float(v) for k, v in dist.frozen.kwds.items()},
+        }
     if isinstance(dist, PointMass):
         return {"type": "point_mass", "value": dist.value}
     if isinstance(dist, Empirical):
         return {"type": "empirical", "samples": dist.samples.tolist()}
     if isinstance(dist, Mixture):
-        return {"type": "mixture", "weights": dist.weights.tolist(),
-                "components": [to_spec(c) for c in dist.components]}
+        return {
+            "type": "mixture",
+            "weights": dist.weights.tolist(),
+            "components": [to_spec(c) for c in dist.components],
+        }
     if isinstance(dist, Affine):
-        return {"type": "affine", "shift": dist.shift_value, "scale": dist.scale_factor,
-                "base": to_spec(dist.base)}
+        return {
+            "type": "affine",
+            "shift": dist.shift_value,
+            "scale": dist.scale_factor,
+            "base": to_spec(dist.base),
+        }
     if isinstance(dist, GridDistribution):
-        return {"type": "grid", "h": dist.h, "k0": dist.k0, "lo": dist.lo.tolist(),
-                "hi": dist.hi.tolist(), "below": dist.below, "above": dist.above}
-    raise TypeError(f"cannot serialise {type(dist).__name__}; supported: scipy, point_mass, "
-                    "empirical, mixture, affine, grid, iid_max, order_statistic, and classes "
-                    "with to_spec_fields()")
+        return {
+            "type": "grid",
+            "h": dist.h,
+            "k0": dist.k0,
+            "lo": dist.lo.tolist(),
+            "hi": dist.hi.tolist(),
+            "below": dist.below,
+            "above": dist.above,
+        }
+    raise TypeError(
+        f"cannot serialise {type(dist).__name__}; supported: scipy, point_mass, "
+        "empirical, mixture, affine, grid, iid_max, order_statistic, and classes "
+        "with to_spec_fields()"
+    )
 
 
 def from_spec(spec: dict[str, Any], where: str = "latency") -> Distribution:
@@ -63,8 +86,9 @@ def from_spec(spec: dict[str, Any], where: str = "latency") -> Distribution:
         if kind == "scipy":
             family = getattr(stats, spec["family"], None)
             if not isinstance(family, stats.rv_continuous):
-                raise ValueError(f"{where}.family: unknown scipy.stats continuous family "
-                                 f"{spec['family']!r}")
+                raise ValueError(
+                    f"{where}.family: unknown scipy.stats continuous family {spec['family']!r}"
+                )
             try:
                 return ScipyDistribution(family(*spec.get("args", []), **spec.get("kwds", {})))
             except (TypeError, ValueError) as exc:
@@ -74,25 +98,35 @@ def from_spec(spec: dict[str, Any], where: str = "latency") -> Distribution:
         if kind == "empirical":
             return Empirical(spec["samples"])
         if kind == "mixture":
-            comps = [from_spec(c, f"{where}.components[{i}]")
-                     for i, c in enumerate(spec["components"])]
+            comps = [
+                from_spec(c, f"{where}.components[{i}]") for i, c in enumerate(spec["components"])
+            ]
             return Mixture(comps, spec["weights"])
         if kind == "affine":
             return Affine(from_spec(spec["base"], f"{where}.base"), spec["shift"], spec["scale"])
         if kind == "iid_max":
             return IIDMax(from_spec(spec["parent"], f"{where}.parent"), int(spec["n"]))
         if kind == "order_statistic":
-            return OrderStatistic(from_spec(spec["parent"], f"{where}.parent"), int(spec["k"]),
-                                  int(spec["n"]))
+            return OrderStatistic(
+                from_spec(spec["parent"], f"{where}.parent"), int(spec["k"]), int(spec["n"])
+            )
         if kind == "custom":
             return _custom(spec["class"], spec["fields"], where)
         if kind == "grid":
-            return GridDistribution(spec["h"], spec["k0"], np.asarray(spec["lo"]),
-                                    np.asarray(spec["hi"]), spec["below"], spec["above"])
+            return GridDistribution(
+                spec["h"],
+                spec["k0"],
+                np.asarray(spec["lo"]),
+                np.asarray(spec["hi"]),
+                spec["below"],
+                spec["above"],
+            )
     except KeyError as exc:
         raise ValueError(f"{where}: missing field {exc.args[0]!r} for type {kind!r}") from None
-    raise ValueError(f"{where}.type must be one of scipy, point_mass, empirical, mixture, affine, "
-                     f"grid, iid_max, order_statistic, custom; got {kind!r}")
+    raise ValueError(
+        f"{where}.type must be one of scipy, point_mass, empirical, mixture, affine, "
+        f"grid, iid_max, order_statistic, custom; got {kind!r}"
+    )
 
 
 def _custom(path: str, fields: dict[str, Any], where: str) -> Distribution:
@@ -105,7 +139,8 @@ def _custom(path: str, fields: dict[str, Any], where: str) -> Distribution:
         cls = getattr(importlib.import_module(module_name), qualname)
     except (ImportError, AttributeError):
         raise ValueError(f"{where}.class: no distribution class {path!r}") from None
-    if not (isinstance(cls, type) and issubclass(cls, Distribution)
-            and hasattr(cls, "from_spec_fields")):
+    if not (
+        isinstance(cls, type) and issubclass(cls, Distribution) and hasattr(cls, "from_spec_fields")
+    ):
         raise ValueError(f"{where}.class: {path!r} is not a serialisable distribution")
     return cls.from_spec_fields(fields)

@@ -27,8 +27,7 @@ from ..graph import OP, StepGraph
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .series_parallel import SINK, reduce_graph
 
-__all__ = ["analytic_distribution", "AnalyticReport", "mean_critical_path",
-           "replica_group"]
+__all__ = ["analytic_distribution", "AnalyticReport", "mean_critical_path", "replica_group"]
 
 #: Lattice cells per core standard deviation for the shape template.
 TEMPLATE_CELLS = 100
@@ -93,16 +92,21 @@ def _dist_key(dist: Distribution) -> Any:
     from ..distributions import PointMass, ScipyDistribution
 
     if isinstance(dist, ScipyDistribution):
-        return ("scipy", dist.family, tuple(dist.frozen.args),
-                tuple(sorted(dist.frozen.kwds.items())))
+        return (
+            "scipy",
+            dist.family,
+            tuple(dist.frozen.args),
+            tuple(sorted(dist.frozen.kwds.items())),
+        )
     if isinstance(dist, PointMass):
         return ("point", dist.value)
     return ("object", id(dist))
 
 
 class _Evaluator:
-    def __init__(self, policy: GridPolicy, core_method: str, window: int | None,
-                 shape: str = "normal") -> None:
+    def __init__(
+        self, policy: GridPolicy, core_method: str, window: int | None, shape: str = "normal"
+    ) -> None:
         self.shape = shape
         self._grids: dict[tuple, GridDistribution] = {}
         self._means: dict[Any, float] = {}
@@ -140,8 +144,15 @@ class _Evaluator:
         self.report.exact = False
         dag, mean, std = _duration_dag(m)
         res = canonical_makespan(dag, mean, std, method=self.core_method, window=self.window)
-        self.report.cores.append({"where": where, "edges": m.number_of_edges(),
-                                  "mean_s": res.mean, "std_s": res.std, "shape": self.shape})
+        self.report.cores.append(
+            {
+                "where": where,
+                "edges": m.number_of_edges(),
+                "mean_s": res.mean,
+                "std_s": res.std,
+                "shape": self.shape,
+            }
+        )
         if res.std <= 0:
             return to_grid(point_mass(res.mean), h, self.policy)
         if self.shape == "normal":
@@ -246,10 +257,14 @@ def _independent_template(m: nx.MultiDiGraph, h: float) -> tuple[int, np.ndarray
     return finish[SINK]
 
 
-def analytic_distribution(graph: StepGraph, policy: GridPolicy | None = None, *,
-                          core_method: str = "clark-mehler",
-                          window: int | None = None,
-                          shape: str = "normal") -> tuple[GridDistribution, AnalyticReport]:
+def analytic_distribution(
+    graph: StepGraph,
+    policy: GridPolicy | None = None,
+    *,
+    core_method: str = "clark-mehler",
+    window: int | None = None,
+    shape: str = "normal",
+) -> tuple[GridDistribution, AnalyticReport]:
     """The step-time distribution of ``graph`` and a report of how it was obtained."""
     graph.validate()
     ev = _Evaluator(policy or DEFAULT_POLICY, core_method, window, shape)
@@ -259,5 +274,3 @@ def analytic_distribution(graph: StepGraph, policy: GridPolicy | None = None, *,
     grids = [ev.graph(graph.conditioned(factors)) for _, factors in states]
     weights = np.array([p for p, _ in states])
     return mix_grids(grids, weights / weights.sum()), ev.report
-
-

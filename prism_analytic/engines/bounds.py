@@ -125,16 +125,18 @@ def _min_cdf(grids: list[GridDistribution]) -> GridDistribution:
     return GridDistribution(h, k0, lo, hi, below, float(s_hi[-1]), grids[0].policy).trimmed()
 
 
-def bound_distributions(graph: StepGraph, policy: GridPolicy | None = None, *,
-                        paths: int = 8) -> tuple[GridDistribution, GridDistribution]:
+def bound_distributions(
+    graph: StepGraph, policy: GridPolicy | None = None, *, paths: int = 8
+) -> tuple[GridDistribution, GridDistribution]:
     """(lower, upper): use ``lower``'s lower sandwich side and ``upper``'s upper side."""
     graph.validate()
     policy = policy or DEFAULT_POLICY
     # Independence at every max counts each trimmed tail atom once per path, and a pipeline
     # lattice has exponentially many paths: keep far smaller tails (on a coarser lattice, since
     # modelling bounds are loose by percents anyway) so the atoms stay negligible.
-    policy = replace(policy, tail_mass=min(policy.tail_mass, 1e-30),
-                     rel_width=max(policy.rel_width, 2.5e-3))
+    policy = replace(
+        policy, tail_mass=min(policy.tail_mass, 1e-30), rel_width=max(policy.rel_width, 2.5e-3)
+    )
     ev = _Bounds(policy, paths)
     states = list(graph.regime_states())
     if len(states) == 1:
@@ -143,7 +145,7 @@ def bound_distributions(graph: StepGraph, policy: GridPolicy | None = None, *,
     weights = np.array([p for p, _ in states])
     weights = weights / weights.sum()
     conditioned = [graph.conditioned(f) for _, f in states]
-    return (mix_grids([ev.lower(c) for c in conditioned], weights),
-            mix_grids([ev.upper(c) for c in conditioned], weights))
-
-
+    return (
+        mix_grids([ev.lower(c) for c in conditioned], weights),
+        mix_grids([ev.upper(c) for c in conditioned], weights),
+    )

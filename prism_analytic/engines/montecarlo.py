@@ -69,8 +69,14 @@ def pooled_groups(graph: StepGraph, settings: MonteCarloSettings, path: str = ""
             continue
         single = _single_op(d["body"]) and d["speed"] is None
         if d["n"] > settings.explicit_limit and not single:
-            out.append({"group": f"{path}/{name}", "n": d["n"], "pool_size": settings.pool_size,
-                        "ks_error": pool_ks_error(d["n"], settings.pool_size)})
+            out.append(
+                {
+                    "group": f"{path}/{name}",
+                    "n": d["n"],
+                    "pool_size": settings.pool_size,
+                    "ks_error": pool_ks_error(d["n"], settings.pool_size),
+                }
+            )
         out.extend(pooled_groups(d["body"], settings, f"{path}/{name}"))
     return out
 
@@ -85,8 +91,13 @@ class _Sampler:
         order = list(nx.topological_sort(g.graph))
         for name in order:
             preds = list(g.graph.predecessors(name))
-            start = (finish[preds[0]] if len(preds) == 1 else
-                     np.max([finish[p] for p in preds], axis=0) if preds else 0.0)
+            start = (
+                finish[preds[0]]
+                if len(preds) == 1
+                else np.max([finish[p] for p in preds], axis=0)
+                if preds
+                else 0.0
+            )
             d = g.graph.nodes[name]
             if d["type"] == OP:
                 dur = d["latency"]._sample(size, rng)
@@ -96,8 +107,15 @@ class _Sampler:
         sinks = [n for n in order if g.graph.out_degree(n) == 0]
         return np.max([finish[s] for s in sinks], axis=0)
 
-    def copies(self, d: dict[str, Any], count: int, factor: float, size: int,
-               rng: np.random.Generator, path: str) -> np.ndarray:
+    def copies(
+        self,
+        d: dict[str, Any],
+        count: int,
+        factor: float,
+        size: int,
+        rng: np.random.Generator,
+        path: str,
+    ) -> np.ndarray:
         """Max over ``count`` independent copies (each scaled by ``factor`` and its speed draw)."""
         if count <= self.settings.explicit_limit:
             best = np.full(size, -np.inf)
@@ -135,7 +153,9 @@ class _Sampler:
             self._pools[key] = np.sort(v)
         return self._pools[key]
 
-    def group(self, d: dict[str, Any], size: int, rng: np.random.Generator, path: str) -> np.ndarray:
+    def group(
+        self, d: dict[str, Any], size: int, rng: np.random.Generator, path: str
+    ) -> np.ndarray:
         k, factor = d["slow"] if d["slow"] else (0, 1.0)
         out = self.copies(d, d["n"] - k, 1.0, size, rng, path) if d["n"] > k else None
         if k:
@@ -144,13 +164,15 @@ class _Sampler:
         return out
 
 
-def _run_block(graph: StepGraph, sampler: _Sampler, seed: np.random.SeedSequence,
-               size: int) -> np.ndarray:
+def _run_block(
+    graph: StepGraph, sampler: _Sampler, seed: np.random.SeedSequence, size: int
+) -> np.ndarray:
     rng = np.random.default_rng(seed)
     states = list(graph.regime_states())
     if len(states) == 1:
-        return sampler.graph(graph.conditioned(states[0][1]) if graph.regimes else graph,
-                             size, rng, "")
+        return sampler.graph(
+            graph.conditioned(states[0][1]) if graph.regimes else graph, size, rng, ""
+        )
     probs = np.array([p for p, _ in states])
     which = rng.choice(len(states), size=size, p=probs / probs.sum())
     out = np.empty(size)
@@ -167,9 +189,15 @@ def _run_blocks(args: tuple[StepGraph, MonteCarloSettings, list[tuple[Any, int]]
     return np.concatenate([_run_block(graph, sampler, seed, size) for seed, size in blocks])
 
 
-def sample_step(graph: StepGraph, samples: int, *, settings: MonteCarloSettings | None = None,
-                executor: Executor | None = None, blocks_per_task: int = 4,
-                progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+def sample_step(
+    graph: StepGraph,
+    samples: int,
+    *,
+    settings: MonteCarloSettings | None = None,
+    executor: Executor | None = None,
+    blocks_per_task: int = 4,
+    progress: Callable[[int, int], None] | None = None,
+) -> np.ndarray:
     """Draw ``samples`` step times of ``graph`` (seconds), reproducibly.
 
     Parameters
@@ -197,8 +225,10 @@ def sample_step(graph: StepGraph, samples: int, *, settings: MonteCarloSettings 
     seeds = np.random.SeedSequence(settings.seed).spawn(n_blocks)
     sizes = [min(BLOCK, samples - i * BLOCK) for i in range(n_blocks)]
     blocks = list(zip(seeds, sizes))
-    tasks = [(graph, settings, blocks[i:i + blocks_per_task])
-             for i in range(0, n_blocks, blocks_per_task)]
+    tasks = [
+        (graph, settings, blocks[i : i + blocks_per_task])
+        for i in range(0, n_blocks, blocks_per_task)
+    ]
     parts: list[np.ndarray] = []
     if executor is None:
         sampler = _Sampler(settings)  # one sampler: pools are built once in this process

@@ -22,11 +22,21 @@ CORE_METHODS = ("clark-mehler", "clark", "independent")
 CORE_SHAPES = ("normal", "template")
 
 
-def predict(graph: StepGraph, method: str = "analytic", *, policy: GridPolicy | None = None,
-            samples: int = 100_000, seed: int = 0, executor: Executor | None = None,
-            mc_settings: MonteCarloSettings | None = None, core_method: str = "clark-mehler",
-            window: int | None = None, core_shape: str = "normal",
-            paths: int = 8, progress: Callable[[int, int], None] | None = None) -> StepTimeResult:
+def predict(
+    graph: StepGraph,
+    method: str = "analytic",
+    *,
+    policy: GridPolicy | None = None,
+    samples: int = 100_000,
+    seed: int = 0,
+    executor: Executor | None = None,
+    mc_settings: MonteCarloSettings | None = None,
+    core_method: str = "clark-mehler",
+    window: int | None = None,
+    core_shape: str = "normal",
+    paths: int = 8,
+    progress: Callable[[int, int], None] | None = None,
+) -> StepTimeResult:
     """The distribution of one training step's time.
 
     Parameters
@@ -69,20 +79,37 @@ def predict(graph: StepGraph, method: str = "analytic", *, policy: GridPolicy | 
         raise ValueError(f"core_method must be one of {CORE_METHODS}, got {core_method!r}")
     start = time.perf_counter()
     if method == "analytic":
-        dist, report = analytic_distribution(graph, policy, core_method=core_method, window=window,
-                                            shape=core_shape)
-        return StepTimeResult(dist, method, time.perf_counter() - start,
-                              diagnostics={**report.to_dict(), "policy": policy.to_dict()})
+        dist, report = analytic_distribution(
+            graph, policy, core_method=core_method, window=window, shape=core_shape
+        )
+        return StepTimeResult(
+            dist,
+            method,
+            time.perf_counter() - start,
+            diagnostics={**report.to_dict(), "policy": policy.to_dict()},
+        )
     if method == "bounds":
         lower, upper = bound_distributions(graph, policy, paths=check_count(paths, "paths"))
-        return StepTimeResult(upper, method, time.perf_counter() - start, lower=lower,
-                              upper=upper, diagnostics={"policy": policy.to_dict()})
+        return StepTimeResult(
+            upper,
+            method,
+            time.perf_counter() - start,
+            lower=lower,
+            upper=upper,
+            diagnostics={"policy": policy.to_dict()},
+        )
     samples = check_count(samples, "samples", minimum=2, maximum=10**9)
     settings = mc_settings or MonteCarloSettings(seed=check_count(seed, "seed", minimum=0))
     draws = sample_step(graph, samples, settings=settings, executor=executor, progress=progress)
     emp = Empirical(draws)
-    return StepTimeResult(emp, method, time.perf_counter() - start, diagnostics={
-        "samples": samples, "seed": settings.seed, "dkw_95": emp.dkw_epsilon(0.05),
-        "pooled_groups": pooled_groups(graph, settings)})
-
-
+    return StepTimeResult(
+        emp,
+        method,
+        time.perf_counter() - start,
+        diagnostics={
+            "samples": samples,
+            "seed": settings.seed,
+            "dkw_95": emp.dkw_epsilon(0.05),
+            "pooled_groups": pooled_groups(graph, settings),
+        },
+    )

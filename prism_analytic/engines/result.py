@@ -64,8 +64,10 @@ class StepTimeResult:
         montecarlo: a distribution-free ``confidence`` interval from order statistics.
         """
         if self.method == "bounds":
-            return (float(self.lower.quantile_bracket(q)[0]),
-                    float(self.upper.quantile_bracket(q)[1]))
+            return (
+                float(self.lower.quantile_bracket(q)[0]),
+                float(self.upper.quantile_bracket(q)[1]),
+            )
         if isinstance(self.distribution, Empirical):
             return _order_statistic_ci(self.distribution.samples, q, confidence)
         low, high = self.distribution.quantile_bracket(q)
@@ -88,15 +90,21 @@ class StepTimeResult:
 
     def summary(self, levels: tuple[float, ...] = LEVELS) -> str:
         """A readable multi-line summary."""
-        lines = [f"step time ({self.method}, computed in {self.compute_time_s * 1e3:.1f} ms)",
-                 f"  mean {self.mean():.6g} s   std {self.std():.6g} s"
-                 + (f" (CV {self.std() / self.mean():.2%})" if self.mean() > 0 else "")]
-        label = {"analytic": "numerical bracket", "bounds": "guaranteed bounds",
-                 "montecarlo": "95% CI"}[self.method]
+        lines = [
+            f"step time ({self.method}, computed in {self.compute_time_s * 1e3:.1f} ms)",
+            f"  mean {self.mean():.6g} s   std {self.std():.6g} s"
+            + (f" (CV {self.std() / self.mean():.2%})" if self.mean() > 0 else ""),
+        ]
+        label = {
+            "analytic": "numerical bracket",
+            "bounds": "guaranteed bounds",
+            "montecarlo": "95% CI",
+        }[self.method]
         for q in levels:
             low, high = self.quantile_bracket(q)
-            lines.append(f"  p{_pct(q):<5} {float(self.quantile(q)):.6g} s   {label} "
-                         f"[{low:.6g}, {high:.6g}]")
+            lines.append(
+                f"  p{_pct(q):<5} {float(self.quantile(q)):.6g} s   {label} [{low:.6g}, {high:.6g}]"
+            )
         return "\n".join(lines)
 
     def plot(self, ax: Any = None, *, ccdf: bool = False) -> Any:
@@ -111,8 +119,9 @@ def _pct(q: float) -> str:
     return f"{q * 100:g}".replace(".", "")
 
 
-def _order_statistic_ci(sorted_samples: np.ndarray, q: float,
-                        confidence: float) -> tuple[float, float]:
+def _order_statistic_ci(
+    sorted_samples: np.ndarray, q: float, confidence: float
+) -> tuple[float, float]:
     """Distribution-free CI for a quantile: order statistics at binomial quantiles."""
     n = sorted_samples.size
     alpha = 1 - confidence

@@ -105,8 +105,8 @@ def reduce_graph(dag: nx.DiGraph, weight: Callable[[str], Weight]) -> Reduction:
                 work.append(y)
         if x in (SOURCE, SINK) or m.in_degree(x) != 1 or m.out_degree(x) != 1:
             continue
-        (a, _, w1), = m.in_edges(x, data="w")
-        (_, b, w2), = m.out_edges(x, data="w")
+        ((a, _, w1),) = m.in_edges(x, data="w")
+        ((_, b, w2),) = m.out_edges(x, data="w")
         m.remove_node(x)
         m.add_edge(a, b, w=_add(w1, w2))
         work.extend((a, b))

@@ -19,8 +19,15 @@ def op_name(phase: str, stage: int, microbatch: int, chunk: int = 0) -> str:
     return f"{phase} s{stage} m{microbatch} c{chunk}"
 
 
-def pipeline_step_graph(stages: int, microbatches: int, latency: LatencyFn, *,
-                        schedule: str = "1f1b", vpp: int = 1, name: str = "pipeline") -> StepGraph:
+def pipeline_step_graph(
+    stages: int,
+    microbatches: int,
+    latency: LatencyFn,
+    *,
+    schedule: str = "1f1b",
+    vpp: int = 1,
+    name: str = "pipeline",
+) -> StepGraph:
     """A :class:`StepGraph` for a pipeline schedule (see :func:`~prism_analytic.schedules.pipeline_dag`).
 
     Parameters
@@ -40,6 +47,10 @@ def pipeline_step_graph(stages: int, microbatches: int, latency: LatencyFn, *,
     for node in nx.topological_sort(dag):
         phase, s, mb, c = node
         after = [op_name(*p) for p in dag.predecessors(node)]
-        g.add_op(op_name(phase, s, mb, c), latency(phase, s, mb, c), after,
-                 tags=("pipeline", f"stage{s}"))
+        g.add_op(
+            op_name(phase, s, mb, c),
+            latency(phase, s, mb, c),
+            after,
+            tags=("pipeline", f"stage{s}"),
+        )
     return g

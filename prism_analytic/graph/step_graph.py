@@ -48,14 +48,17 @@ class Regime:
 
     def __post_init__(self) -> None:
         if set(self.probs) != set(self.factors):
-            raise GraphError(f"regime {self.name!r}: probs and factors must name the same states, "
-                             f"got {sorted(self.probs)} and {sorted(self.factors)}")
+            raise GraphError(
+                f"regime {self.name!r}: probs and factors must name the same states, "
+                f"got {sorted(self.probs)} and {sorted(self.factors)}"
+            )
         if not self.probs:
             raise GraphError(f"regime {self.name!r}: needs at least one state")
         for state, p in self.probs.items():
             if not (isinstance(p, int | float) and 0 <= p <= 1 and math.isfinite(p)):
-                raise GraphError(f"regime {self.name!r}: probs[{state!r}] must lie in [0, 1], "
-                                 f"got {p!r}")
+                raise GraphError(
+                    f"regime {self.name!r}: probs[{state!r}] must lie in [0, 1], got {p!r}"
+                )
         total = sum(self.probs.values())
         if abs(total - 1) > 1e-9:
             raise GraphError(f"regime {self.name!r}: probs must sum to 1, got {total:.12g}")
@@ -100,8 +103,15 @@ class StepGraph:
         self.graph.add_edges_from((a, name) for a in after)
         return name
 
-    def add_op(self, name: str, latency: Distribution, after: Iterable[str] = (), *,
-               kind: str = "compute", tags: Iterable[str] = ()) -> str:
+    def add_op(
+        self,
+        name: str,
+        latency: Distribution,
+        after: Iterable[str] = (),
+        *,
+        kind: str = "compute",
+        tags: Iterable[str] = (),
+    ) -> str:
         """Add an op that starts when every op in ``after`` has finished.
 
         Parameters
@@ -118,21 +128,36 @@ class StepGraph:
             Free labels, e.g. ``("inter-node",)``, used by regimes.
         """
         if not isinstance(latency, Distribution):
-            raise GraphError(f"op {name!r}: latency must be a Distribution, got "
-                             f"{type(latency).__name__} {latency!r}")
+            raise GraphError(
+                f"op {name!r}: latency must be a Distribution, got "
+                f"{type(latency).__name__} {latency!r}"
+            )
         if kind not in KINDS:
             raise GraphError(f"op {name!r}: kind must be one of {KINDS}, got {kind!r}")
         tags = (tags,) if isinstance(tags, str) else tuple(tags)
         return self._add(name, after, type=OP, latency=latency, kind=kind, tags=tags)
 
-    def add_collective(self, name: str, latency: Distribution, after: Iterable[str] = (), *,
-                       tags: Iterable[str] = ()) -> str:
+    def add_collective(
+        self,
+        name: str,
+        latency: Distribution,
+        after: Iterable[str] = (),
+        *,
+        tags: Iterable[str] = (),
+    ) -> str:
         """Add a collective: one shared duration, starting when its last participant is ready."""
         return self.add_op(name, latency, after, kind="comm", tags=tags)
 
-    def add_replica_group(self, name: str, body: StepGraph, n: int, after: Iterable[str] = (), *,
-                          slow: tuple[int, float] | None = None,
-                          speed: Distribution | None = None) -> str:
+    def add_replica_group(
+        self,
+        name: str,
+        body: StepGraph,
+        n: int,
+        after: Iterable[str] = (),
+        *,
+        slow: tuple[int, float] | None = None,
+        speed: Distribution | None = None,
+    ) -> str:
         """Add ``n`` independent copies of ``body`` started together and joined by a barrier.
 
         Represented once: the cost of every engine is independent of ``n``.
@@ -150,13 +175,18 @@ class StepGraph:
             whole duration is multiplied by an independent draw (positive support).
         """
         if body is self:
-            raise GraphError(f"replica group {name!r}: a graph cannot be its own replica body (itself)")
+            raise GraphError(
+                f"replica group {name!r}: a graph cannot be its own replica body (itself)"
+            )
         if not isinstance(body, StepGraph):
-            raise GraphError(f"replica group {name!r}: body must be a StepGraph, got "
-                             f"{type(body).__name__}")
+            raise GraphError(
+                f"replica group {name!r}: body must be a StepGraph, got {type(body).__name__}"
+            )
         if body.regimes:
-            raise GraphError(f"replica group {name!r}: regimes are per-step shocks; declare them "
-                             "on the top-level graph, not in a replica body")
+            raise GraphError(
+                f"replica group {name!r}: regimes are per-step shocks; declare them "
+                "on the top-level graph, not in a replica body"
+            )
         if len(body.graph) == 0:
             raise GraphError(f"replica group {name!r}: body graph {body.name!r} is empty")
         try:
@@ -165,8 +195,9 @@ class StepGraph:
             raise GraphError(str(exc)) from None
         if slow is not None:
             if not (isinstance(slow, tuple | list) and len(slow) == 2):
-                raise GraphError(f"replica group {name!r}: slow must be a pair (count, factor), "
-                                 f"got {slow!r}")
+                raise GraphError(
+                    f"replica group {name!r}: slow must be a pair (count, factor), got {slow!r}"
+                )
             try:
                 k, factor = slow
                 k = check_count(k, f"replica group {name!r}: slow count", minimum=0, maximum=n)
@@ -178,23 +209,35 @@ class StepGraph:
             if not isinstance(speed, Distribution):
                 raise GraphError(f"replica group {name!r}: speed must be a Distribution")
             if speed.support[0] < 0:
-                raise GraphError(f"replica group {name!r}: speed factors must be positive; "
-                                 f"support starts at {speed.support[0]}")
+                raise GraphError(
+                    f"replica group {name!r}: speed factors must be positive; "
+                    f"support starts at {speed.support[0]}"
+                )
             if speed.cdf(0.0) > 0:
-                raise GraphError(f"replica group {name!r}: speed factors must be positive; "
-                                 f"P(speed <= 0) = {speed.cdf(0.0):.3g}")
+                raise GraphError(
+                    f"replica group {name!r}: speed factors must be positive; "
+                    f"P(speed <= 0) = {speed.cdf(0.0):.3g}"
+                )
         return self._add(name, after, type=REPLICA, body=body, n=n, slow=slow, speed=speed)
 
-    def add_regime(self, name: str, probs: Mapping[str, float], factors: Mapping[str, float], *,
-                   applies_to: str = "comm") -> Regime:
+    def add_regime(
+        self,
+        name: str,
+        probs: Mapping[str, float],
+        factors: Mapping[str, float],
+        *,
+        applies_to: str = "comm",
+    ) -> Regime:
         """Declare a per-step common shock on ops whose kind or tag equals ``applies_to``."""
         regime = Regime(name, dict(probs), dict(factors), applies_to)
         if any(r.name == name for r in self.regimes):
             raise GraphError(f"regime {name!r} already declared")
         combos = math.prod(len(r.probs) for r in [*self.regimes, regime])
         if combos > MAX_REGIME_COMBINATIONS:
-            raise GraphError(f"regime {name!r}: {combos} state combinations exceed the limit of "
-                             f"{MAX_REGIME_COMBINATIONS}")
+            raise GraphError(
+                f"regime {name!r}: {combos} state combinations exceed the limit of "
+                f"{MAX_REGIME_COMBINATIONS}"
+            )
         self.regimes.append(regime)
         return regime
 
@@ -216,13 +259,18 @@ class StepGraph:
             raise GraphError(f"graph {self.name!r} is empty")
         if not nx.is_directed_acyclic_graph(self.graph):
             cycle = nx.find_cycle(self.graph)
-            raise GraphError(f"graph {self.name!r} has a cycle: "
-                             + " -> ".join(str(u) for u, _ in cycle) + f" -> {cycle[0][0]}")
+            raise GraphError(
+                f"graph {self.name!r} has a cycle: "
+                + " -> ".join(str(u) for u, _ in cycle)
+                + f" -> {cycle[0][0]}"
+            )
         for name, data in self.graph.nodes(data=True):
             if data.get("type") == REPLICA:
                 if data["body"].regimes:
-                    raise GraphError(f"replica group {name!r}: its body declares regimes; regimes "
-                                     "are per-step shocks, declare them on the top-level graph")
+                    raise GraphError(
+                        f"replica group {name!r}: its body declares regimes; regimes "
+                        "are per-step shocks, declare them on the top-level graph"
+                    )
                 data["body"].validate()
             elif data.get("type") != OP:
                 raise GraphError(f"node {name!r} was not added through StepGraph (no type)")
@@ -250,7 +298,9 @@ class StepGraph:
                 continue
             factors: dict[str, float] = {}
             for regime, (state, _) in zip(self.regimes, combo):
-                factors[regime.applies_to] = factors.get(regime.applies_to, 1.0) * regime.factors[state]
+                factors[regime.applies_to] = (
+                    factors.get(regime.applies_to, 1.0) * regime.factors[state]
+                )
             yield prob, factors
 
     def conditioned(self, factors: Mapping[str, float]) -> StepGraph:
@@ -260,13 +310,20 @@ class StepGraph:
             d = self.graph.nodes[name]
             after = list(self.graph.predecessors(name))
             if d["type"] == OP:
-                scale = math.prod(f for tag, f in factors.items()
-                                  if tag == d["kind"] or tag in d["tags"])
+                scale = math.prod(
+                    f for tag, f in factors.items() if tag == d["kind"] or tag in d["tags"]
+                )
                 latency = d["latency"] if scale == 1.0 else d["latency"].scale(scale)
                 out.add_op(name, latency, after, kind=d["kind"], tags=d["tags"])
             else:
-                out.add_replica_group(name, d["body"].conditioned(factors), d["n"], after,
-                                      slow=d["slow"], speed=d["speed"])
+                out.add_replica_group(
+                    name,
+                    d["body"].conditioned(factors),
+                    d["n"],
+                    after,
+                    slow=d["slow"],
+                    speed=d["speed"],
+                )
         return out
 
     # ----- serialisation ------------------------------------------------------------------------
@@ -283,17 +340,27 @@ class StepGraph:
                     raise TypeError(f"node {name!r}: {exc}") from None
                 entry.update(latency=spec, kind=d["kind"], tags=list(d["tags"]))
             else:
-                entry.update(body=d["body"].to_dict(), n=d["n"],
-                             slow=list(d["slow"]) if d["slow"] else None,
-                             speed=to_spec(d["speed"]) if d["speed"] is not None else None)
+                entry.update(
+                    body=d["body"].to_dict(),
+                    n=d["n"],
+                    slow=list(d["slow"]) if d["slow"] else None,
+                    speed=to_spec(d["speed"]) if d["speed"] is not None else None,
+                )
             nodes.append(entry)
         return {
             "name": self.name,
             "directed": True,
             "nodes": nodes,
             "edges": [{"source": u, "target": v} for u, v in self.graph.edges],
-            "regimes": [{"name": r.name, "probs": dict(r.probs), "factors": dict(r.factors),
-                         "applies_to": r.applies_to} for r in self.regimes],
+            "regimes": [
+                {
+                    "name": r.name,
+                    "probs": dict(r.probs),
+                    "factors": dict(r.factors),
+                    "applies_to": r.applies_to,
+                }
+                for r in self.regimes
+            ],
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -309,8 +376,9 @@ class StepGraph:
         preds: dict[str, list[str]] = {}
         for i, e in enumerate(data.get("edges", [])):
             if not isinstance(e, Mapping) or "source" not in e or "target" not in e:
-                raise GraphError(f"edges[{i}] must be an object with 'source' and 'target', "
-                                 f"got {e!r}")
+                raise GraphError(
+                    f"edges[{i}] must be an object with 'source' and 'target', got {e!r}"
+                )
             preds.setdefault(e["target"], []).append(e["source"])
         for i, n in enumerate(data["nodes"]):
             if not isinstance(n, Mapping) or "id" not in n:
@@ -335,19 +403,31 @@ class StepGraph:
             required = {OP: ("latency",), REPLICA: ("body", "n")}.get(n.get("type"), ())
             missing = [k for k in required if k not in n]
             if missing:
-                raise GraphError(f"nodes[{name!r}]: missing field(s) {missing} for type "
-                                 f"{n.get('type')!r}")
+                raise GraphError(
+                    f"nodes[{name!r}]: missing field(s) {missing} for type {n.get('type')!r}"
+                )
             if n.get("type") == OP:
-                g.add_op(name, from_spec(n["latency"], f"nodes[{name!r}].latency"), after,
-                         kind=n.get("kind", "compute"), tags=n.get("tags", ()))
+                g.add_op(
+                    name,
+                    from_spec(n["latency"], f"nodes[{name!r}].latency"),
+                    after,
+                    kind=n.get("kind", "compute"),
+                    tags=n.get("tags", ()),
+                )
             elif n.get("type") == REPLICA:
                 speed = n.get("speed")
-                g.add_replica_group(name, cls.from_dict(n["body"]), n["n"], after,
-                                    slow=tuple(n["slow"]) if n.get("slow") else None,
-                                    speed=from_spec(speed, f"nodes[{name!r}].speed") if speed else None)
+                g.add_replica_group(
+                    name,
+                    cls.from_dict(n["body"]),
+                    n["n"],
+                    after,
+                    slow=tuple(n["slow"]) if n.get("slow") else None,
+                    speed=from_spec(speed, f"nodes[{name!r}].speed") if speed else None,
+                )
             else:
-                raise GraphError(f"nodes[{name!r}].type must be 'op' or 'replica', "
-                                 f"got {n.get('type')!r}")
+                raise GraphError(
+                    f"nodes[{name!r}].type must be 'op' or 'replica', got {n.get('type')!r}"
+                )
         for r in data.get("regimes", []):
             g.add_regime(r["name"], r["probs"], r["factors"], applies_to=r["applies_to"])
         return g

@@ -65,8 +65,14 @@ from .builder import SPATIAL_MODELS, build_step_graph, grid_policy
 from .config import JobConfig
 from .mean_model import OpMeans, op_means
 
-__all__ = ["Breakdown", "StageCompute", "stage_compute", "rank_compute_law", "rank_breakdown",
-           "describe"]
+__all__ = [
+    "Breakdown",
+    "StageCompute",
+    "stage_compute",
+    "rank_compute_law",
+    "rank_breakdown",
+    "describe",
+]
 
 
 @dataclass(frozen=True)
@@ -99,7 +105,7 @@ def _compute_moments(ops: Any) -> tuple[float, float, int]:
     for o in ops:
         if o.kind == "compute":
             m += o.count * o.seconds
-            s2 += o.count * o.seconds ** 2
+            s2 += o.count * o.seconds**2
             n += o.count
     return m, s2, n
 
@@ -109,10 +115,13 @@ def stage_compute(job: JobConfig, means: OpMeans | None = None) -> list[StageCom
     om = means if means is not None else op_means(job)
     p, m = job.parallelism, job.model
     cv = job.variability.temporal.kernel_cv
-    lay_m, lay_s2, lay_n = (a + b for a, b in zip(_compute_moments(om.layer_fwd),
-                                                  _compute_moments(om.layer_bwd)))
-    emb = [a + b for a, b in zip(_compute_moments(om.embedding_fwd),
-                                 _compute_moments(om.embedding_bwd))]
+    lay_m, lay_s2, lay_n = (
+        a + b for a, b in zip(_compute_moments(om.layer_fwd), _compute_moments(om.layer_bwd))
+    )
+    emb = [
+        a + b
+        for a, b in zip(_compute_moments(om.embedding_fwd), _compute_moments(om.embedding_bwd))
+    ]
     head = [a + b for a, b in zip(_compute_moments(om.head_fwd), _compute_moments(om.head_bwd))]
     opt = om.optimizer.seconds
     mb = p.microbatches
@@ -120,14 +129,16 @@ def stage_compute(job: JobConfig, means: OpMeans | None = None) -> list[StageCom
         kinds = [("only", 1.0, m.layers, True, True)]
     else:
         mid = om.layers_per_chunk * om.chunks_per_stage
-        kinds = [("first", 1.0 / p.pp, om.first_stage_layers, True, False),
-                 ("last", 1.0 / p.pp, om.last_stage_layers, False, True)]
+        kinds = [
+            ("first", 1.0 / p.pp, om.first_stage_layers, True, False),
+            ("last", 1.0 / p.pp, om.last_stage_layers, False, True),
+        ]
         if p.pp > 2:
             kinds.insert(1, ("middle", (p.pp - 2) / p.pp, mid, False, False))
     out = []
     for role, w, layers, has_emb, has_head in kinds:
         mean = mb * layers * lay_m + opt
-        s2 = mb * layers * lay_s2 + opt ** 2
+        s2 = mb * layers * lay_s2 + opt**2
         n = mb * layers * lay_n + 1
         for flag, part in ((has_emb, emb), (has_head, head)):
             if flag:
@@ -151,15 +162,15 @@ def rank_compute_law(job: JobConfig, means: OpMeans | None = None) -> Distributi
     s_mu, s_s2 = _lognormal_params(1.0, sp.cv) if sp.cv > 0 else (0.0, 0.0)
     outlier = sp.slow_fraction if sp.slow_factor > 1 else 0.0
     for st in stage_compute(job, means):
-        k_mu, k_s2 = _lognormal_params(st.mean_s, st.std_s) if st.std_s > 0 else (
-            math.log(st.mean_s), 0.0)
+        k_mu, k_s2 = (
+            _lognormal_params(st.mean_s, st.std_s) if st.std_s > 0 else (math.log(st.mean_s), 0.0)
+        )
         for factor, w in ((1.0, 1.0 - outlier), (sp.slow_factor, outlier)):
             if w <= 0:
                 continue
             mu, s2 = s_mu + k_mu + math.log(factor), s_s2 + k_s2
             mean = math.exp(mu + 0.5 * s2)
-            law = (lognormal(mean, mean * math.sqrt(math.expm1(s2))) if s2 > 0
-                   else point_mass(mean))
+            law = lognormal(mean, mean * math.sqrt(math.expm1(s2))) if s2 > 0 else point_mass(mean)
             comps.append(law)
             weights.append(st.weight * w)
     total = sum(weights)
@@ -170,8 +181,15 @@ def rank_compute_law(job: JobConfig, means: OpMeans | None = None) -> Distributi
 def _summary(x: np.ndarray) -> dict[str, float]:
     p5, p50, p95 = np.quantile(x, [0.05, 0.5, 0.95])
     mean, std = float(np.mean(x)), float(np.std(x, ddof=1))
-    return {"mean": mean, "std": std, "cv": std / mean, "p5": float(p5), "p50": float(p50),
-            "p95": float(p95), "spread_p95_p5": float((p95 - p5) / p50)}
+    return {
+        "mean": mean,
+        "std": std,
+        "cv": std / mean,
+        "p5": float(p5),
+        "p50": float(p50),
+        "p95": float(p95),
+        "spread_p95_p5": float((p95 - p5) / p50),
+    }
 
 
 @dataclass(frozen=True, eq=False)
@@ -212,14 +230,17 @@ class Breakdown:
         lines = [f"{self.job_name} ({self.gpus:,} GPUs, dp {self.dp}); per rank and step:"]
         for key in ("compute", "comm", "step"):
             s = self.stats[key]
-            lines.append(f"  {key:<8} mean {s['mean']:.4g} s  std {s['std']:.4g} s"
-                         f"  cv {s['cv']:.3%}  p5/p50/p95 {s['p5']:.4g}/{s['p50']:.4g}/"
-                         f"{s['p95']:.4g} s")
+            lines.append(
+                f"  {key:<8} mean {s['mean']:.4g} s  std {s['std']:.4g} s"
+                f"  cv {s['cv']:.3%}  p5/p50/p95 {s['p5']:.4g}/{s['p50']:.4g}/"
+                f"{s['p95']:.4g} s"
+            )
         return "\n".join(lines)
 
 
-def _split(graph: StepGraph, others: int, slow_others: tuple[int, float] | None
-           ) -> tuple[StepGraph | None, StepGraph]:
+def _split(
+    graph: StepGraph, others: int, slow_others: tuple[int, float] | None
+) -> tuple[StepGraph | None, StepGraph]:
     """(graph of the other replicas' barrier or None, graph of the step-level tail)."""
     order = graph.topological_order()
     rep = graph.node(order[0])
@@ -228,8 +249,9 @@ def _split(graph: StepGraph, others: int, slow_others: tuple[int, float] | None
     g_others = None
     if others > 0:
         g_others = StepGraph(f"{graph.name}/others")
-        g_others.add_replica_group("replicas", rep["body"], others, slow=slow_others,
-                                   speed=rep["speed"])
+        g_others.add_replica_group(
+            "replicas", rep["body"], others, slow=slow_others, speed=rep["speed"]
+        )
     tail = StepGraph(f"{graph.name}/tail")
     last: list[str] = []
     for name in order[1:]:
@@ -241,8 +263,10 @@ def _split(graph: StepGraph, others: int, slow_others: tuple[int, float] | None
     for r in graph.regimes:
         for _, d in body.graph.nodes(data=True):
             if d.get("kind") == r.applies_to or r.applies_to in d.get("tags", ()):
-                raise ValueError(f"regime {r.name!r} reaches the replica body; the split "
-                                 "T = max(replicas) + tail needs it on the tail only")
+                raise ValueError(
+                    f"regime {r.name!r} reaches the replica body; the split "
+                    "T = max(replicas) + tail needs it on the tail only"
+                )
     return g_others, tail
 
 
@@ -251,9 +275,14 @@ def _draw(dist: Distribution, size: int, rng: np.random.Generator) -> np.ndarray
     return np.asarray(dist.quantile(u), dtype=float)
 
 
-def rank_breakdown(job: JobConfig, *, samples: int = 20_000, seed: int = 0,
-                   spatial: str = "slowest-gpu", policy: GridPolicy | None = None
-                   ) -> Breakdown:
+def rank_breakdown(
+    job: JobConfig,
+    *,
+    samples: int = 20_000,
+    seed: int = 0,
+    spatial: str = "slowest-gpu",
+    policy: GridPolicy | None = None,
+) -> Breakdown:
     """Compute / exposed-communication breakdown of one rank's step (module notes).
 
     Parameters
@@ -292,8 +321,9 @@ def rank_breakdown(job: JobConfig, *, samples: int = 20_000, seed: int = 0,
     step_law = predict(graph, "analytic", policy=policy).distribution
     rep = graph.node(graph.topological_order()[0])
     body_law = predict(rep["body"], "analytic", policy=policy).distribution
-    others_law = (predict(g_others, "analytic", policy=policy).distribution
-                  if g_others is not None else None)
+    others_law = (
+        predict(g_others, "analytic", policy=policy).distribution if g_others is not None else None
+    )
     tail_law = predict(g_tail, "analytic", policy=policy).distribution
 
     rng = np.random.default_rng(seed)
@@ -325,24 +355,31 @@ def rank_breakdown(job: JobConfig, *, samples: int = 20_000, seed: int = 0,
     if f > 0 and g > 1:
         own_slow = outlier | (rng.random(samples) < -math.expm1((g - 1) * math.log1p(-f)))
     r_own = _draw(body_law, samples, rng) * speed * np.where(own_slow, sp.slow_factor, 1.0)
-    barrier = r_own if others_law is None else np.maximum(r_own,
-                                                           _draw(others_law, samples, rng))
+    barrier = r_own if others_law is None else np.maximum(r_own, _draw(others_law, samples, rng))
     step = barrier + _draw(tail_law, samples, rng)
     comm = step - compute
 
     comp_law = rank_compute_law(job, om)
     stats: dict[str, Any] = {
-        "compute": _summary(compute), "comm": _summary(comm), "step": _summary(step),
+        "compute": _summary(compute),
+        "comm": _summary(comm),
+        "step": _summary(step),
         "compute_analytic": {"mean": comp_law.mean(), "std": comp_law.std()},
         "step_analytic": {"mean": step_law.mean(), "std": step_law.std()},
         "comm_std_independent": math.sqrt(step_law.var() + comp_law.var()),
         "corr_compute_step": float(np.corrcoef(compute, step)[0, 1]),
     }
-    return Breakdown(job.name, job.gpus, dp, comp_law, step_law, compute, comm, step, stats,
-                     tuple(stages))
+    return Breakdown(
+        job.name, job.gpus, dp, comp_law, step_law, compute, comm, step, stats, tuple(stages)
+    )
 
 
 def describe(b: Breakdown) -> dict[str, Any]:
     """JSON-friendly summary of a :class:`Breakdown` (no samples)."""
-    return {"job": b.job_name, "gpus": b.gpus, "dp": b.dp, **b.stats,
-            "stages": [vars(s) for s in b.stages]}
+    return {
+        "job": b.job_name,
+        "gpus": b.gpus,
+        "dp": b.dp,
+        **b.stats,
+        "stages": [vars(s) for s in b.stages],
+    }

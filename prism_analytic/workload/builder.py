@@ -87,8 +87,11 @@ _SYNC_GROUPS = ("tp", "cp", "ep")
 # --------------------------------------------------------------------------------------
 def _tier(job: JobConfig, tier: str | None) -> TierNoise:
     net = job.variability.network
-    return {"intra_node": net.intra_node, "inter_node": net.inter_node,
-            "cross_dc": net.cross_dc}.get(tier or "intra_node", net.intra_node)
+    return {
+        "intra_node": net.intra_node,
+        "inter_node": net.inter_node,
+        "cross_dc": net.cross_dc,
+    }.get(tier or "intra_node", net.intra_node)
 
 
 def _multiplier_moments(t: TierNoise) -> tuple[float, float]:
@@ -131,20 +134,27 @@ class ExposedComm(Distribution):
 
     def to_spec_fields(self) -> dict[str, float]:
         """Constructor arguments, for JSON round trips of step graphs."""
-        return {"a": self.a, "hidden": self.hidden, "sigma": self.sigma,
-                "tail_prob": float(self.w[1]) if self.w.size > 1 else 0.0,
-                "tail_factor": float(self.scales[1] / self.a) if self.w.size > 1 else 1.0}
+        return {
+            "a": self.a,
+            "hidden": self.hidden,
+            "sigma": self.sigma,
+            "tail_prob": float(self.w[1]) if self.w.size > 1 else 0.0,
+            "tail_factor": float(self.scales[1] / self.a) if self.w.size > 1 else 1.0,
+        }
 
     @classmethod
     def from_spec_fields(cls, fields: dict[str, float]) -> ExposedComm:
         """Inverse of :meth:`to_spec_fields`."""
-        tier = TierNoise(sigma=fields["sigma"], tail_prob=fields["tail_prob"],
-                         tail_factor=fields["tail_factor"])
+        tier = TierNoise(
+            sigma=fields["sigma"], tail_prob=fields["tail_prob"], tail_factor=fields["tail_factor"]
+        )
         return cls(fields["a"], tier, fields["hidden"])
 
     def __repr__(self) -> str:
-        return (f"ExposedComm(a={self.a:.6g}, sigma={self.sigma:g}, hidden={self.hidden:.6g},"
-                f" tail={self.w[1:].tolist()}x{(self.scales[1:] / self.a).tolist()})")
+        return (
+            f"ExposedComm(a={self.a:.6g}, sigma={self.sigma:g}, hidden={self.hidden:.6g},"
+            f" tail={self.w[1:].tolist()}x{(self.scales[1:] / self.a).tolist()})"
+        )
 
     @property
     def support(self) -> tuple[float, float]:
@@ -165,7 +175,7 @@ class ExposedComm(Distribution):
         return np.where(np.asarray(x) < 0, 1.0, out)
 
     def _solve(self, level: np.ndarray, upper: bool) -> np.ndarray:
-        """x with cdf(x) = level (or sf(x) = level when ``upper``), for x >= 0."""
+        """X with cdf(x) = level (or sf(x) = level when ``upper``), for x >= 0."""
         level = np.asarray(level, dtype=float)
         # each component's own quantile in log space brackets the mixture's
         z = special.ndtri(level) if not upper else -special.ndtri(level)
@@ -199,10 +209,14 @@ class ExposedComm(Distribution):
         """E[L^n; L > k_j] per component, L the mean-one lognormal, k_j = hidden / scale_j."""
         s = self.sigma
         with np.errstate(divide="ignore"):
-            lk = np.log(self.hidden / self.scales) if self.hidden > 0 else np.full_like(
-                self.scales, -np.inf)
+            lk = (
+                np.log(self.hidden / self.scales)
+                if self.hidden > 0
+                else np.full_like(self.scales, -np.inf)
+            )
         return np.exp(n * self.mu + 0.5 * n * n * s * s) * special.ndtr(
-            (self.mu + n * s * s - lk) / s)
+            (self.mu + n * s * s - lk) / s
+        )
 
     def _mean(self) -> float:
         e0, e1 = self._partial(0), self._partial(1)
@@ -338,10 +352,19 @@ def layout_dict(job: JobConfig) -> dict[str, object]:
     """The parallel layout in a few plain keys (for reports and JSON)."""
     p = job.parallelism
     return {
-        "gpus": job.gpus, "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
-        "vpp": p.vpp, "schedule": p.schedule, "sharding": p.sharding,
-        "microbatches": p.microbatches, "micro_batch_size": p.micro_batch_size,
-        "global_batch": p.global_batch, "hardware": job.hardware.name,
+        "gpus": job.gpus,
+        "tp": p.tp,
+        "pp": p.pp,
+        "dp": p.dp,
+        "cp": p.cp,
+        "ep": p.ep,
+        "vpp": p.vpp,
+        "schedule": p.schedule,
+        "sharding": p.sharding,
+        "microbatches": p.microbatches,
+        "micro_batch_size": p.micro_batch_size,
+        "global_batch": p.global_batch,
+        "hardware": job.hardware.name,
     }
 
 
@@ -386,8 +409,11 @@ def _chunk_laws(ctx: _Ctx) -> dict[tuple[str, str], Distribution]:
     if p.pp == 1 and v == 1:
         per_chunk = {"only": m.layers}
     else:
-        per_chunk = {"mid": om.layers_per_chunk, "first": om.layers_per_chunk - e,
-                     "last": om.layers_per_chunk - e}
+        per_chunk = {
+            "mid": om.layers_per_chunk,
+            "first": om.layers_per_chunk - e,
+            "last": om.layers_per_chunk - e,
+        }
     laws: dict[tuple[str, str], Distribution] = {}
     for phase in ("F", "B"):
         for role, n in per_chunk.items():
@@ -433,8 +459,11 @@ def _slow_replicas(job: JobConfig) -> tuple[int, float] | None:
     if sp.slow_fraction <= 0 or sp.slow_factor <= 1:
         return None
     g = p.tp * p.pp * p.cp
-    k = round(p.dp * -math.expm1(g * math.log1p(-sp.slow_fraction))) if sp.slow_fraction < 1 \
+    k = (
+        round(p.dp * -math.expm1(g * math.log1p(-sp.slow_fraction)))
+        if sp.slow_fraction < 1
         else p.dp
+    )
     return (min(k, p.dp), sp.slow_factor) if k > 0 else None
 
 
@@ -451,8 +480,9 @@ def _dp_step_law(ctx: _Ctx, o: OpMean) -> Distribution | None:
     return comm_law(c, _tier(job, o.tier), hidden)
 
 
-def build_step_graph(job: JobConfig, *, spatial: str = "slowest-gpu",
-                     means: OpMeans | None = None) -> StepGraph:
+def build_step_graph(
+    job: JobConfig, *, spatial: str = "slowest-gpu", means: OpMeans | None = None
+) -> StepGraph:
     """The step DAG of ``job``, with cost independent of the data-parallel degree.
 
     Parameters
@@ -497,22 +527,26 @@ def build_step_graph(job: JobConfig, *, spatial: str = "slowest-gpu",
             return laws[(phase, "last")]
         return laws[(phase, "mid")]
 
-    body = pipeline_step_graph(p.pp, p.microbatches, latency, schedule=p.schedule, vpp=v,
-                               name=f"{job.name}/pipeline")
+    body = pipeline_step_graph(
+        p.pp, p.microbatches, latency, schedule=p.schedule, vpp=v, name=f"{job.name}/pipeline"
+    )
     g = StepGraph(job.name)
-    last = g.add_replica_group("replicas", body, p.dp, slow=_slow_replicas(job),
-                               speed=_replica_speed(job, spatial))
+    last = g.add_replica_group(
+        "replicas", body, p.dp, slow=_slow_replicas(job), speed=_replica_speed(job, spatial)
+    )
     if om.pp_send is not None:
         hops = 2 * (p.pp - 1) * om.pp_send.seconds
         law = comm_law(hops, _tier(job, om.pp_send.tier))
-        last = g.add_op("pp_fill_drain", law, [last], kind="comm",
-                        tags=("pp", om.pp_send.tier or "intra_node"))
+        last = g.add_op(
+            "pp_fill_drain", law, [last], kind="comm", tags=("pp", om.pp_send.tier or "intra_node")
+        )
     for o in om.dp_step:
         law = _dp_step_law(ctx, o)
         if law is None:
             continue
-        last = g.add_op(o.name, law, [last], kind="comm",
-                        tags=("dp", o.group or "dp", o.tier or "intra_node"))
+        last = g.add_op(
+            o.name, law, [last], kind="comm", tags=("dp", o.group or "dp", o.tier or "intra_node")
+        )
     opt = om.optimizer.seconds
     last = g.add_op("optimizer", _law(opt, (ctx.cv * opt) ** 2), [last], tags=("optimizer",))
     if t.step_overhead_s > 0:
@@ -524,6 +558,10 @@ def build_step_graph(job: JobConfig, *, spatial: str = "slowest-gpu",
     reg = var.regimes
     if len(reg.probabilities) > 1 or any(s != 1.0 for s in reg.slowdowns):
         names = [f"r{i}" for i in range(len(reg.probabilities))]
-        g.add_regime("network", dict(zip(names, reg.probabilities)),
-                     dict(zip(names, reg.slowdowns)), applies_to="comm")
+        g.add_regime(
+            "network",
+            dict(zip(names, reg.probabilities)),
+            dict(zip(names, reg.slowdowns)),
+            applies_to="comm",
+        )
     return g

@@ -79,14 +79,23 @@ class Tier:
     latency_s: float
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.bandwidth, int | float) and math.isfinite(self.bandwidth)
-                and self.bandwidth > 0):
-            raise ValueError(f"Tier {self.name!r}: bandwidth must be finite and > 0 bytes/s,"
-                             f" got {self.bandwidth!r}")
-        if not (isinstance(self.latency_s, int | float) and math.isfinite(self.latency_s)
-                and self.latency_s >= 0):
-            raise ValueError(f"Tier {self.name!r}: latency_s must be finite and >= 0,"
-                             f" got {self.latency_s!r}")
+        if not (
+            isinstance(self.bandwidth, int | float)
+            and math.isfinite(self.bandwidth)
+            and self.bandwidth > 0
+        ):
+            raise ValueError(
+                f"Tier {self.name!r}: bandwidth must be finite and > 0 bytes/s,"
+                f" got {self.bandwidth!r}"
+            )
+        if not (
+            isinstance(self.latency_s, int | float)
+            and math.isfinite(self.latency_s)
+            and self.latency_s >= 0
+        ):
+            raise ValueError(
+                f"Tier {self.name!r}: latency_s must be finite and >= 0, got {self.latency_s!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -122,9 +131,12 @@ def cross_dc_tier(hw: HardwareConfig, gpus_per_dc_concurrent: int) -> Tier:
 # input validation
 # --------------------------------------------------------------------------------------
 def _check_bytes(nbytes: float) -> float:
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int | float) or not math.isfinite(
-        nbytes
-    ) or nbytes < 0:
+    if (
+        isinstance(nbytes, bool)
+        or not isinstance(nbytes, int | float)
+        or not math.isfinite(nbytes)
+        or nbytes < 0
+    ):
         raise ValueError(f"nbytes must be a finite number >= 0, got {nbytes!r}")
     return float(nbytes)
 
@@ -173,7 +185,8 @@ def tree_allreduce_time(nbytes: float, n: int, tier: Tier) -> float:
 
 def allreduce_time(nbytes: float, n: int, tier: Tier, algorithm: str = "auto") -> float:
     """AllReduce by ``algorithm`` in {"ring", "tree", "auto"} ("auto": the faster, as
-    NCCL's tuner picks)."""
+    NCCL's tuner picks).
+    """
     if algorithm == "ring":
         return ring_allreduce_time(nbytes, n, tier)
     if algorithm == "tree":
@@ -283,8 +296,9 @@ def _check_levels(levels: Sequence[Level]) -> tuple[Level, ...]:
     return tuple(levels)
 
 
-def hierarchical_allreduce_time(nbytes: float, levels: Sequence[Level],
-                                algorithm: str = "auto") -> float:
+def hierarchical_allreduce_time(
+    nbytes: float, levels: Sequence[Level], algorithm: str = "auto"
+) -> float:
     """ReduceScatter down the inner levels, AllReduce at the outermost, AllGather back up.
 
     With one level this is :func:`allreduce_time`. The outermost level works on

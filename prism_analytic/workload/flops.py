@@ -279,8 +279,16 @@ def layer_ops(model: ModelConfig, parallel: ParallelConfig) -> tuple[OpCost, ...
     ]
     attn_fwd = 4.0 * b * s * s * a * d / 2.0 / (t * c)  # causal: half of QK^T + AV
     attn_bytes = _ACT_BYTES * tok * (2 * a + 2 * g) * d / t  # read Q, K, V; write O
-    ops.append(OpCost("attention", "attention", attn_fwd, BWD_ATTENTION_FACTOR * attn_fwd,
-                      attn_bytes, BWD_MEMORY_FACTOR * attn_bytes))
+    ops.append(
+        OpCost(
+            "attention",
+            "attention",
+            attn_fwd,
+            BWD_ATTENTION_FACTOR * attn_fwd,
+            attn_bytes,
+            BWD_MEMORY_FACTOR * attn_bytes,
+        )
+    )
     ops += [
         _gemm("out_proj", tok, a * d / t, h),
         _mem("attn_residual", resid_bytes),

@@ -260,8 +260,10 @@ class StepEstimate:
             _, ax = plt.subplots(figsize=(7, 1.8))
         parts = [
             ("forward/backward", self.pipeline_s - self.bubble_s - self.pp_fill_drain_s),
-            ("bubble", self.bubble_s), ("pp fill/drain", self.pp_fill_drain_s),
-            ("dp exposed", self.dp_exposed_s), ("optimizer", self.optimizer_s),
+            ("bubble", self.bubble_s),
+            ("pp fill/drain", self.pp_fill_drain_s),
+            ("dp exposed", self.dp_exposed_s),
+            ("optimizer", self.optimizer_s),
             ("overhead", self.overhead_s),
         ]
         left = 0.0
@@ -310,11 +312,32 @@ def _exposed(comm_s: float, overlap: float, window_s: float) -> float:
     return max(0.0, comm_s - overlap * window_s)
 
 
-def _comm(name: str, kind: str, phase: str, seconds: float, exposed: float, group: str,
-          levels: tuple[coll.Level, ...], nbytes: float, count: int = 1) -> OpMean:
+def _comm(
+    name: str,
+    kind: str,
+    phase: str,
+    seconds: float,
+    exposed: float,
+    group: str,
+    levels: tuple[coll.Level, ...],
+    nbytes: float,
+    count: int = 1,
+) -> OpMean:
     size = math.prod(lv.size for lv in levels)
-    return OpMean(name, "p2p" if kind == "p2p" else "collective", kind, phase, seconds,
-                  exposed, group, size, levels[-1].tier.name, nbytes, 0.0, count)
+    return OpMean(
+        name,
+        "p2p" if kind == "p2p" else "collective",
+        kind,
+        phase,
+        seconds,
+        exposed,
+        group,
+        size,
+        levels[-1].tier.name,
+        nbytes,
+        0.0,
+        count,
+    )
 
 
 def _levels(job: JobConfig, group: str) -> tuple[coll.Level, ...]:
@@ -334,8 +357,9 @@ def _levels(job: JobConfig, group: str) -> tuple[coll.Level, ...]:
     else:  # expert data parallel: the dp x cp ranks that hold the same experts
         size, stride = p.dp * p.cp // p.ep, p.tp * p.ep
     try:
-        return coll.placement_levels(size, stride, hw, datacenters=dc if size > 1 else 1,
-                                     gpus_per_dc_concurrent=per_dc)
+        return coll.placement_levels(
+            size, stride, hw, datacenters=dc if size > 1 else 1, gpus_per_dc_concurrent=per_dc
+        )
     except ValueError:
         # the group does not fill whole domains per datacenter: treat DCs as one more level
         inner = coll.placement_levels(max(1, size // dc), stride, hw)
@@ -359,24 +383,34 @@ def _layer_comms(job: JobConfig, comp: dict[str, OpMean], phase: str) -> dict[st
     if p.tp > 1:
         lv = _levels(job, "tp")
         if p.sequence_parallel:
-            pairs = [("qkv_proj", "allgather", "attn", "before"),
-                     ("out_proj", "reduce_scatter", "attn", "after"),
-                     (up, "allgather", "mlp", "before"),
-                     (down, "reduce_scatter", "mlp", "after")]
+            pairs = [
+                ("qkv_proj", "allgather", "attn", "before"),
+                ("out_proj", "reduce_scatter", "attn", "after"),
+                (up, "allgather", "mlp", "before"),
+                (down, "reduce_scatter", "mlp", "after"),
+            ]
         elif phase == "fwd":  # Megatron's g operator: AllReduce after the row-parallel GEMM
-            pairs = [("out_proj", "allreduce", "attn", "after"),
-                     (down, "allreduce", "mlp", "after")]
+            pairs = [
+                ("out_proj", "allreduce", "attn", "after"),
+                (down, "allreduce", "mlp", "after"),
+            ]
         else:  # f operator's backward: AllReduce of the input gradient of the column GEMM
-            pairs = [("qkv_proj", "allreduce", "attn", "before"),
-                     (up, "allreduce", "mlp", "before")]
+            pairs = [
+                ("qkv_proj", "allreduce", "attn", "before"),
+                (up, "allreduce", "mlp", "before"),
+            ]
         for anchor, kind, block, where in pairs:
             c = coll.collective_time(kind, size[block], lv)
             e = _exposed(c, ov.tp, comp[anchor].seconds)
             # backward mirrors forward: AllGather <-> ReduceScatter, AllReduce stays
-            k = kind if phase == "fwd" else {"allgather": "reduce_scatter",
-                                             "reduce_scatter": "allgather"}.get(kind, kind)
+            k = (
+                kind
+                if phase == "fwd"
+                else {"allgather": "reduce_scatter", "reduce_scatter": "allgather"}.get(kind, kind)
+            )
             out.setdefault(f"{anchor}:{where}", []).append(
-                _comm(f"tp_{k}_{block}", k, phase, c, e, "tp", lv, size[block]))
+                _comm(f"tp_{k}_{block}", k, phase, c, e, "tp", lv, size[block])
+            )
     if p.cp > 1:
         lv = _levels(job, "cp")
         kv = 2.0 * 2 * p.micro_batch_size * m.seq_len / p.cp * m.kv_heads * m.head_dim / p.tp
@@ -385,19 +419,47 @@ def _layer_comms(job: JobConfig, comp: dict[str, OpMean], phase: str) -> dict[st
         total = (p.cp - 1) * step
         e = _exposed(total, ov.cp, comp["attention"].seconds)
         out.setdefault("attention:before", []).append(
-            _comm("cp_kv_exchange", "p2p", phase, step, e / (p.cp - 1), "cp", lv, nbytes,
-                  count=p.cp - 1))
+            _comm(
+                "cp_kv_exchange",
+                "p2p",
+                phase,
+                step,
+                e / (p.cp - 1),
+                "cp",
+                lv,
+                nbytes,
+                count=p.cp - 1,
+            )
+        )
     if moe and p.ep > 1:
         lv = _levels(job, "ep")
         tok = p.micro_batch_size * m.seq_len / p.cp / (p.tp if p.sequence_parallel else 1)
         nbytes = 2.0 * tok * m.moe.top_k * m.hidden
         c = coll.collective_time("alltoall", nbytes, lv)
         out.setdefault("moe_permute:after", []).append(
-            _comm("ep_dispatch", "alltoall", phase, c,
-                  _exposed(c, ov.ep, comp["expert_up"].seconds), "ep", lv, nbytes))
+            _comm(
+                "ep_dispatch",
+                "alltoall",
+                phase,
+                c,
+                _exposed(c, ov.ep, comp["expert_up"].seconds),
+                "ep",
+                lv,
+                nbytes,
+            )
+        )
         out.setdefault("moe_unpermute:before", []).append(
-            _comm("ep_combine", "alltoall", phase, c,
-                  _exposed(c, ov.ep, comp["expert_down"].seconds), "ep", lv, nbytes))
+            _comm(
+                "ep_combine",
+                "alltoall",
+                phase,
+                c,
+                _exposed(c, ov.ep, comp["expert_down"].seconds),
+                "ep",
+                lv,
+                nbytes,
+            )
+        )
     return out
 
 
@@ -435,8 +497,11 @@ def _stage_params(job: JobConfig) -> tuple[float, float]:
         e = 1 if p.embedding_in_pipeline_split else 0
         layers = (m.layers + 2 * e) // p.pp
         # the first stage trades e layers for the embedding, the last for the output layer
-        dense = max(layers * dense_layer, (layers - e) * dense_layer + pc.embedding,
-                    (layers - e) * dense_layer + pc.output)
+        dense = max(
+            layers * dense_layer,
+            (layers - e) * dense_layer + pc.embedding,
+            (layers - e) * dense_layer + pc.output,
+        )
     expert = layers * pc.per_layer_experts / p.ep
     return dense / p.tp, expert / p.tp
 
@@ -490,8 +555,9 @@ def op_means(job: JobConfig) -> OpMeans:
         act /= p.tp if p.sequence_parallel else 1
         s = coll.p2p_time(act, tier)
         chunk_fwd = per_chunk * _total(layer_fwd)
-        pp_send = _comm("pp_send", "p2p", "fwd", s, _exposed(s, p.overlap.pp, chunk_fwd), "pp",
-                        lv, act)
+        pp_send = _comm(
+            "pp_send", "p2p", "fwd", s, _exposed(s, p.overlap.pp, chunk_fwd), "pp", lv, act
+        )
 
     # data-parallel traffic
     dense, expert = _stage_params(job)
@@ -510,42 +576,114 @@ def op_means(job: JobConfig) -> OpMeans:
         grad, par = nparam * t.grad_reduce_bytes, nparam * t.param_gather_bytes
         if p.sharding == "none":
             c = coll.collective_time("allreduce", grad, lv)
-            dp_step.append(_comm(f"{g}_grad_allreduce", "allreduce", "bwd", c,
-                                 _exposed(c, ov, stage_bwd_c), g, lv, grad))
+            dp_step.append(
+                _comm(
+                    f"{g}_grad_allreduce",
+                    "allreduce",
+                    "bwd",
+                    c,
+                    _exposed(c, ov, stage_bwd_c),
+                    g,
+                    lv,
+                    grad,
+                )
+            )
         elif p.sharding in ("zero1", "zero2"):
             rs = coll.collective_time("reduce_scatter", grad, lv)
             ag = coll.collective_time("allgather", par, lv)
             target = dp_step if p.sharding == "zero1" else dp_mb
-            target.append(_comm(f"{g}_grad_reduce_scatter", "reduce_scatter", "bwd", rs,
-                                _exposed(rs, ov, stage_bwd_c), g, lv, grad))
-            dp_step.append(_comm(f"{g}_param_allgather", "allgather", "fwd", ag,
-                                 _exposed(ag, ov, stage_fwd_c), g, lv, par))
+            target.append(
+                _comm(
+                    f"{g}_grad_reduce_scatter",
+                    "reduce_scatter",
+                    "bwd",
+                    rs,
+                    _exposed(rs, ov, stage_bwd_c),
+                    g,
+                    lv,
+                    grad,
+                )
+            )
+            dp_step.append(
+                _comm(
+                    f"{g}_param_allgather",
+                    "allgather",
+                    "fwd",
+                    ag,
+                    _exposed(ag, ov, stage_fwd_c),
+                    g,
+                    lv,
+                    par,
+                )
+            )
         else:  # fsdp: gather weights for forward and again for backward, scatter grads
             ag = coll.collective_time("allgather", par, lv)
             rs = coll.collective_time("reduce_scatter", grad, lv)
             bwd_exposed = _exposed(ag + rs, ov, stage_bwd_c)
             share = ag / (ag + rs) if ag + rs > 0 else 0.0
             dp_mb += [
-                _comm(f"{g}_param_allgather_fwd", "allgather", "fwd", ag,
-                      _exposed(ag, ov, stage_fwd_c), g, lv, par),
-                _comm(f"{g}_param_allgather_bwd", "allgather", "bwd", ag, bwd_exposed * share,
-                      g, lv, par),
-                _comm(f"{g}_grad_reduce_scatter", "reduce_scatter", "bwd", rs,
-                      bwd_exposed * (1 - share), g, lv, grad),
+                _comm(
+                    f"{g}_param_allgather_fwd",
+                    "allgather",
+                    "fwd",
+                    ag,
+                    _exposed(ag, ov, stage_fwd_c),
+                    g,
+                    lv,
+                    par,
+                ),
+                _comm(
+                    f"{g}_param_allgather_bwd",
+                    "allgather",
+                    "bwd",
+                    ag,
+                    bwd_exposed * share,
+                    g,
+                    lv,
+                    par,
+                ),
+                _comm(
+                    f"{g}_grad_reduce_scatter",
+                    "reduce_scatter",
+                    "bwd",
+                    rs,
+                    bwd_exposed * (1 - share),
+                    g,
+                    lv,
+                    grad,
+                ),
             ]
 
     shard = p.dp * p.cp if p.sharding != "none" else 1
     eshard = max(1, p.dp * p.cp // p.ep) if p.sharding != "none" else 1
     n_opt = dense / shard + expert / eshard
     opt_s = n_opt * t.optimizer_bytes_per_param / (hw.hbm_bandwidth * hw.efficiency.memory)
-    optimizer = OpMean("optimizer", "compute", "memory", "step", opt_s, opt_s,
-                       nbytes=n_opt * t.optimizer_bytes_per_param)
+    optimizer = OpMean(
+        "optimizer",
+        "compute",
+        "memory",
+        "step",
+        opt_s,
+        opt_s,
+        nbytes=n_opt * t.optimizer_bytes_per_param,
+    )
     return OpMeans(
-        layer_fwd=layer_fwd, layer_bwd=layer_bwd, embedding_fwd=emb_f, embedding_bwd=emb_b,
-        head_fwd=head_f, head_bwd=head_b, pp_send=pp_send, dp_microbatch=tuple(dp_mb),
-        dp_step=tuple(dp_step), optimizer=optimizer, layers_per_chunk=per_chunk,
-        chunks_per_stage=p.vpp, stages=p.pp, microbatches=p.microbatches,
-        first_stage_layers=end_layers, last_stage_layers=end_layers,
+        layer_fwd=layer_fwd,
+        layer_bwd=layer_bwd,
+        embedding_fwd=emb_f,
+        embedding_bwd=emb_b,
+        head_fwd=head_f,
+        head_bwd=head_b,
+        pp_send=pp_send,
+        dp_microbatch=tuple(dp_mb),
+        dp_step=tuple(dp_step),
+        optimizer=optimizer,
+        layers_per_chunk=per_chunk,
+        chunks_per_stage=p.vpp,
+        stages=p.pp,
+        microbatches=p.microbatches,
+        first_stage_layers=end_layers,
+        last_stage_layers=end_layers,
     )
 
 
@@ -596,10 +734,18 @@ def step_time(job: JobConfig, means: OpMeans | None = None) -> StepEstimate:
     flops = model_flops_per_token(m) * tokens
     achieved = flops / (step * job.gpus)
     return StepEstimate(
-        step_s=step, pipeline_s=pipeline, stage_fwd_s=fwd_s, stage_bwd_s=bwd_s,
-        bubble_s=bubble, pp_fill_drain_s=fill, dp_exposed_s=dp_exposed,
-        optimizer_s=om.optimizer.seconds, overhead_s=overhead, tokens_per_step=tokens,
-        model_flops_per_step=flops, mfu=achieved / hw.peak_flops.bf16,
+        step_s=step,
+        pipeline_s=pipeline,
+        stage_fwd_s=fwd_s,
+        stage_bwd_s=bwd_s,
+        bubble_s=bubble,
+        pp_fill_drain_s=fill,
+        dp_exposed_s=dp_exposed,
+        optimizer_s=om.optimizer.seconds,
+        overhead_s=overhead,
+        tokens_per_step=tokens,
+        model_flops_per_step=flops,
+        mfu=achieved / hw.peak_flops.bf16,
         tflops_per_gpu=achieved / 1e12,
     )
 

@@ -57,31 +57,65 @@ MODELS: dict[str, ModelConfig] = {
     # Llama 3: Dubey et al., "The Llama 3 Herd of Models", arXiv 2407.21783, Table 3;
     # vocab 128,256 and untied embeddings per the released configs; pretraining at seq 8192.
     "llama3-8b": ModelConfig(
-        name="llama3-8b", layers=32, hidden=4096, ffn=14336, heads=32, kv_heads=8,
-        vocab=128256, seq_len=8192,
+        name="llama3-8b",
+        layers=32,
+        hidden=4096,
+        ffn=14336,
+        heads=32,
+        kv_heads=8,
+        vocab=128256,
+        seq_len=8192,
     ),
     "llama3-70b": ModelConfig(
-        name="llama3-70b", layers=80, hidden=8192, ffn=28672, heads=64, kv_heads=8,
-        vocab=128256, seq_len=8192,
+        name="llama3-70b",
+        layers=80,
+        hidden=8192,
+        ffn=28672,
+        heads=64,
+        kv_heads=8,
+        vocab=128256,
+        seq_len=8192,
     ),
     "llama3-405b": ModelConfig(
-        name="llama3-405b", layers=126, hidden=16384, ffn=53248, heads=128, kv_heads=8,
-        vocab=128256, seq_len=8192,
+        name="llama3-405b",
+        layers=126,
+        hidden=16384,
+        ffn=53248,
+        heads=128,
+        kv_heads=8,
+        vocab=128256,
+        seq_len=8192,
     ),
     # GPT-3 175B: Brown et al., "Language Models are Few-Shot Learners", 2020, Table 2.1
     # (96 layers, d_model 12288, 96 heads of 128, ffn 4 d_model, context 2048); GPT-2 BPE
     # vocab 50,257; learned positions, LayerNorm, biases, tied embeddings.
     "gpt3-175b": ModelConfig(
-        name="gpt3-175b", layers=96, hidden=12288, ffn=49152, heads=96, vocab=50257,
-        seq_len=2048, mlp="gelu", norm="layernorm", bias=True, tied_embeddings=True,
+        name="gpt3-175b",
+        layers=96,
+        hidden=12288,
+        ffn=49152,
+        heads=96,
+        vocab=50257,
+        seq_len=2048,
+        mlp="gelu",
+        norm="layernorm",
+        bias=True,
+        tied_embeddings=True,
         position="learned",
     ),
     # Mixtral 8x22B: Mistral AI release (2024-04) and its Hugging Face config: 56 layers,
     # hidden 6144, 48 heads / 8 KV heads, 8 experts of ffn 16384, top-2, vocab 32,768;
     # 141B total / 39B active parameters. Training sequence length 4096 is our assumption.
     "mixtral-8x22b": ModelConfig(
-        name="mixtral-8x22b", layers=56, hidden=6144, ffn=16384, heads=48, kv_heads=8,
-        vocab=32768, seq_len=4096, moe=MoEConfig(experts=8, top_k=2, expert_ffn=16384),
+        name="mixtral-8x22b",
+        layers=56,
+        hidden=6144,
+        ffn=16384,
+        heads=48,
+        kv_heads=8,
+        vocab=32768,
+        seq_len=4096,
+        moe=MoEConfig(experts=8, top_k=2, expert_ffn=16384),
     ),
 }
 
@@ -105,18 +139,26 @@ HARDWARE: dict[str, HardwareConfig] = {
         name="h100-sxm-80gb",
         peak_flops=PeakFlops(bf16=989e12, fp8=1979e12),
         efficiency=Efficiency(gemm=GEMM_EFFICIENCY, attention=0.50, memory=0.80),
-        hbm_bandwidth=3.35e12, gpus_per_node=8, nvlink_domain=8,
-        intra_node_bandwidth=360e9, intra_node_latency_s=2e-6,
-        inter_node_bandwidth=45e9, inter_node_latency_s=8e-6,
+        hbm_bandwidth=3.35e12,
+        gpus_per_node=8,
+        nvlink_domain=8,
+        intra_node_bandwidth=360e9,
+        intra_node_latency_s=2e-6,
+        inter_node_bandwidth=45e9,
+        inter_node_latency_s=8e-6,
     ),
     # H200 SXM 141GB: H100 compute with HBM3e 4.8 TB/s; same node and network.
     "h200-sxm-141gb": HardwareConfig(
         name="h200-sxm-141gb",
         peak_flops=PeakFlops(bf16=989e12, fp8=1979e12),
         efficiency=Efficiency(gemm=GEMM_EFFICIENCY, attention=0.50, memory=0.80),
-        hbm_bandwidth=4.8e12, gpus_per_node=8, nvlink_domain=8,
-        intra_node_bandwidth=360e9, intra_node_latency_s=2e-6,
-        inter_node_bandwidth=45e9, inter_node_latency_s=8e-6,
+        hbm_bandwidth=4.8e12,
+        gpus_per_node=8,
+        nvlink_domain=8,
+        intra_node_bandwidth=360e9,
+        intra_node_latency_s=2e-6,
+        inter_node_bandwidth=45e9,
+        inter_node_latency_s=8e-6,
     ),
     # GB200 NVL72 datasheet: 360 PFLOP/s BF16 and 720 FP8 *with sparsity* per 72 GPUs ->
     # 2.5 / 5 PFLOP/s dense per GPU; HBM3e 8 TB/s; NVLink 5 1.8 TB/s bidirectional
@@ -126,9 +168,13 @@ HARDWARE: dict[str, HardwareConfig] = {
         name="gb200-nvl72",
         peak_flops=PeakFlops(bf16=2.5e15, fp8=5.0e15),
         efficiency=Efficiency(gemm=GEMM_EFFICIENCY, attention=0.50, memory=0.80),
-        hbm_bandwidth=8.0e12, gpus_per_node=4, nvlink_domain=72,
-        intra_node_bandwidth=720e9, intra_node_latency_s=2e-6,
-        inter_node_bandwidth=45e9, inter_node_latency_s=8e-6,
+        hbm_bandwidth=8.0e12,
+        gpus_per_node=4,
+        nvlink_domain=72,
+        intra_node_bandwidth=720e9,
+        intra_node_latency_s=2e-6,
+        inter_node_bandwidth=45e9,
+        inter_node_latency_s=8e-6,
     ),
     # A100 SXM 80GB datasheet: 312 TFLOP/s dense BF16, no FP8, HBM2e 2.04 TB/s, NVLink 3
     # 600 GB/s bidirectional (300 per direction, ~230 busbw); one 200 Gb/s NIC per GPU
@@ -138,9 +184,13 @@ HARDWARE: dict[str, HardwareConfig] = {
         name="a100-sxm-80gb",
         peak_flops=PeakFlops(bf16=312e12),
         efficiency=Efficiency(gemm=GEMM_EFFICIENCY, attention=0.60, memory=0.80),
-        hbm_bandwidth=2.039e12, gpus_per_node=8, nvlink_domain=8,
-        intra_node_bandwidth=230e9, intra_node_latency_s=2e-6,
-        inter_node_bandwidth=22e9, inter_node_latency_s=8e-6,
+        hbm_bandwidth=2.039e12,
+        gpus_per_node=8,
+        nvlink_domain=8,
+        intra_node_bandwidth=230e9,
+        intra_node_latency_s=2e-6,
+        inter_node_bandwidth=22e9,
+        inter_node_latency_s=8e-6,
     ),
     # A cross-datacenter cluster description: the H100 cluster above split over two
     # sites joined by 100 Tb/s (12.5 TB/s) of aggregate bandwidth and ~1 ms latency
@@ -149,10 +199,16 @@ HARDWARE: dict[str, HardwareConfig] = {
         name="h100-2dc",
         peak_flops=PeakFlops(bf16=989e12, fp8=1979e12),
         efficiency=Efficiency(gemm=GEMM_EFFICIENCY, attention=0.50, memory=0.80),
-        hbm_bandwidth=3.35e12, gpus_per_node=8, nvlink_domain=8,
-        intra_node_bandwidth=360e9, intra_node_latency_s=2e-6,
-        inter_node_bandwidth=45e9, inter_node_latency_s=8e-6,
-        datacenters=2, inter_dc_bandwidth=12.5e12, inter_dc_latency_s=1e-3,
+        hbm_bandwidth=3.35e12,
+        gpus_per_node=8,
+        nvlink_domain=8,
+        intra_node_bandwidth=360e9,
+        intra_node_latency_s=2e-6,
+        inter_node_bandwidth=45e9,
+        inter_node_latency_s=8e-6,
+        datacenters=2,
+        inter_dc_bandwidth=12.5e12,
+        inter_dc_latency_s=1e-3,
     ),
 }
 
@@ -179,30 +235,72 @@ class _Rule:
 _RULES: dict[str, _Rule] = {
     # torchtitan's Llama 3 8B recipe: FSDP only (tp 1, pp 1). 4M-token batch assumed
     # (Llama 2's pretraining batch; Llama 3 does not publish the 8B batch).
-    "llama3-8b": _Rule(tp=1, pp=1, cp=1, ep=1, vpp=1, schedule="1f1b", sharding="fsdp",
-                       batch_tokens=4 * 2**20, note="FSDP, 4M-token batch"),
+    "llama3-8b": _Rule(
+        tp=1,
+        pp=1,
+        cp=1,
+        ep=1,
+        vpp=1,
+        schedule="1f1b",
+        sharding="fsdp",
+        batch_tokens=4 * 2**20,
+        note="FSDP, 4M-token batch",
+    ),
     # 70B: tp 8 inside the node, pp 4 interleaved x5 (4 layers per chunk). Assumed; batch
     # as 405B (16M tokens).
-    "llama3-70b": _Rule(tp=8, pp=4, cp=1, ep=1, vpp=5, schedule="interleaved",
-                        sharding="zero1", batch_tokens=16 * 2**20,
-                        note="tp 8, pp 4 x vpp 5, 16M-token batch"),
+    "llama3-70b": _Rule(
+        tp=8,
+        pp=4,
+        cp=1,
+        ep=1,
+        vpp=5,
+        schedule="interleaved",
+        sharding="zero1",
+        batch_tokens=16 * 2**20,
+        note="tp 8, pp 4 x vpp 5, 16M-token batch",
+    ),
     # 405B: Llama 3 paper Table 4 (tp 8, cp 1, pp 16, 16M-token batch, dp 64 at 8k GPUs
     # and 128 at 16k). Sec. 3.3.2: one layer is dropped from the first and the last stage
     # so that "the first model chunk on the first stage has only the embedding" -> 126 + 2
     # slots at one slot per chunk over 16 stages, i.e. vpp 8.
-    "llama3-405b": _Rule(tp=8, pp=16, cp=1, ep=1, vpp=8, schedule="interleaved",
-                         sharding="zero1", batch_tokens=16 * 2**20,
-                         embedding_in_pipeline_split=True,
-                         note="Llama 3 paper layout: tp 8, pp 16, 16M-token batch"),
+    "llama3-405b": _Rule(
+        tp=8,
+        pp=16,
+        cp=1,
+        ep=1,
+        vpp=8,
+        schedule="interleaved",
+        sharding="zero1",
+        batch_tokens=16 * 2**20,
+        embedding_in_pipeline_split=True,
+        note="Llama 3 paper layout: tp 8, pp 16, 16M-token batch",
+    ),
     # GPT-3 175B as trained by Megatron-LM (Narayanan et al. SC'21): tp 8, pp 8,
     # interleaved; GPT-3's 3.2M-token batch (1536 x 2048).
-    "gpt3-175b": _Rule(tp=8, pp=8, cp=1, ep=1, vpp=2, schedule="interleaved",
-                       sharding="zero1", batch_tokens=1536 * 2048,
-                       note="Megatron tp 8, pp 8 x vpp 2, 1536 x 2048 batch"),
+    "gpt3-175b": _Rule(
+        tp=8,
+        pp=8,
+        cp=1,
+        ep=1,
+        vpp=2,
+        schedule="interleaved",
+        sharding="zero1",
+        batch_tokens=1536 * 2048,
+        note="Megatron tp 8, pp 8 x vpp 2, 1536 x 2048 batch",
+    ),
     # Mixtral 8x22B: no published training layout; tp 4, pp 4 (14 layers per stage), ep 8
     # over the data-parallel ranks, 4M-token batch — assumptions.
-    "mixtral-8x22b": _Rule(tp=4, pp=4, cp=1, ep=8, vpp=1, schedule="1f1b", sharding="zero1",
-                           batch_tokens=4 * 2**20, note="tp 4, pp 4, ep 8, 4M-token batch"),
+    "mixtral-8x22b": _Rule(
+        tp=4,
+        pp=4,
+        cp=1,
+        ep=8,
+        vpp=1,
+        schedule="1f1b",
+        sharding="zero1",
+        batch_tokens=4 * 2**20,
+        note="tp 4, pp 4, ep 8, 4M-token batch",
+    ),
 }
 
 PRESETS: dict[str, str] = {
@@ -298,10 +396,19 @@ def default_layout(preset_name: str, gpus: int) -> ParallelConfig:
     else:
         microbatches = max(1, round(per_rank))
     return ParallelConfig(
-        tp=r.tp, pp=r.pp, dp=dp, cp=r.cp, ep=r.ep, vpp=r.vpp, schedule=r.schedule,
-        sequence_parallel=r.tp > 1, sharding=r.sharding, microbatches=microbatches,
+        tp=r.tp,
+        pp=r.pp,
+        dp=dp,
+        cp=r.cp,
+        ep=r.ep,
+        vpp=r.vpp,
+        schedule=r.schedule,
+        sequence_parallel=r.tp > 1,
+        sharding=r.sharding,
+        microbatches=microbatches,
         micro_batch_size=r.micro_batch_size,
-        embedding_in_pipeline_split=r.embedding_in_pipeline_split, overlap=OverlapConfig(),
+        embedding_in_pipeline_split=r.embedding_in_pipeline_split,
+        overlap=OverlapConfig(),
     )
 
 
@@ -317,8 +424,11 @@ def preset_job(preset_name: str, gpus: int, *, hardware: str | None = None) -> J
     layout = default_layout(preset_name, gpus)
     hw = hardware_preset(hardware or _RULES[preset_name].hardware)
     return JobConfig(
-        name=f"{preset_name}@{gpus}", model=MODELS[preset_name], parallelism=layout,
-        hardware=hw, training=TrainingConfig(),
+        name=f"{preset_name}@{gpus}",
+        model=MODELS[preset_name],
+        parallelism=layout,
+        hardware=hw,
+        training=TrainingConfig(),
     )
 
 

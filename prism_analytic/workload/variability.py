@@ -113,8 +113,9 @@ def _dataset_file(name: str, data_dir: str | Path | None) -> tuple[Path, str, fl
     return path, col, unit
 
 
-def load_gpu_runs(dataset: str = "sgemm-longhorn",
-                  data_dir: str | Path | None = None) -> dict[str, np.ndarray]:
+def load_gpu_runs(
+    dataset: str = "sgemm-longhorn", data_dir: str | Path | None = None
+) -> dict[str, np.ndarray]:
     """Per-GPU run times in seconds: ``{gpu uuid: array of runs}``.
 
     Parameters
@@ -168,9 +169,11 @@ class SpatialStats:
 
     def to_spatial_config(self) -> SpatialVariability:
         """Spatial variability parameters: body = robust CV; outliers = GPUs beyond 3
-        robust sd, at their mean slowdown."""
+        robust sd, at their mean slowdown.
+        """
         return SpatialVariability(
-            cv=self.robust_cv, slow_fraction=self.outlier_fraction,
+            cv=self.robust_cv,
+            slow_fraction=self.outlier_fraction,
             slow_factor=max(1.0, self.outlier_mean_factor),
         )
 
@@ -239,18 +242,33 @@ def spatial_stats(
     gen = np.random.default_rng(rng)
     cis = []
     for fn in (_cv, _p99, _pmax):
-        res = stats.bootstrap((med,), fn, n_resamples=n_resamples, confidence_level=confidence,
-                              method="percentile", vectorized=True, random_state=gen)
+        res = stats.bootstrap(
+            (med,),
+            fn,
+            n_resamples=n_resamples,
+            confidence_level=confidence,
+            method="percentile",
+            vectorized=True,
+            random_state=gen,
+        )
         cis.append((float(res.confidence_interval.low), float(res.confidence_interval.high)))
     ratio = med / p50
     robust = float(1.4826 * np.median(np.abs(ratio - 1.0)))
     out = ratio[ratio > 1.0 + 3.0 * robust]
     within = [float(_cv(v)) for v in runs.values() if len(v) >= 2]
     return SpatialStats(
-        dataset=dataset, n_gpus=len(med), n_runs=int(sum(len(v) for v in runs.values())),
-        median_s=p50, cv=float(_cv(med)), cv_ci=cis[0], p99_over_p50=float(_p99(med)),
-        p99_over_p50_ci=cis[1], max_over_p50=float(_pmax(med)), max_over_p50_ci=cis[2],
-        robust_cv=robust, outlier_fraction=len(out) / len(ratio),
+        dataset=dataset,
+        n_gpus=len(med),
+        n_runs=int(sum(len(v) for v in runs.values())),
+        median_s=p50,
+        cv=float(_cv(med)),
+        cv_ci=cis[0],
+        p99_over_p50=float(_p99(med)),
+        p99_over_p50_ci=cis[1],
+        max_over_p50=float(_pmax(med)),
+        max_over_p50_ci=cis[2],
+        robust_cv=robust,
+        outlier_fraction=len(out) / len(ratio),
         outlier_mean_factor=float(out.mean()) if len(out) else 1.0,
         within_gpu_cv=float(np.median(within)) if within else float("nan"),
         confidence=confidence,
@@ -295,7 +313,7 @@ def _parse_mllog(path: Path, drop_first: int) -> tuple[list[float], dict[str, fl
             if i < 0:
                 continue
             try:
-                rec = json.loads(line[i + len(_MARK):])
+                rec = json.loads(line[i + len(_MARK) :])
             except json.JSONDecodeError as err:
                 raise ValueError(f"{path}:{lineno}: bad MLLOG JSON: {err}") from None
             key, value = rec.get("key"), rec.get("value")
@@ -304,8 +322,10 @@ def _parse_mllog(path: Path, drop_first: int) -> tuple[list[float], dict[str, fl
                 if not (math.isfinite(t) and t > 0):
                     raise ValueError(f"{path}:{lineno}: train_step_time {t!r} is not > 0")
                 times.append(t)
-            elif key in ("global_batch_size", "gradient_accumulation_steps",
-                         "max_sequence_length") and value is not None:
+            elif (
+                key in ("global_batch_size", "gradient_accumulation_steps", "max_sequence_length")
+                and value is not None
+            ):
                 meta[key] = float(value)
     return times[drop_first:], meta
 
@@ -342,19 +362,24 @@ def load_mlperf_runs(data_dir: str | Path | None = None, *, drop_first: int = 2)
             def _int(k: str, meta: dict[str, float] = meta) -> int | None:
                 return int(meta[k]) if k in meta else None
 
-            out.append(MLPerfRun(
-                gpus=int(m.group(1)), run=run, step_times_s=np.asarray(times),
-                global_batch_size=_int("global_batch_size"),
-                gradient_accumulation_steps=_int("gradient_accumulation_steps"),
-                max_sequence_length=_int("max_sequence_length"),
-            ))
+            out.append(
+                MLPerfRun(
+                    gpus=int(m.group(1)),
+                    run=run,
+                    step_times_s=np.asarray(times),
+                    global_batch_size=_int("global_batch_size"),
+                    gradient_accumulation_steps=_int("gradient_accumulation_steps"),
+                    max_sequence_length=_int("max_sequence_length"),
+                )
+            )
     if not out:
         raise FileNotFoundError(f"no carina_*_ngpu<N>/result_*.txt logs under {root}")
     return sorted(out, key=lambda r: (r.gpus, r.run))
 
 
-def mlperf_step_times(data_dir: str | Path | None = None, *,
-                      drop_first: int = 2) -> dict[int, np.ndarray]:
+def mlperf_step_times(
+    data_dir: str | Path | None = None, *, drop_first: int = 2
+) -> dict[int, np.ndarray]:
     """Step times pooled over runs: ``{gpus: array of seconds}``."""
     pooled: dict[int, list[np.ndarray]] = defaultdict(list)
     for r in load_mlperf_runs(data_dir, drop_first=drop_first):
@@ -377,8 +402,9 @@ class StepOutlierStats:
         return asdict(self)
 
 
-def step_outlier_stats(data_dir: str | Path | None = None, *,
-                       threshold: float = 1.1) -> StepOutlierStats:
+def step_outlier_stats(
+    data_dir: str | Path | None = None, *, threshold: float = 1.1
+) -> StepOutlierStats:
     """Rare slow steps in the MLPerf logs (the default hiccup parameters).
 
     Parameters
@@ -394,5 +420,6 @@ def step_outlier_stats(data_dir: str | Path | None = None, *,
         med = float(np.median(t))
         n += len(t)
         excess += list(t[t > threshold * med] - med)
-    return StepOutlierStats(threshold, n, len(excess), len(excess) / n,
-                            float(np.median(excess)) if excess else 0.0)
+    return StepOutlierStats(
+        threshold, n, len(excess), len(excess) / n, float(np.median(excess)) if excess else 0.0
+    )

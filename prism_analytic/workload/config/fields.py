@@ -52,8 +52,14 @@ def _f(
     default_factory: Any = dataclasses.MISSING,
 ) -> Any:
     meta = {
-        "kind": kind, "gt": gt, "ge": ge, "le": le, "lt": lt,
-        "choices": choices, "optional": optional, "section": section,
+        "kind": kind,
+        "gt": gt,
+        "ge": ge,
+        "le": le,
+        "lt": lt,
+        "choices": choices,
+        "optional": optional,
+        "section": section,
     }
     if default_factory is not dataclasses.MISSING:
         return field(default_factory=default_factory, metadata=meta)
@@ -152,6 +158,7 @@ class _Section:
 
     def _err(self, name: str, message: str) -> ConfigError:
         return ConfigError(f"{self._SECTION}.{name}", message)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (TOML-shaped; ``None`` values omitted)."""
         from .toml_io import config_to_dict  # lazy: toml_io imports this module

@@ -22,8 +22,9 @@ class JobConfig(_Section):
     model: ModelConfig = _f(kind="section", section=ModelConfig)
     parallelism: ParallelConfig = _f(kind="section", section=ParallelConfig)
     hardware: HardwareConfig = _f(kind="section", section=HardwareConfig)
-    training: TrainingConfig = _f(kind="section", section=TrainingConfig,
-                                  default_factory=TrainingConfig)
+    training: TrainingConfig = _f(
+        kind="section", section=TrainingConfig, default_factory=TrainingConfig
+    )
     variability: VariabilityConfig = _f(
         kind="section", section=VariabilityConfig, default_factory=VariabilityConfig
     )

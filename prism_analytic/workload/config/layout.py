@@ -54,8 +54,9 @@ def validate_layout(job: JobConfig, gpus: int | None = None) -> tuple[str, ...]:
             raise ConfigError("job.gpus", f"must be a positive integer, got {gpus!r}")
         if p.gpus != gpus:
             mp = p.tp * p.pp * p.cp
-            hint = (f"set dp = {gpus // mp}" if gpus % mp == 0
-                    else f"gpus must be a multiple of {mp}")
+            hint = (
+                f"set dp = {gpus // mp}" if gpus % mp == 0 else f"gpus must be a multiple of {mp}"
+            )
             raise ConfigError(
                 "parallelism.dp",
                 f"tp*pp*dp*cp = {p.tp}*{p.pp}*{p.dp}*{p.cp} = {p.gpus} but the job has {gpus}"
@@ -74,8 +75,10 @@ def validate_layout(job: JobConfig, gpus: int | None = None) -> tuple[str, ...]:
     chunks = p.pp * p.vpp
     if slots % chunks or slots // chunks < 1:
         extra = " (+2 embedding/loss slots)" if p.embedding_in_pipeline_split else ""
-        hint = "" if p.embedding_in_pipeline_split or (m.layers + 2) % chunks else (
-            "; parallelism.embedding_in_pipeline_split = true would make it divide"
+        hint = (
+            ""
+            if p.embedding_in_pipeline_split or (m.layers + 2) % chunks
+            else ("; parallelism.embedding_in_pipeline_split = true would make it divide")
         )
         raise ConfigError(
             "parallelism.pp",
@@ -108,9 +111,7 @@ def validate_layout(job: JobConfig, gpus: int | None = None) -> tuple[str, ...]:
                 "parallelism.ep", f"must divide model.moe.experts ({m.moe.experts}), got {p.ep}"
             )
         if (p.dp * p.cp) % p.ep:
-            raise ConfigError(
-                "parallelism.ep", f"must divide dp*cp = {p.dp * p.cp}, got {p.ep}"
-            )
+            raise ConfigError("parallelism.ep", f"must divide dp*cp = {p.dp * p.cp}, got {p.ep}")
     if h.datacenters > 1 and p.dp % h.datacenters:
         raise ConfigError(
             "hardware.datacenters",

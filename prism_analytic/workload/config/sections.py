@@ -218,8 +218,10 @@ class PeakFlops(_Section):
         """Peak for ``"bf16"`` or ``"fp8"``; ConfigError when the GPU lacks it."""
         value = {"bf16": self.bf16, "fp8": self.fp8}.get(dtype)
         if value is None:
-            raise ConfigError("training.precision", f"{dtype!r} has no peak on this hardware "
-                              "(set hardware.peak_flops." + dtype + ")")
+            raise ConfigError(
+                "training.precision",
+                f"{dtype!r} has no peak on this hardware (set hardware.peak_flops." + dtype + ")",
+            )
         return value
 
 

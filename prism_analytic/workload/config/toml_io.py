@@ -53,8 +53,9 @@ def _build(cls: type, data: Any, path: str) -> Any:
                 # a partial table keeps this field's own defaults for the keys it omits
                 # (e.g. variability.network.inter_node keeps its 10x tail)
                 if f.default_factory is not dataclasses.MISSING:
-                    value = _deep_merge(config_to_dict(f.default_factory()),
-                                        _check_mapping(value, key))
+                    value = _deep_merge(
+                        config_to_dict(f.default_factory()), _check_mapping(value, key)
+                    )
                 kwargs[name] = _build(f.metadata["section"], value, key)
             else:
                 # type-check now so the error names the TOML key, not the class default
@@ -66,7 +67,7 @@ def _build(cls: type, data: Any, path: str) -> Any:
     except ConfigError as err:
         # a reused section (TierNoise) knows only a generic path: rewrite it
         if err.key.startswith(cls._SECTION + ".") and cls._SECTION != path:
-            raise ConfigError(path + err.key[len(cls._SECTION):], err.detail) from None
+            raise ConfigError(path + err.key[len(cls._SECTION) :], err.detail) from None
         raise
 
 
@@ -171,8 +172,11 @@ def load_config(source: str | Path | Mapping[str, Any], *, check_layout: bool = 
         hw_name = _coerce(job_tab["hardware"], _STR_META, "job.hardware")
         base["hardware"] = config_to_dict(presets.hardware_preset(hw_name))
     merged = _deep_merge(base, raw)
-    how = {"model": "or set job.preset", "parallelism": "or set job.preset and job.gpus",
-           "hardware": "or set job.hardware or job.preset"}
+    how = {
+        "model": "or set job.preset",
+        "parallelism": "or set job.preset and job.gpus",
+        "hardware": "or set job.hardware or job.preset",
+    }
     for sec in ("model", "parallelism", "hardware"):
         if sec not in merged:
             raise ConfigError(sec, f"section is required ({how[sec]})")
@@ -205,8 +209,14 @@ def load_config(source: str | Path | Mapping[str, Any], *, check_layout: bool = 
 
 
 _STR_META: dict[str, Any] = {
-    "kind": "str", "gt": None, "ge": None, "le": None, "lt": None,
-    "choices": None, "optional": False, "section": None,
+    "kind": "str",
+    "gt": None,
+    "ge": None,
+    "le": None,
+    "lt": None,
+    "choices": None,
+    "optional": False,
+    "section": None,
 }
 
 
