@@ -188,5 +188,9 @@ def test_data_dir_resolution(tmp_path, monkeypatch):
     monkeypatch.setenv("PRISM_DATA", str(tmp_path / "nope"))
     with pytest.raises(FileNotFoundError, match=r"PRISM_DATA"):
         resolve_data_dir()
-    with pytest.raises(FileNotFoundError, match="data_dir argument"):
+    with pytest.raises(FileNotFoundError, match="path argument"):
         resolve_data_dir(tmp_path / "absent")
+    monkeypatch.delenv("PRISM_DATA")
+    monkeypatch.chdir(tmp_path)  # the default is relative to the working directory
+    with pytest.raises(FileNotFoundError, match="current directory"):
+        resolve_data_dir()

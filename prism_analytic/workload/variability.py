@@ -7,7 +7,7 @@ Data live outside the project (``shared/data`` beside the repository, read-only)
 * ``mlperf_llama405b``: MLPerf Training v5.0 Llama 3.1 405B logs on GB200 NVL72.
 
 :func:`resolve_data_dir` finds them: an explicit argument, else ``$PRISM_DATA``, else
-``<repo>/../shared/data``.
+``../shared/data`` from the current directory.
 
 Measured here (``spatial_stats``, per-GPU value = median over the GPU's runs; 95%
 percentile-bootstrap intervals over GPUs, 2,000 resamples, seed 0):
@@ -41,7 +41,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -50,6 +49,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from ..datasets import data_root
 from .config import SpatialVariability
 
 __all__ = [
@@ -78,29 +78,8 @@ DATASETS: dict[str, tuple[str, str, float]] = {
 
 
 def resolve_data_dir(data_dir: str | Path | None = None) -> Path:
-    """The shared data folder.
-
-    Parameters
-    ----------
-    data_dir : str or Path, optional
-        Explicit folder. Otherwise ``$PRISM_DATA``, otherwise ``../shared/data``
-        relative to the repository root (the folder holding ``prism_analytic``).
-
-    Raises
-    ------
-    FileNotFoundError
-        Saying where it looked.
-    """
-    if data_dir is not None:
-        path, how = Path(data_dir), "the data_dir argument"
-    elif os.environ.get("PRISM_DATA"):
-        path, how = Path(os.environ["PRISM_DATA"]), "$PRISM_DATA"
-    else:
-        path = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-        how = "the default ../shared/data beside the repository"
-    if not path.is_dir():
-        raise FileNotFoundError(f"shared data folder not found at {path} (from {how})")
-    return path.resolve()
+    """The shared data folder; see :func:`prism_analytic.datasets.data_root`."""
+    return data_root(data_dir)
 
 
 def _dataset_file(name: str, data_dir: str | Path | None) -> tuple[Path, str, float]:
