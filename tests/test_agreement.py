@@ -1,6 +1,6 @@
 """The agreement suite on a few cheap scenarios: analytic against Monte Carlo (fast subset).
 
-The full suite (100,000 samples, every scenario) is ``python validation/agreement.py``.
+The full suite (100,000 samples, every scenario) is ``prism agreement``.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from prism_analytic.agreement_cli import load_suite, register
+from prism_analytic.cli.agreement import register
+from prism_analytic.validation import agreement, report
 
 SAMPLES = 20_000
-agreement = load_suite()
 
 
 def test_registry_covers_the_required_structures():
@@ -93,9 +93,4 @@ def test_cli_lists_scenarios(capsys):
 
 def test_unknown_scenario_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown scenario"):
-        agreement.run(SAMPLES, ["no_such_scenario"])
-
-
-def test_missing_suite_is_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="validation/agreement.py"):
-        load_suite(tmp_path / "agreement.py")
+        report.run(SAMPLES, ["no_such_scenario"])

@@ -10,8 +10,8 @@ import pytest
 
 import prism_analytic as pa
 from prism_analytic import cli
+from prism_analytic.cli.predict import build_job
 from prism_analytic.policy import DEFAULT_POLICY
-from prism_analytic.predict_cli import build_job, register
 from prism_analytic.workload.builder import (
     MAX_REL_WIDTH,
     ExposedComm,
@@ -163,11 +163,7 @@ def test_grid_policy_coarsens_only_deep_bodies():
 # ----- the command line -------------------------------------------------------------------
 @pytest.fixture
 def prism(monkeypatch, capsys):
-    """Run ``prism`` with the predict commands wired in; returns (rc, stdout, stderr)."""
-    extra = getattr(cli, "_EXTRA_COMMANDS", None)  # older cli: registrars listed there
-    if extra is not None and register not in extra:
-        monkeypatch.setattr(cli, "_EXTRA_COMMANDS", [*extra, register])
-
+    """Run ``prism``; returns (rc, stdout, stderr)."""
     def run(*argv: str) -> tuple[int, str, str]:
         try:
             rc = cli.main(list(argv))

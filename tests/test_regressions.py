@@ -52,7 +52,7 @@ def test_two_cluster_law_that_just_fills_the_grid_keeps_its_far_cluster():
 
 def test_workload_graphs_round_trip_through_json():
     # Built graphs used to fail to_json (IIDMax speed factors, the builder's ExposedComm).
-    from prism_analytic.predict_cli import build_job
+    from prism_analytic.cli.predict import build_job
     from prism_analytic.workload.builder import build_step_graph
 
     g = build_step_graph(build_job("llama3-8b", 1024))

@@ -48,9 +48,9 @@ import sys
 import time
 from collections.abc import Sequence
 
+from prism_analytic.cli.predict import build_job
 from prism_analytic.engines.montecarlo import MonteCarloSettings
 from prism_analytic.engines.predict import predict
-from prism_analytic.predict_cli import build_job
 from prism_analytic.workload.builder import build_step_graph, grid_policy
 
 __all__ = ["bench", "main"]

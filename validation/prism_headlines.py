@@ -112,7 +112,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from prism_analytic.predict_cli import build_job
+from prism_analytic.cli.predict import build_job
 from prism_analytic.workload.breakdown import Breakdown, rank_breakdown
 from prism_analytic.workload.config import (
     HiccupConfig,

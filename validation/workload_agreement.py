@@ -117,11 +117,11 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from prism_analytic.cli import positive_int, sample_count
+from prism_analytic.cli.argtypes import positive_int, sample_count
+from prism_analytic.cli.predict import build_job
 from prism_analytic.engines.montecarlo import MonteCarloSettings
 from prism_analytic.engines.predict import predict
 from prism_analytic.graph.pipeline import op_name
-from prism_analytic.predict_cli import build_job
 from prism_analytic.workload.builder import (
     build_step_graph,
     comm_law,

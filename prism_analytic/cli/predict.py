@@ -1,27 +1,25 @@
-"""``prism presets`` and ``prism predict``: step-time distributions of preset jobs.
+"""``prism predict``: the step-time distribution of a preset or TOML-described job.
 
 ``prism predict --preset NAME --gpus N`` builds the job of a model preset on N GPUs
 (optionally overridden key by key by a TOML ``--config``), turns it into a step DAG with
 :func:`~prism_analytic.workload.builder.build_step_graph` and evaluates it with
 :func:`~prism_analytic.engines.predict.predict`. ``--config FILE`` alone reads a whole
 job (``[job] preset = ..., gpus = ...``) from the file.
-
-Wiring: ``prism_analytic.cli`` calls :func:`register` with its subparsers.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
-from .cli import positive_int
+from .argtypes import positive_int, sample_count
+from .output import check_plot_path, jsonable, progress_printer, save_figure
 
-__all__ = ["register", "build_job", "run_prediction"]
+__all__ = ["register", "build_job", "run_prediction", "METHODS"]
 
 METHODS = ("analytic", "montecarlo", "bounds")
 
@@ -36,8 +34,8 @@ def build_job(preset: str | None, gpus: int | None, config: str | Path | None = 
         count the preset's layout cannot use, or a bad config file, with a message that names
         the offending key and what is allowed.
     """
-    from .workload.config import ConfigError, LayoutWarning, load_config, merge_config
-    from .workload.presets import MODELS, preset_job
+    from ..workload.config import ConfigError, LayoutWarning, load_config, merge_config
+    from ..workload.presets import MODELS, preset_job
 
     if config is not None:
         path = Path(config)
@@ -79,9 +77,9 @@ def run_prediction(
     :func:`~prism_analytic.workload.builder.grid_policy` (the default grid, coarsened only
     where a deep pipeline body would overflow the engine's grid cap).
     """
-    from .engines.predict import predict
-    from .workload.builder import build_step_graph, grid_policy
-    from .workload.mean_model import op_means, step_time
+    from ..engines.predict import predict
+    from ..workload.builder import build_step_graph, grid_policy
+    from ..workload.mean_model import op_means, step_time
 
     start = time.perf_counter()
     om = op_means(job)
@@ -94,7 +92,7 @@ def run_prediction(
         samples=samples,
         seed=seed,
         policy=policy,
-        progress=_progress_printer() if method == "montecarlo" else None,
+        progress=progress_printer("Monte Carlo steps") if method == "montecarlo" else None,
     )
     body = graph.node("replicas")["body"]
     info = {
@@ -106,78 +104,18 @@ def run_prediction(
     return result, graph, info
 
 
-def _progress_printer():
-    """A Monte Carlo progress line on stderr, only when a person is watching it."""
-    if not sys.stderr.isatty():
-        return None
-    start = time.perf_counter()
-
-    def show(done: int, total: int) -> None:
-        elapsed = time.perf_counter() - start
-        eta = elapsed * (total - done) / max(done, 1)
-        end = "\n" if done >= total else ""
-        print(
-            f"\rMonte Carlo: {done:,}/{total:,} steps sampled, {elapsed:.0f} s elapsed, "
-            f"about {eta:.0f} s left",
-            end=end,
-            file=sys.stderr,
-            flush=True,
-        )
-
-    return show
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
-        return obj.item()
-    return obj
-
-
-def _fail(command: str, message: str) -> int:
-    print(f"prism {command}: error: {message}", file=sys.stderr)
-    return 2
-
-
-def _cmd_presets(args: argparse.Namespace) -> int:
-    from .workload.presets import HARDWARE, MODELS, PRESETS, allowed_gpu_multiple
-
-    models = {
-        n: {"description": PRESETS.get(n, ""), "gpu_multiple": allowed_gpu_multiple(n)}
-        for n in MODELS
-    }
-    hardware = {n: {"description": PRESETS.get(n, "")} for n in HARDWARE}
-    if args.json:
-        print(json.dumps({"models": models, "hardware": hardware}, indent=2))
-        return 0
-    print("Model presets (prism predict --preset NAME --gpus N, N a multiple of the unit):")
-    width = max(len(n) for n in models)
-    for n, d in models.items():
-        print(f"  {n:<{width}}  unit {d['gpu_multiple']:>4}  {d['description']}")
-    print("Hardware presets (TOML: [job] hardware = NAME):")
-    width = max(len(n) for n in hardware)
-    for n, d in hardware.items():
-        print(f"  {n:<{width}}  {d['description']}")
-    return 0
-
-
 def _cmd_predict(args: argparse.Namespace) -> int:
-    from .workload.builder import layout_dict
+    from ..workload.builder import layout_dict
 
-    try:
-        job = build_job(args.preset, args.gpus, args.config)
-    except (ValueError, TypeError, FileNotFoundError) as exc:
-        return _fail("predict", str(exc))
+    plot = check_plot_path(args.plot)
+    job = build_job(args.preset, args.gpus, args.config)
     try:
         result, _, info = run_prediction(
             job, method=args.method, samples=args.samples, seed=args.seed
         )
     except (ValueError, TypeError) as exc:
-        return _fail("predict", f"cannot evaluate {job.name}: {exc}")
-    if args.plot:
+        raise type(exc)(f"cannot evaluate {job.name}: {exc}") from exc
+    if plot is not None:
         import matplotlib
 
         matplotlib.use("Agg")
@@ -186,9 +124,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         fig, ax = plt.subplots(figsize=(6, 3.5))
         result.plot(ax)
         ax.set_title(f"{job.name}: step time ({args.method})")
-        fig.tight_layout()
-        fig.savefig(args.plot)
-        plt.close(fig)
+        save_figure(fig, plot)
     layout = layout_dict(job)
     if args.json:
         out = {
@@ -198,7 +134,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
             **result.to_dict(),
             **info,
         }
-        print(json.dumps(_jsonable(out), indent=2))
+        print(json.dumps(jsonable(out), indent=2))
         return 0
     print(job.summary())
     print("layout: " + ", ".join(f"{k} {v}" for k, v in layout.items()))
@@ -208,22 +144,13 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         f" {info['mean_model_step_s']:.4g} s"
     )
     print(result.summary())
-    if args.plot:
-        print(f"plot written to {args.plot}")
+    if plot is not None:
+        print(f"plot written to {plot}")
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``presets`` and ``predict`` subcommands to the ``prism`` parser."""
-    pre = subparsers.add_parser(
-        "presets",
-        help="list model and hardware presets",
-        description="List the model presets (with the GPU-count unit "
-        "their layout needs) and the hardware presets.",
-    )
-    pre.add_argument("--json", action="store_true", help="print JSON")
-    pre.set_defaults(func=_cmd_presets)
-
+    """Add ``prism predict`` to the command's subparsers."""
     p = subparsers.add_parser(
         "predict",
         help="step-time distribution of a preset job on N GPUs",
@@ -241,7 +168,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--method", choices=METHODS, default="analytic", help="engine (default: analytic)"
     )
     p.add_argument(
-        "--samples", type=positive_int, default=20_000, help="Monte Carlo samples (default: 20,000)"
+        "--samples", type=sample_count, default=20_000, help="Monte Carlo samples (default: 20,000)"
     )
     p.add_argument("--seed", type=int, default=0, help="Monte Carlo seed (default: 0)")
     p.add_argument("--json", action="store_true", help="print JSON")

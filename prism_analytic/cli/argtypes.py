@@ -1,0 +1,89 @@
+"""argparse types shared by the ``prism`` commands: each rejects bad text with a clear message."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+__all__ = [
+    "positive_int",
+    "positive_float",
+    "nonnegative_float",
+    "probability",
+    "sample_count",
+    "int_list",
+    "float_list",
+]
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1; accepts exact scientific notation such as ``1e6``."""
+    try:
+        value = float(text) if "e" in text.lower() else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if not math.isfinite(value) or value != int(value) or value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return int(value)
+
+
+def sample_count(text: str) -> int:
+    """A Monte Carlo sample count (>= 2); accepts scientific notation such as ``1e5``."""
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text}")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not value >= 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
+    return value
+
+
+def probability(text: str) -> float:
+    """A probability level strictly between 0 and 1 (not a percentage)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a probability in (0, 1), got {text!r}"
+        ) from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a probability strictly between 0 and 1 (e.g. 0.99), got {text}"
+        )
+    return value
+
+
+def _list(text: str, item, what: str) -> list:
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or any(not p for p in parts):
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of {what}, got {text!r}")
+    return [item(p) for p in parts]
+
+
+def int_list(text: str) -> list[int]:
+    """A comma-separated list of positive integers, e.g. ``1024,4096``."""
+    return _list(text, positive_int, "positive integers")
+
+
+def float_list(text: str) -> list[float]:
+    """A comma-separated list of positive numbers, e.g. ``0.5,1,2``."""
+    return _list(text, positive_float, "positive numbers")

@@ -1,0 +1,86 @@
+"""What every ``prism`` command prints the same way: JSON values, percent labels, progress, plots."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LEVELS", "pct", "jsonable", "progress_printer", "check_plot_path", "save_figure"]
+
+#: Quantile levels the commands report.
+LEVELS = (0.5, 0.9, 0.99, 0.999)
+
+
+def pct(q: float) -> str:
+    """The label of quantile level ``q``: 0.5 -> ``50``, 0.999 -> ``999``."""
+    return f"{q * 100:g}".replace(".", "")
+
+
+def jsonable(obj: Any) -> Any:
+    """``obj`` with numpy scalars as Python numbers and non-finite floats as None (valid JSON)."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def progress_printer(label: str) -> Callable[[int, int], None] | None:
+    """A progress line on stderr, only when a person is watching it (stderr is a terminal)."""
+    if not sys.stderr.isatty():
+        return None
+    start = time.perf_counter()
+
+    def show(done: int, total: int) -> None:
+        elapsed = time.perf_counter() - start
+        eta = elapsed * (total - done) / max(done, 1)
+        end = "\n" if done >= total else ""
+        print(
+            f"\r{label}: {done:,}/{total:,}, {elapsed:.0f} s elapsed, about {eta:.0f} s left",
+            end=end,
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return show
+
+
+def check_plot_path(path: str | os.PathLike[str] | None) -> Path | None:
+    """The file a ``--plot`` argument will write, checked before any work is done.
+
+    Raises
+    ------
+    ValueError
+        When the path is a directory, its folder does not exist, or the folder is not writable.
+    """
+    if path is None:
+        return None
+    target = Path(path)
+    if target.is_dir():
+        raise ValueError(f"--plot: {str(target)!r} is a directory; give a file name such as x.png")
+    if target.suffix == "":
+        target = target.with_suffix(".png")
+    folder = target.parent
+    if not folder.is_dir():
+        raise ValueError(f"--plot: folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise ValueError(f"--plot: cannot write {str(target)!r} (permission denied)")
+    return target
+
+
+def save_figure(fig: Any, target: Path) -> None:
+    """Save a matplotlib figure to ``target`` and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(target)
+    plt.close(fig)

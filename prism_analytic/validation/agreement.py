@@ -1,0 +1,339 @@
+"""Agreement suite: the analytic engine against Monte Carlo on named step-graph scenarios.
+
+Every scenario is a function returning a :class:`~prism_analytic.StepGraph`. For each one the
+suite computes the analytic distribution, a seeded Monte Carlo sample (the exact semantics) and
+the guaranteed bounds, and reports
+
+* ``ks``: sup |F_analytic - F_mc| over the Monte Carlo sample points (``scipy.stats.kstest``);
+* ``p50_rel_err``, ``p99_rel_err``, ``p999_rel_err``: analytic / Monte Carlo quantile - 1;
+* ``spread_rel_err``: the same for the spread p99 - p50;
+* ``in_bounds``: whether Monte Carlo's quantiles at 0.01 ... 0.999 are consistent with the
+  ``bounds`` bracket: every level's distribution-free 99.9% order-statistic interval overlaps
+  the bracket (``in_bounds_point`` is the stricter "the point quantile lies inside", which a
+  tight bracket can fail by Monte Carlo noise alone);
+* ``analytic_s``, ``montecarlo_s``, ``bounds_s``: compute times of the three engines;
+* ``reconvergent``: the analytic engine needed its canonical form (``diagnostics["exact"]`` is
+  False); then the same metrics for the baselines ``core_method="independent"`` and ``"clark"``
+  (keys suffixed ``_independent`` and ``_clark``);
+* Monte Carlo's own noise: ``mc_dkw_95`` (95% DKW half-width of its CDF), ``mc_pool_ks`` (the
+  largest KS error of a pooled replica group, 0 when every group is sampled exactly) and
+  ``p50_mc_ci``, ``p99_mc_ci``, ``p999_mc_ci`` (relative half-widths of 95% order-statistic
+  intervals of its quantiles).
+
+Targets (the verdict column): non-reconvergent scenarios need KS <= 0.005, |p99 error| <= 0.1%
+and ``in_bounds``; reconvergent ones need KS <= 0.05, |p50|, |p99| errors <= 0.2%, |spread
+error| <= 5%, and a smaller KS and |spread error| than both baselines. A miss whose size is within
+Monte Carlo's own interval of the target is marked ``~noise``.
+
+Usage::
+
+    prism agreement [--samples N] [--seed S] [--only NAME ...] [--json]
+                                   [--core-shape template|normal] [--strict]
+    prism agreement --timing [--json]      # replica-count independence of cost
+    prism agreement --list
+
+The module is importable: :data:`SCENARIOS`, :func:`evaluate`, :func:`run_suite`,
+:func:`timing` are its API; :mod:`~prism_analytic.validation.report` formats and runs it
+(``prism agreement`` calls :func:`~prism_analytic.validation.report.run`).
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+import prism_analytic as pa
+from prism_analytic.graph import StepGraph
+
+from .scenarios import SCENARIOS, Scenario, pipeline
+
+__all__ = [
+    "Scenario",
+    "SCENARIOS",
+    "TARGETS",
+    "BOUND_LEVELS",
+    "DEFAULT_SAMPLES",
+    "DEFAULT_SEED",
+    "evaluate",
+    "verdict",
+    "run_suite",
+    "timing",
+]
+
+#: Quantile levels at which Monte Carlo must be consistent with the guaranteed bounds.
+BOUND_LEVELS = (0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999)
+#: Per-level confidence of the order-statistic interval used by ``in_bounds`` (11 levels: the
+#: family-wise confidence is still above 98.9%).
+BOUND_CONFIDENCE = 0.999
+BASELINES = ("independent", "clark")
+DEFAULT_SAMPLES = 100_000
+DEFAULT_SEED = 12345
+
+TARGETS: dict[str, dict[str, float]] = {
+    "exact": {"ks": 0.005, "p99": 1e-3},
+    "reconvergent": {"ks": 0.05, "p50": 2e-3, "p99": 2e-3, "spread": 0.05},
+}
+
+
+# ----- metrics ----------------------------------------------------------------------------------
+def _pct(q: float) -> str:
+    return f"{q * 100:g}".replace(".", "")
+
+
+def _rel(a: float, b: float) -> float:
+    return float(a / b - 1.0) if b != 0 else math.inf
+
+
+def _metrics(result: pa.StepTimeResult, mc: _McView) -> dict[str, float]:
+    """KS and relative quantile/spread errors of ``result`` against the Monte Carlo sample."""
+    ks = float(stats.kstest(mc.samples, result.cdf).statistic)
+    q50, q99, q999 = (float(result.quantile(q)) for q in (0.5, 0.99, 0.999))
+    return {
+        "ks": ks,
+        "p50_rel_err": _rel(q50, mc.q[0.5]),
+        "p99_rel_err": _rel(q99, mc.q[0.99]),
+        "p999_rel_err": _rel(q999, mc.q[0.999]),
+        "spread_rel_err": _rel(q99 - q50, mc.q[0.99] - mc.q[0.5]),
+        "mean_rel_err": _rel(result.mean(), mc.mean),
+        "std_rel_err": _rel(result.std(), mc.std),
+    }
+
+
+@dataclass
+class _McView:
+    samples: np.ndarray
+    q: dict[float, float]
+    mean: float
+    std: float
+
+
+def _bounds_check(bounds: pa.StepTimeResult, mc: pa.StepTimeResult) -> dict[str, Any]:
+    """Monte Carlo's quantiles against the guaranteed bracket at :data:`BOUND_LEVELS`."""
+    overlap, inside, excess, finite = True, True, 0.0, True
+    for q in BOUND_LEVELS:
+        low, high = bounds.quantile_bracket(q)
+        finite &= bool(np.isfinite(low) and np.isfinite(high))
+        point = float(mc.quantile(q))
+        ci_low, ci_high = mc.quantile_bracket(q, confidence=BOUND_CONFIDENCE)
+        inside &= low <= point <= high
+        overlap &= ci_high >= low and ci_low <= high
+        excess = max(excess, (low - point) / abs(point), (point - high) / abs(point))
+    return {
+        "in_bounds": bool(overlap),
+        "in_bounds_point": bool(inside),
+        "bounds_excess": float(max(excess, 0.0)),
+        "bounds_finite": finite,
+    }
+
+
+def _mc_half_width(mc: pa.StepTimeResult, q: float) -> float:
+    """Half-width (seconds) of Monte Carlo's distribution-free 95% interval for its q-quantile."""
+    low, high = mc.quantile_bracket(q, confidence=0.95)
+    return float(high - low) / 2
+
+
+def evaluate(
+    name: str,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = DEFAULT_SEED,
+    *,
+    bounds: bool = True,
+    baselines: bool = True,
+    core_shape: str | None = None,
+) -> dict[str, Any]:
+    """Every agreement metric of one scenario.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`SCENARIOS`.
+    samples : int
+        Monte Carlo samples.
+    seed : int
+        Monte Carlo seed.
+    bounds : bool
+        Also run the ``bounds`` engine and check Monte Carlo against it.
+    baselines : bool
+        For reconvergent scenarios, also evaluate ``core_method="independent"`` and ``"clark"``.
+    core_shape : str, optional
+        ``core_shape`` of the analytic engine for every method (None: the engine's default).
+
+    Returns
+    -------
+    dict
+        The row (see the module docstring for the keys), including ``verdict`` and ``misses``.
+    """
+    if name not in SCENARIOS:
+        raise KeyError(f"unknown scenario {name!r}; choose from {sorted(SCENARIOS)}")
+    scn = SCENARIOS[name]
+    graph = scn.build()
+    shape = {} if core_shape is None else {"core_shape": core_shape}
+    analytic = pa.predict(graph, "analytic", **shape)
+    mc = pa.predict(graph, "montecarlo", samples=samples, seed=seed)
+    emp = mc.distribution
+    view = _McView(
+        emp.samples, {q: float(mc.quantile(q)) for q in (0.5, 0.99, 0.999)}, mc.mean(), mc.std()
+    )
+    row: dict[str, Any] = {"name": name, "description": scn.description, **_metrics(analytic, view)}
+    row["in_bounds"] = None
+    if bounds:
+        b = pa.predict(graph, "bounds")
+        row.update(_bounds_check(b, mc))
+        row["bounds_s"] = b.compute_time_s
+    hw = {q: _mc_half_width(mc, q) for q in (0.5, 0.99, 0.999)}
+    row.update(
+        analytic_s=analytic.compute_time_s,
+        montecarlo_s=mc.compute_time_s,
+        reconvergent=not analytic.diagnostics["exact"],
+        samples=samples,
+        seed=seed,
+        core_shape=core_shape,
+        mc_dkw_95=float(mc.diagnostics["dkw_95"]),
+        mc_pool_ks=max((p["ks_error"] for p in mc.diagnostics["pooled_groups"]), default=0.0),
+        **{f"p{_pct(q)}_mc_ci": hw[q] / abs(view.q[q]) for q in hw},
+        spread_mc_ci=(hw[0.5] + hw[0.99]) / (view.q[0.99] - view.q[0.5]),
+    )
+    if row["reconvergent"] and baselines:
+        for method in BASELINES:
+            res = pa.predict(graph, "analytic", core_method=method, **shape)
+            for key, value in _metrics(res, view).items():
+                row[f"{key}_{method}"] = value
+            row[f"analytic_s_{method}"] = res.compute_time_s
+    verdict_, misses = verdict(row)
+    row["verdict"], row["misses"] = verdict_, misses
+    return row
+
+
+def verdict(row: dict[str, Any]) -> tuple[str, list[str]]:
+    """``("PASS" | "MISS", misses)`` of a row against :data:`TARGETS`.
+
+    A miss is named after the metric (``ks``, ``p50``, ``p99``, ``spread``, ``bounds``, or
+    ``ks>clark``, ``spread>independent``... when a baseline is at least as good); ``~noise`` is
+    appended when the shortfall is within Monte Carlo's own noise (95% DKW half-width for KS,
+    95% quantile intervals for the quantiles and the spread).
+    """
+    misses: list[str] = []
+    noise = {
+        "ks": row["mc_dkw_95"] + row["mc_pool_ks"],
+        "p50": row["p50_mc_ci"],
+        "p99": row["p99_mc_ci"],
+        "spread": row["spread_mc_ci"],
+    }
+
+    def check(metric: str, value: float, target: float) -> None:
+        if not abs(value) <= target:
+            misses.append(metric + ("~noise" if abs(value) - noise[metric] <= target else ""))
+
+    if row["reconvergent"]:
+        t = TARGETS["reconvergent"]
+        check("ks", row["ks"], t["ks"])
+        check("p50", row["p50_rel_err"], t["p50"])
+        check("p99", row["p99_rel_err"], t["p99"])
+        check("spread", row["spread_rel_err"], t["spread"])
+        if f"ks_{BASELINES[0]}" in row:
+            # the same Monte Carlo sample judges every method, but its noise can still swap two
+            # methods whose errors differ by less than that noise
+            for metric, key, slack in (
+                ("ks", "ks", noise["ks"]),
+                ("spread", "spread_rel_err", noise["spread"]),
+            ):
+                ours = abs(row[key])
+                worse = [m for m in BASELINES if not ours < abs(row[f"{key}_{m}"])]
+                if worse:
+                    close = all(ours - abs(row[f"{key}_{m}"]) <= slack for m in worse)
+                    misses.append(f"{metric}>{'+'.join(worse)}" + ("~noise" if close else ""))
+    else:
+        t = TARGETS["exact"]
+        check("ks", row["ks"], t["ks"])
+        check("p99", row["p99_rel_err"], t["p99"])
+        if row.get("in_bounds") is False:
+            misses.append("bounds")
+    return ("PASS" if not misses else "MISS"), misses
+
+
+def run_suite(
+    names: Iterable[str] | None = None,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = DEFAULT_SEED,
+    *,
+    bounds: bool = True,
+    baselines: bool = True,
+    core_shape: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Evaluate the named scenarios (all by default), in registration order.
+
+    ``progress`` receives one line per finished scenario; the other options are
+    :func:`evaluate`'s.
+    """
+    names = list(SCENARIOS) if names is None else list(names)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        raise ValueError(f"unknown scenario(s) {unknown}; choose from {sorted(SCENARIOS)}")
+    rows = []
+    for name in names:
+        start = time.perf_counter()
+        rows.append(
+            evaluate(name, samples, seed, bounds=bounds, baselines=baselines, core_shape=core_shape)
+        )
+        if progress is not None:
+            progress(f"{name}: {rows[-1]['verdict']} ({time.perf_counter() - start:.1f} s)")
+    return rows
+
+
+# ----- timing -----------------------------------------------------------------------------------
+def timing(
+    replicas: Sequence[int] = (1, 512, 1_000, 1_000_000),
+    stages: int = 16,
+    microbatches: int = 64,
+    repeats: int = 5,
+) -> dict[str, Any]:
+    """Time analytic ``predict`` on a 1F1B pipeline inside replica groups of several sizes.
+
+    The cost should not depend on the number of replicas (DESIGN.md §3): the ratio of the
+    slowest to the fastest time is reported (best of ``repeats`` per size), for wall time and
+    for this process's CPU time (less sensitive to other processes on a shared machine).
+
+    Returns
+    -------
+    dict
+        ``{"pipeline": "16x64", "times_s": {n: wall seconds}, "cpu_s": {n: CPU seconds},
+        "ratio_max_min": float, "ratio_max_min_cpu": float, "p99_s": {n: analytic p99}}``.
+    """
+    body = pipeline(stages, microbatches)
+    graphs = {}
+    for n in replicas:
+        graphs[n] = StepGraph(f"pipe_{stages}x{microbatches}_x{n}")
+        graphs[n].add_replica_group("replicas", body, n)
+    times = dict.fromkeys(replicas, math.inf)
+    cpu = dict.fromkeys(replicas, math.inf)
+    p99: dict[int, float] = {}
+    # sizes interleaved within each repeat, so that a change in machine load hits all of them
+    for _ in range(repeats):
+        for n, g in graphs.items():
+            # as timeit does: a collection triggered by an earlier run must not be billed here
+            gc.collect()
+            gc.disable()
+            try:
+                start, start_cpu = time.perf_counter(), time.process_time()
+                res = pa.predict(g, "analytic")
+                cpu[n] = min(cpu[n], time.process_time() - start_cpu)
+                times[n] = min(times[n], time.perf_counter() - start)
+            finally:
+                gc.enable()
+            p99[n] = float(res.quantile(0.99))
+    return {
+        "pipeline": f"{stages}x{microbatches}",
+        "times_s": times,
+        "cpu_s": cpu,
+        "ratio_max_min": max(times.values()) / min(times.values()),
+        "ratio_max_min_cpu": max(cpu.values()) / min(cpu.values()),
+        "p99_s": p99,
+    }
