@@ -15,10 +15,9 @@ from prism_analytic.workload.config import (
     RegimeConfig,
     TierNoise,
     dump_toml,
-    load_config,
-    merge_config,
     validate_layout,
 )
+from prism_analytic.workload.jobs import load_config, merge_config
 from prism_analytic.workload.presets import hardware_preset, model_preset, preset_job
 
 PRESET_405B = """

@@ -12,59 +12,15 @@ from __future__ import annotations
 import argparse
 import json
 import time
-import warnings
-from pathlib import Path
 from typing import Any
 
+from ..workload.jobs import build_job
 from .argtypes import positive_int, sample_count
 from .output import check_plot_path, jsonable, progress_printer, save_figure
 
 __all__ = ["register", "build_job", "run_prediction", "METHODS"]
 
 METHODS = ("analytic", "montecarlo", "bounds")
-
-
-def build_job(preset: str | None, gpus: int | None, config: str | Path | None = None):
-    """The :class:`~prism_analytic.workload.config.JobConfig` a ``predict`` call describes.
-
-    Raises
-    ------
-    ValueError
-        (a :class:`~prism_analytic.workload.config.ConfigError`) for an unknown preset, a GPU
-        count the preset's layout cannot use, or a bad config file, with a message that names
-        the offending key and what is allowed.
-    """
-    from ..workload.config import ConfigError, LayoutWarning, load_config, merge_config
-    from ..workload.presets import MODELS, preset_job
-
-    if config is not None:
-        path = Path(config)
-        if not path.is_file():
-            raise ConfigError("--config", f"no such config file: {str(path)!r}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("default", LayoutWarning)
-        if preset is None:
-            if config is None:
-                raise ConfigError(
-                    "--preset",
-                    "give --preset NAME --gpus N, or --config FILE with [job] preset and gpus",
-                )
-            job = load_config(path)
-            if gpus is not None and job.gpus != gpus:
-                job = merge_config(job, {"job": {"gpus": gpus}})
-            return job
-        if preset not in MODELS:
-            raise ConfigError(
-                "--preset",
-                f"unknown model preset {preset!r}; available: "
-                f"{', '.join(sorted(MODELS))} (see `prism presets`)",
-            )
-        if gpus is None:
-            raise ConfigError("--gpus", f"required with --preset {preset}")
-        job = preset_job(preset, gpus)
-        if config is not None:
-            job = merge_config(job, path)
-        return job
 
 
 def run_prediction(

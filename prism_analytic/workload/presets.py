@@ -36,6 +36,7 @@ from .config import (
     TrainingConfig,
     config_to_dict,
 )
+from .config.sections import GEMM_EFFICIENCY
 
 __all__ = [
     "MODELS",
@@ -122,12 +123,7 @@ MODELS: dict[str, ModelConfig] = {
 # --------------------------------------------------------------------------------------
 # Hardware + cluster
 # --------------------------------------------------------------------------------------
-#: Achieved GEMM efficiency (fraction of the dense peak of the GEMM dtype) that makes the
-#: mean model reproduce Llama 3 405B's 41% MFU on 16,384 H100s (``validation/
-#: public_numbers.py``). It absorbs everything the mean model leaves out at that scale,
-#: and is used for every GPU type: validation shows it under-predicts A100 (MegaScale,
-#: -22..-28% MFU) and over-predicts FP8 speed on GB200 (MLPerf, -20% step time).
-GEMM_EFFICIENCY = 0.525
+# The calibrated GEMM efficiency is the schema's default (config.sections.GEMM_EFFICIENCY).
 
 HARDWARE: dict[str, HardwareConfig] = {
     # NVIDIA H100 SXM5 80GB datasheet: 989 TFLOP/s dense BF16, 1,979 FP8, HBM3 3.35 TB/s,
@@ -433,7 +429,7 @@ def preset_job(preset_name: str, gpus: int, *, hardware: str | None = None) -> J
 
 
 def preset_dict(preset_name: str, gpus: int | None) -> dict[str, Any]:
-    """TOML-shaped mapping of a preset (for :func:`~.config.load_config` merging).
+    """TOML-shaped mapping of a preset (for :func:`~.jobs.load_config` merging).
 
     Without ``gpus`` the mapping has no ``parallelism`` section.
     """

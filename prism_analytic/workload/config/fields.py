@@ -161,6 +161,20 @@ class _Section:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (TOML-shaped; ``None`` values omitted)."""
-        from .toml_io import config_to_dict  # lazy: toml_io imports this module
+        return section_to_dict(self)
 
-        return config_to_dict(self)
+
+def section_to_dict(obj: Any) -> Any:
+    """Nested plain dict of a config section (tuples as lists, ``None`` omitted)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        res: dict[str, Any] = {}
+        for f in dataclasses.fields(obj):
+            if "kind" not in f.metadata:
+                continue
+            v = getattr(obj, f.name)
+            if v is not None:
+                res[f.name] = section_to_dict(v)
+        return res
+    if isinstance(obj, tuple):
+        return [section_to_dict(v) for v in obj]
+    return obj

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .fields import _f, _Section
+from .fields import _f, _Section, section_to_dict
 from .sections import HardwareConfig, ModelConfig, ParallelConfig, TrainingConfig
 from .variability import VariabilityConfig
 
@@ -34,6 +34,13 @@ class JobConfig(_Section):
     def gpus(self) -> int:
         """GPUs of the job (tp * pp * dp * cp)."""
         return self.parallelism.gpus
+
+    def to_dict(self) -> dict[str, Any]:
+        """The TOML shape ``{"job": {"name", "gpus"}, "model": {...}, ...}``."""
+        out: dict[str, Any] = {"job": {"name": self.name, "gpus": self.gpus}}
+        for sec in ("model", "parallelism", "hardware", "training", "variability"):
+            out[sec] = section_to_dict(getattr(self, sec))
+        return out
 
     def replace(self, **changes: Any) -> JobConfig:
         """Copy with whole sections replaced (``job.replace(parallelism=...)``)."""
