@@ -40,6 +40,9 @@ class AnalyticReport:
     exact: bool = True
     cores: list[dict[str, Any]] = field(default_factory=list)
     core_method: str = "clark-mehler"
+    #: (where, sub-graph, its computed law, probability of its regime state) for every graph
+    #: evaluation that used a canonical-form core: what :func:`~.crosscheck.verify` samples.
+    approximated: list[tuple[str, StepGraph, GridDistribution, float]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"exact": self.exact, "core_method": self.core_method, "cores": self.cores}
@@ -114,6 +117,7 @@ class _Evaluator:
         self.core_method = core_method
         self.window = window
         self.report = AnalyticReport(core_method=core_method)
+        self.weight = 1.0  # probability of the regime state being evaluated
 
     def graph(self, g: StepGraph, path: str = "") -> GridDistribution:
         mean, depth = mean_critical_path(g, self._means)
@@ -132,7 +136,9 @@ class _Evaluator:
         if reduction.exact:
             result = reduction.result()
             return result if result is not None else to_grid(point_mass(0.0), h, self.policy)
-        return self.core(reduction.graph, h, path or g.name)
+        result = self.core(reduction.graph, h, path or g.name)
+        self.report.approximated.append((path or g.name, g, result, self.weight))
+        return result
 
     def group(self, d: dict[str, Any], path: str) -> GridDistribution:
         return replica_group(self.graph(d["body"], path), d)
@@ -271,6 +277,9 @@ def analytic_distribution(
     states = list(graph.regime_states())
     if len(states) == 1:
         return ev.graph(graph.conditioned(states[0][1]) if graph.regimes else graph), ev.report
-    grids = [ev.graph(graph.conditioned(factors)) for _, factors in states]
     weights = np.array([p for p, _ in states])
+    grids = []
+    for p, factors in states:
+        ev.weight = p / weights.sum()
+        grids.append(ev.graph(graph.conditioned(factors)))
     return mix_grids(grids, weights / weights.sum()), ev.report

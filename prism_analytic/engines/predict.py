@@ -13,7 +13,8 @@ from ..policy import DEFAULT_POLICY, GridPolicy
 from .analytic import analytic_distribution
 from .bounds import bound_distributions
 from .montecarlo import MonteCarloSettings, pooled_groups, sample_step
-from .result import StepTimeResult
+from .resolution import resolve_policy
+from .result import AnalyticResult, BoundsResult, MonteCarloResult, StepTimeResult
 
 __all__ = ["predict", "METHODS"]
 
@@ -48,7 +49,10 @@ def predict(
         canonical form on reconvergent cores; ``bounds``: guaranteed lower and upper bounds;
         ``montecarlo``: sampling with exact semantics (the cross-check).
     policy : GridPolicy, optional
-        Grid resolution for analytic and bounds.
+        Requested grid resolution for analytic and bounds (default
+        :data:`~prism_analytic.policy.DEFAULT_POLICY`). It is resolved for the graph by
+        :func:`~.resolution.resolve_policy` (coarsened only where a replica speed mixture would
+        overflow ``max_cells``); the policy used is recorded in ``diagnostics["policy"]``.
     samples, seed, executor, mc_settings, progress
         Monte Carlo options (see :func:`~prism_analytic.engines.montecarlo.sample_step`).
     core_method : {"clark-mehler", "clark", "independent"}
@@ -65,6 +69,9 @@ def predict(
     Returns
     -------
     StepTimeResult
+        :class:`~.result.AnalyticResult`, :class:`~.result.BoundsResult` (``lower`` and
+        ``upper`` only) or :class:`~.result.MonteCarloResult`; ``result.exact`` says whether its
+        intervals are guaranteed.
     """
     if not isinstance(graph, StepGraph):
         raise GraphError(f"graph must be a StepGraph, got {type(graph).__name__}")
@@ -73,6 +80,8 @@ def predict(
     policy = DEFAULT_POLICY if policy is None else policy
     if not isinstance(policy, GridPolicy):
         raise TypeError(f"policy must be a GridPolicy, got {type(policy).__name__}")
+    if method != "montecarlo":
+        policy = resolve_policy(graph, policy)
     if core_shape not in CORE_SHAPES:
         raise ValueError(f"core_shape must be one of {CORE_SHAPES}, got {core_shape!r}")
     if core_method not in CORE_METHODS:
@@ -82,30 +91,30 @@ def predict(
         dist, report = analytic_distribution(
             graph, policy, core_method=core_method, window=window, shape=core_shape
         )
-        return StepTimeResult(
-            dist,
-            method,
-            time.perf_counter() - start,
+        return AnalyticResult(
+            distribution=dist,
+            method=method,
+            compute_time_s=time.perf_counter() - start,
             diagnostics={**report.to_dict(), "policy": policy.to_dict()},
+            cores=tuple(report.approximated),
         )
     if method == "bounds":
         lower, upper = bound_distributions(graph, policy, paths=check_count(paths, "paths"))
-        return StepTimeResult(
-            upper,
-            method,
-            time.perf_counter() - start,
+        return BoundsResult(
             lower=lower,
             upper=upper,
+            method=method,
+            compute_time_s=time.perf_counter() - start,
             diagnostics={"policy": policy.to_dict()},
         )
     samples = check_count(samples, "samples", minimum=2, maximum=10**9)
     settings = mc_settings or MonteCarloSettings(seed=check_count(seed, "seed", minimum=0))
     draws = sample_step(graph, samples, settings=settings, executor=executor, progress=progress)
     emp = Empirical(draws)
-    return StepTimeResult(
-        emp,
-        method,
-        time.perf_counter() - start,
+    return MonteCarloResult(
+        distribution=emp,
+        method=method,
+        compute_time_s=time.perf_counter() - start,
         diagnostics={
             "samples": samples,
             "seed": settings.seed,

@@ -1,4 +1,15 @@
-"""The step-time result every engine returns."""
+"""The step-time results of the three engines: one class each, each saying what it guarantees.
+
+* :class:`AnalyticResult`: a distribution. ``exact`` is True when no part of the graph was
+  approximated; its numerical bracket then provably contains the exact quantile. When a
+  reconvergent core was approximated (Clark-Mehler), the bracket only covers grid rounding of the
+  *approximate* model: it is labelled so, and :func:`~.crosscheck.verify` adds guaranteed bounds
+  and a Monte Carlo measurement of the approximation error.
+* :class:`BoundsResult`: guaranteed lower and upper bounds. It has no mean or point quantile.
+* :class:`MonteCarloResult`: an empirical law. Its intervals are confidence intervals that
+  include every error the sampler makes (order statistics and, where replica groups are sampled
+  from a pool, the pool's KS error).
+"""
 
 from __future__ import annotations
 
@@ -8,111 +19,355 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from ..distributions import Distribution, Empirical, GridDistribution
+from ..distributions import Empirical, GridDistribution
 
-__all__ = ["StepTimeResult", "LEVELS"]
+__all__ = ["StepTimeResult", "AnalyticResult", "BoundsResult", "MonteCarloResult", "LEVELS"]
 
 LEVELS = (0.5, 0.9, 0.95, 0.99, 0.999)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StepTimeResult:
-    """A step-time distribution with its error bracket and how it was computed.
+    """What every engine returns: a method, its timing, its diagnostics and its guarantee.
 
     Attributes
     ----------
-    distribution : Distribution
-        The estimate (analytic grid, Monte Carlo empirical law, or the upper bound).
     method : str
         "analytic", "bounds" or "montecarlo".
     compute_time_s : float
         Wall time of the computation.
-    lower, upper : GridDistribution or None
-        For ``method="bounds"``: guaranteed lower and upper bounds.
     diagnostics : dict
-        Engine-specific facts (exactness, canonical-form cores, Monte Carlo pools, policy).
+        Engine-specific facts (canonical-form cores, Monte Carlo pools, grid policy).
     """
 
-    distribution: Distribution
     method: str
     compute_time_s: float
-    lower: GridDistribution | None = None
-    upper: GridDistribution | None = None
     diagnostics: dict[str, Any] = field(default_factory=dict)
 
-    # ----- the distribution interface -----------------------------------------------------
-    def cdf(self, x: Any) -> Any:
-        return self.distribution.cdf(x)
+    @property
+    def exact(self) -> bool:
+        """True when the reported intervals provably contain the exact answer of the graph."""
+        raise NotImplementedError
 
-    def sf(self, x: Any) -> Any:
-        return self.distribution.sf(x)
-
-    def quantile(self, q: Any) -> Any:
-        return self.distribution.quantile(q)
-
-    def mean(self) -> float:
-        return self.distribution.mean()
-
-    def std(self) -> float:
-        return self.distribution.std()
+    @property
+    def guarantee(self) -> str:
+        """One sentence: what the intervals of this result are."""
+        raise NotImplementedError
 
     def quantile_bracket(self, q: float, confidence: float = 0.95) -> tuple[float, float]:
-        """An interval for the q-quantile.
+        """The interval this result reports for the q-quantile (see :attr:`guarantee`)."""
+        raise NotImplementedError
 
-        analytic: the numerical bracket (contains the exact quantile of the engine's model);
-        bounds: [lower bound's low side, upper bound's high side] (contains the true quantile);
-        montecarlo: a distribution-free ``confidence`` interval from order statistics.
-        """
-        if self.method == "bounds":
-            return (
-                float(self.lower.quantile_bracket(q)[0]),
-                float(self.upper.quantile_bracket(q)[1]),
-            )
-        if isinstance(self.distribution, Empirical):
-            return _order_statistic_ci(self.distribution.samples, q, confidence)
-        low, high = self.distribution.quantile_bracket(q)
-        return float(low), float(high)
+    def _quantile_rows(self, levels: tuple[float, ...]) -> dict[str, dict[str, Any]]:
+        raise NotImplementedError
 
     # ----- reporting ----------------------------------------------------------------------
     def to_dict(self, levels: tuple[float, ...] = LEVELS) -> dict[str, Any]:
-        """JSON-friendly summary: mean, std, quantiles, brackets, timing and diagnostics."""
-        out: dict[str, Any] = {
+        """JSON-friendly summary: ``exact`` and ``guarantee`` first, then per-quantile rows."""
+        return {
             "method": self.method,
-            "mean_s": self.mean(),
-            "std_s": self.std(),
+            "exact": self.exact,
+            "guarantee": self.guarantee,
             "compute_time_s": self.compute_time_s,
+            **self._point_fields(levels),
+            "quantiles": self._quantile_rows(levels),
+            "diagnostics": self.diagnostics,
         }
+
+    def _point_fields(self, levels: tuple[float, ...]) -> dict[str, Any]:
+        out: dict[str, Any] = {"mean_s": self.mean(), "std_s": self.std()}  # type: ignore[attr-defined]
         for q in levels:
-            out[f"p{_pct(q)}_s"] = float(self.quantile(q))
+            out[f"p{_pct(q)}_s"] = float(self.quantile(q))  # type: ignore[attr-defined]
         out["bracket"] = {str(q): list(self.quantile_bracket(q)) for q in levels}
-        out["diagnostics"] = self.diagnostics
         return out
 
+    def _label(self) -> str:
+        raise NotImplementedError
+
     def summary(self, levels: tuple[float, ...] = LEVELS) -> str:
-        """A readable multi-line summary."""
+        """A readable multi-line summary (its first line says what is guaranteed)."""
         lines = [
-            f"step time ({self.method}, computed in {self.compute_time_s * 1e3:.1f} ms)",
-            f"  mean {self.mean():.6g} s   std {self.std():.6g} s"
-            + (f" (CV {self.std() / self.mean():.2%})" if self.mean() > 0 else ""),
+            f"step time ({self.method}, computed in {self.compute_time_s * 1e3:.1f} ms;"
+            f" {'exact' if self.exact else 'not exact'})",
+            f"  {self.guarantee}",
         ]
-        label = {
-            "analytic": "numerical bracket",
-            "bounds": "guaranteed bounds",
-            "montecarlo": "95% CI",
-        }[self.method]
+        lines += self._summary_lines(levels)
+        return "\n".join(lines)
+
+    def _summary_lines(self, levels: tuple[float, ...]) -> list[str]:
+        mean, std = self.mean(), self.std()  # type: ignore[attr-defined]
+        lines = [
+            f"  mean {mean:.6g} s   std {std:.6g} s"
+            + (f" (CV {std / mean:.2%})" if mean > 0 else "")
+        ]
+        label = self._label()
         for q in levels:
             low, high = self.quantile_bracket(q)
             lines.append(
-                f"  p{_pct(q):<5} {float(self.quantile(q)):.6g} s   {label} [{low:.6g}, {high:.6g}]"
+                f"  p{_pct(q):<5} {float(self.quantile(q)):.6g} s"  # type: ignore[attr-defined]
+                f"   {label} [{low:.6g}, {high:.6g}]"
             )
-        return "\n".join(lines)
+        return lines
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalyticResult(StepTimeResult):
+    """The analytic engine's step-time distribution.
+
+    Attributes
+    ----------
+    distribution : GridDistribution
+        The computed law (exact up to its numerical bracket when :attr:`exact`).
+    verification : dict or None
+        Set by :func:`~.crosscheck.verify`: guaranteed bounds per quantile and the Monte Carlo
+        cross-check of every approximated part (KS distance against its DKW band).
+    """
+
+    distribution: GridDistribution
+    verification: dict[str, Any] | None = None
+    cores: tuple[Any, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def exact(self) -> bool:
+        """True when the graph was evaluated without approximation (no canonical-form core)."""
+        return bool(self.diagnostics.get("exact", False))
+
+    @property
+    def guarantee(self) -> str:
+        """What the numerical bracket means for this result."""
+        if self.exact:
+            return (
+                "exact evaluation: every numerical bracket contains the exact quantile (guaranteed)"
+            )
+        text = (
+            "approximate: a reconvergent core was approximated (canonical form); numerical "
+            "brackets cover grid rounding of that approximation only, NOT its error"
+        )
+        if self.verification is not None:
+            text += "; guaranteed bounds and a Monte Carlo cross-check are attached"
+        else:
+            text += "; run verify() (the CLI does by default) for guaranteed bounds"
+        return text
+
+    def cdf(self, x: Any) -> Any:
+        """P(step <= x)."""
+        return self.distribution.cdf(x)
+
+    def sf(self, x: Any) -> Any:
+        """P(step > x), computed directly."""
+        return self.distribution.sf(x)
+
+    def quantile(self, q: Any) -> Any:
+        """The q-quantile of the computed law."""
+        return self.distribution.quantile(q)
+
+    def mean(self) -> float:
+        """Mean of the computed law."""
+        return self.distribution.mean()
+
+    def std(self) -> float:
+        """Standard deviation of the computed law."""
+        return self.distribution.std()
+
+    def quantile_bracket(self, q: float, confidence: float = 0.95) -> tuple[float, float]:
+        """The numerical bracket at ``q`` (guaranteed for the graph only when :attr:`exact`)."""
+        low, high = self.distribution.quantile_bracket(q)
+        return float(low), float(high)
+
+    def _label(self) -> str:
+        return "guaranteed bracket" if self.exact else "numerical bracket (of the approximation)"
+
+    def _quantile_rows(self, levels: tuple[float, ...]) -> dict[str, dict[str, Any]]:
+        bounds = (self.verification or {}).get("bounds") or {}
+        rows = {}
+        for q in levels:
+            row: dict[str, Any] = {
+                "estimate_s": float(self.quantile(q)),
+                "numerical_bracket_s": list(self.quantile_bracket(q)),
+                "numerical_bracket_guaranteed": self.exact,
+            }
+            if not self.exact:
+                row["guaranteed_bounds_s"] = bounds.get(str(q))
+            rows[str(q)] = row
+        return rows
+
+    def to_dict(self, levels: tuple[float, ...] = LEVELS) -> dict[str, Any]:
+        """As :meth:`StepTimeResult.to_dict`, plus ``cross_check`` when verified."""
+        out = super().to_dict(levels)
+        if self.verification is not None:
+            out["cross_check"] = self.verification
+        return out
+
+    def _summary_lines(self, levels: tuple[float, ...]) -> list[str]:
+        lines = super()._summary_lines(levels)
+        ver = self.verification
+        if self.exact or ver is None:
+            return lines
+        bounds = ver.get("bounds") or {}
+        if bounds:
+            lines.append("  guaranteed bounds (bounds engine):")
+            for q in levels:
+                b = bounds.get(str(q))
+                if b is not None:
+                    lines.append(f"    p{_pct(q):<5} [{b[0]:.6g}, {b[1]:.6g}]")
+        else:
+            lines.append(f"  guaranteed bounds: {ver.get('bounds_note', 'not computed')}")
+        for c in ver.get("cores", []):
+            lines.append("  " + c["summary"])
+        if ver.get("warning"):
+            lines.append("  WARNING: " + ver["warning"])
+        return lines
 
     def plot(self, ax: Any = None, *, ccdf: bool = False) -> Any:
-        """CDF (or CCDF) with the bracket band; bounds plot both bounds."""
-        ax = self.distribution.plot(ax, ccdf=ccdf, label=self.method)
-        if self.method == "bounds":
-            self.lower.plot(ax, ccdf=ccdf, label="lower bound")
+        """CDF (or CCDF) of the computed law."""
+        return self.distribution.plot(ax, ccdf=ccdf, label=self.method)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BoundsResult(StepTimeResult):
+    """Guaranteed lower and upper bounds on the step time (no point estimate).
+
+    Attributes
+    ----------
+    lower, upper : GridDistribution
+        Stochastic bounds: the true law lies between them (use ``lower``'s lower sandwich side
+        and ``upper``'s upper side).
+    """
+
+    lower: GridDistribution
+    upper: GridDistribution
+
+    @property
+    def exact(self) -> bool:
+        """False: bounds are an interval, not an evaluation."""
+        return False
+
+    @property
+    def guarantee(self) -> str:
+        """What the bounds mean."""
+        return "guaranteed bounds: the exact quantile lies in [lower, upper] (no point estimate)"
+
+    def quantile_bracket(self, q: float, confidence: float = 0.95) -> tuple[float, float]:
+        """[lower bound's low side, upper bound's high side] at ``q`` (contains the truth)."""
+        return (
+            float(self.lower.quantile_bracket(q)[0]),
+            float(self.upper.quantile_bracket(q)[1]),
+        )
+
+    def cdf_bracket(self, x: Any) -> tuple[Any, Any]:
+        """(low, high) bounds on P(step <= x)."""
+        return self.upper.cdf_bounds(x)[0], self.lower.cdf_bounds(x)[1]
+
+    def _point_fields(self, levels: tuple[float, ...]) -> dict[str, Any]:
+        return {
+            "mean_bounds_s": [self.lower.mean(), self.upper.mean()],
+            "bracket": {str(q): list(self.quantile_bracket(q)) for q in levels},
+        }
+
+    def _quantile_rows(self, levels: tuple[float, ...]) -> dict[str, dict[str, Any]]:
+        return {str(q): {"guaranteed_bounds_s": list(self.quantile_bracket(q))} for q in levels}
+
+    def _summary_lines(self, levels: tuple[float, ...]) -> list[str]:
+        lines = [f"  mean in [{self.lower.mean():.6g}, {self.upper.mean():.6g}] s"]
+        for q in levels:
+            low, high = self.quantile_bracket(q)
+            lines.append(f"  p{_pct(q):<5} in [{low:.6g}, {high:.6g}] s")
+        return lines
+
+    def plot(self, ax: Any = None, *, ccdf: bool = False) -> Any:
+        """Both bounds' CDFs (or CCDFs)."""
+        ax = self.upper.plot(ax, ccdf=ccdf, label="upper bound")
+        self.lower.plot(ax, ccdf=ccdf, label="lower bound")
         return ax
+
+
+@dataclass(frozen=True, kw_only=True)
+class MonteCarloResult(StepTimeResult):
+    """The Monte Carlo engine's empirical step-time law.
+
+    Attributes
+    ----------
+    distribution : Empirical
+        The samples.
+    """
+
+    distribution: Empirical
+
+    @property
+    def exact(self) -> bool:
+        """False: a sampled estimate."""
+        return False
+
+    @property
+    def guarantee(self) -> str:
+        """What the intervals are."""
+        text = "estimate by sampling; intervals are confidence intervals from order statistics"
+        if self.pool_error > 0:
+            text += (
+                f", widened by the replica pools' KS error {self.pool_error:.3g} (95%); "
+                "stated confidence by Bonferroni"
+            )
+        return text
+
+    @property
+    def pool_error(self) -> float:
+        """Sum of the pooled replica groups' KS errors (95th percentile), 0 when none."""
+        return float(sum(p["ks_error"] for p in self.diagnostics.get("pooled_groups", [])))
+
+    def cdf(self, x: Any) -> Any:
+        """Empirical P(step <= x)."""
+        return self.distribution.cdf(x)
+
+    def sf(self, x: Any) -> Any:
+        """Empirical P(step > x)."""
+        return self.distribution.sf(x)
+
+    def quantile(self, q: Any) -> Any:
+        """Empirical q-quantile."""
+        return self.distribution.quantile(q)
+
+    def mean(self) -> float:
+        """Sample mean."""
+        return self.distribution.mean()
+
+    def std(self) -> float:
+        """Sample standard deviation."""
+        return self.distribution.std()
+
+    def interval_confidence(self, confidence: float = 0.95) -> float:
+        """Confidence of :meth:`quantile_bracket` (Bonferroni with the pools' 95% error)."""
+        n_pooled = len(self.diagnostics.get("pooled_groups", []))
+        return max(confidence - 0.05 * n_pooled, 0.0)
+
+    def quantile_bracket(self, q: float, confidence: float = 0.95) -> tuple[float, float]:
+        """A ``confidence`` interval for the true q-quantile from order statistics.
+
+        Where replica groups were sampled from a pool, the pooled law is within
+        :attr:`pool_error` (KS, 95th percentile) of the true one, so the interval is taken at
+        levels ``q -+ pool_error``; its joint confidence is :meth:`interval_confidence`.
+        """
+        d = self.pool_error
+        low = _order_statistic_ci(self.distribution.samples, max(q - d, 0.0), confidence)[0]
+        high = _order_statistic_ci(self.distribution.samples, min(q + d, 1.0), confidence)[1]
+        return low, high
+
+    def _label(self) -> str:
+        return f"{self.interval_confidence():.0%} CI"
+
+    def plot(self, ax: Any = None, *, ccdf: bool = False) -> Any:
+        """Empirical CDF (or CCDF)."""
+        return self.distribution.plot(ax, ccdf=ccdf, label=self.method)
+
+    def _quantile_rows(self, levels: tuple[float, ...]) -> dict[str, dict[str, Any]]:
+        conf = self.interval_confidence()
+        return {
+            str(q): {
+                "estimate_s": float(self.quantile(q)),
+                "confidence_interval_s": list(self.quantile_bracket(q)),
+                "confidence": conf,
+            }
+            for q in levels
+        }
 
 
 def _pct(q: float) -> str:

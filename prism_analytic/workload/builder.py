@@ -51,7 +51,6 @@ per-stage (rather than per-replica) persistent speeds, load imbalance between Mo
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -59,10 +58,11 @@ import numpy as np
 from scipy import special
 
 from ..distributions import Distribution, lognormal, mixture, point_mass, uniform
-from ..graph import REPLICA, StepGraph
+from ..engines.resolution import MAX_REL_WIDTH
+from ..graph import StepGraph
 from ..graph.pipeline import pipeline_step_graph
 from ..operations import iid_max
-from ..policy import DEFAULT_POLICY, GridPolicy
+from ..policy import GridPolicy
 from .config import JobConfig, TierNoise
 from .mean_model import OpMean, OpMeans, op_means
 
@@ -313,39 +313,15 @@ class _Ctx:
 # --------------------------------------------------------------------------------------
 # Public helpers
 # --------------------------------------------------------------------------------------
-#: Largest ``rel_width`` :func:`grid_policy` moves to. Checked on llama3-405b at 1,024 GPUs
-#: (a 65,536-op pipeline body): 2e-3 and 3e-3 give mean 110.93 s against Monte Carlo's
-#: 110.87 s; at 4.5e-3 the engine's canonical core returned NaN.
-MAX_REL_WIDTH = 3e-3
-
-
 def grid_policy(graph: StepGraph, base: GridPolicy | None = None) -> GridPolicy:
-    """A grid policy under which the analytic engine can evaluate ``graph`` reliably.
+    """The grid policy ``predict`` evaluates ``graph`` under (kept for callers of the builder).
 
-    The engine discretises a replica body with spacing ``rel_width * mean / depth`` and then
-    spreads it over the replica speed factor's range ``[Q(tail), Q(1 - tail)]``. When that
-    takes far more than ``max_cells`` cells the result is wrong (the engine's mixture of
-    re-binned grids mislocates the law: a 95 s pipeline body in 1,024 replicas came back
-    as a 14 s step). This returns ``base`` (default
-    :data:`~prism_analytic.policy.DEFAULT_POLICY`) with ``rel_width`` raised just enough
-    that every speed mixture fits in ``max_cells`` (at most :data:`MAX_REL_WIDTH`); the
-    numerical bracket widens accordingly and is still reported by the engine.
+    Delegates to :func:`~prism_analytic.engines.resolution.resolve_policy`, the one place that
+    decides the resolution; ``predict`` applies it itself, so passing this result is optional.
     """
-    from ..engines.analytic import mean_critical_path
+    from ..engines.resolution import resolve_policy
 
-    base = base or DEFAULT_POLICY
-    need = base.rel_width
-    for _, d in graph.graph.nodes(data=True):
-        if d.get("type") != REPLICA or d.get("speed") is None:
-            continue
-        speed = d["speed"]
-        lo = float(speed.quantile(base.tail_mass))
-        hi = float(speed.isf(base.tail_mass))
-        _, depth = mean_critical_path(d["body"])
-        need = max(need, (hi - lo) / max(lo, 1e-12) * depth / base.max_cells)
-    if need <= base.rel_width:
-        return base
-    return dataclasses.replace(base, rel_width=min(need, max(MAX_REL_WIDTH, base.rel_width)))
+    return resolve_policy(graph, base)
 
 
 def layout_dict(job: JobConfig) -> dict[str, object]:
