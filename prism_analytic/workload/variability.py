@@ -232,7 +232,7 @@ def spatial_stats(
         )
         cis.append((float(res.confidence_interval.low), float(res.confidence_interval.high)))
     ratio = med / p50
-    robust = float(1.4826 * np.median(np.abs(ratio - 1.0)))
+    robust = float(stats.median_abs_deviation(ratio, center=lambda r, axis: 1.0, scale="normal"))
     out = ratio[ratio > 1.0 + 3.0 * robust]
     within = [float(_cv(v)) for v in runs.values() if len(v) >= 2]
     return SpatialStats(
