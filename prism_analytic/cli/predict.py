@@ -24,32 +24,40 @@ METHODS = ("analytic", "montecarlo", "bounds")
 
 
 def run_prediction(
-    job, *, method: str = "analytic", samples: int = 20_000, seed: int = 0
+    job,
+    *,
+    method: str = "analytic",
+    samples: int = 20_000,
+    seed: int = 0,
+    verify: bool = False,
+    verify_budget_s: float = 1.5,
 ) -> tuple[Any, Any, dict[str, Any]]:
     """Build the step graph of ``job`` and predict its step time.
 
     Returns ``(result, graph, info)`` with ``info`` holding the graph size, the build time
-    and the deterministic mean-model step time. The analytic and bounds engines run under
-    :func:`~prism_analytic.workload.builder.grid_policy` (the default grid, coarsened only
-    where a deep pipeline body would overflow the engine's grid cap).
+    and the deterministic mean-model step time. The grid resolution is decided inside
+    :func:`~prism_analytic.engines.predict.predict` (the same as a library call).
+    ``verify=True`` cross-checks an approximate analytic result
+    (:func:`~prism_analytic.engines.crosscheck.verify`) within ``verify_budget_s`` seconds.
     """
+    from ..engines.crosscheck import verify as cross_check
     from ..engines.predict import predict
-    from ..workload.builder import build_step_graph, grid_policy
+    from ..workload.builder import build_step_graph
     from ..workload.mean_model import op_means, step_time
 
     start = time.perf_counter()
     om = op_means(job)
     graph = build_step_graph(job, means=om)
-    policy = grid_policy(graph) if method != "montecarlo" else None
     built = time.perf_counter() - start
     result = predict(
         graph,
         method,
         samples=samples,
         seed=seed,
-        policy=policy,
         progress=progress_printer("Monte Carlo steps") if method == "montecarlo" else None,
     )
+    if verify and method == "analytic":
+        result = cross_check(graph, result, budget_s=verify_budget_s, seed=seed)
     body = graph.node("replicas")["body"]
     info = {
         "graph_nodes": len(graph) + len(body),
@@ -67,7 +75,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     job = build_job(args.preset, args.gpus, args.config)
     try:
         result, _, info = run_prediction(
-            job, method=args.method, samples=args.samples, seed=args.seed
+            job, method=args.method, samples=args.samples, seed=args.seed, verify=args.verify
         )
     except (ValueError, TypeError) as exc:
         raise type(exc)(f"cannot evaluate {job.name}: {exc}") from exc
@@ -127,6 +135,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--samples", type=sample_count, default=20_000, help="Monte Carlo samples (default: 20,000)"
     )
     p.add_argument("--seed", type=int, default=0, help="Monte Carlo seed (default: 0)")
+    p.add_argument(
+        "--no-verify",
+        dest="verify",
+        action="store_false",
+        help="skip the default cross-check of an approximate analytic answer (Monte Carlo of "
+        "the approximated pipeline body against its DKW band, plus guaranteed bounds when cheap)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--plot", metavar="FILE", help="write a CDF plot to FILE (png, pdf, svg)")
     p.set_defaults(func=_cmd_predict)
