@@ -23,6 +23,57 @@ def as_rng(rng: Any) -> np.random.Generator:
     return np.random.default_rng(rng)
 
 
+#: Relative error allowed for the CDF and SF evaluations that certify a bracket.
+_CDF_REL_ERR = 1e-11
+
+
+def _verified_bracket(
+    dist: Distribution, q: np.ndarray, value: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Widen ``value`` around each level until the CDF/SF certify that it brackets Q(q).
+
+    ``low <= Q(q)`` holds when F(low) < q, and ``high >= Q(q)`` when F(high) >= q; below the
+    median these are tested with the CDF, above it with the survival function (which keeps
+    precision for tiny tail probabilities). Each test leaves room for a relative evaluation
+    error of ``_CDF_REL_ERR``. A side that cannot be certified becomes the support's end.
+    """
+    sup_lo, sup_hi = dist.support
+    low = np.where(q == 0, sup_lo, value)
+    high = np.where(q == 1, sup_hi, value)
+    finite = np.isfinite(value) & (q > 0) & (q < 1)
+    upper = q > 0.5
+    p = 1.0 - q
+    # A quantile at (or near) zero has no relative scale: fall back to the law's own spread.
+    spread = np.abs(np.asarray(dist._quantile(np.array([0.25, 0.75])), dtype=float))
+    spread = float(np.max(spread[np.isfinite(spread)], initial=0.0)) or 1.0
+    slack = _FLOAT_SLACK * np.maximum(np.abs(value), 1e-6 * spread)
+    slack = np.where(np.isfinite(slack), slack, 0.0)
+    ok_lo = ~finite
+    ok_hi = ~finite
+    with np.errstate(all="ignore"):
+        for _ in range(80):
+            if ok_lo.all() and ok_hi.all():
+                break
+            cand_lo = np.where(ok_lo, low, value - slack)
+            cand_hi = np.where(ok_hi, high, value + slack)
+            f_lo = np.where(upper, dist._sf(cand_lo), dist._cdf(cand_lo))
+            f_hi = np.where(upper, dist._sf(cand_hi), dist._cdf(cand_hi))
+            good_lo = np.where(upper, f_lo > p * (1 + _CDF_REL_ERR), f_lo < q * (1 - _CDF_REL_ERR))
+            good_hi = np.where(
+                upper, f_hi <= p * (1 - _CDF_REL_ERR), f_hi >= q * (1 + _CDF_REL_ERR)
+            )
+            good_lo |= cand_lo <= sup_lo
+            good_hi |= cand_hi >= sup_hi
+            low = np.where(~ok_lo & good_lo, np.maximum(cand_lo, sup_lo), low)
+            high = np.where(~ok_hi & good_hi, np.minimum(cand_hi, sup_hi), high)
+            ok_lo |= good_lo
+            ok_hi |= good_hi
+            slack = slack * 4.0
+    low = np.where(ok_lo, low, sup_lo)
+    high = np.where(ok_hi, high, sup_hi)
+    return low, high
+
+
 def _scalar_or_array(values: np.ndarray, like: np.ndarray) -> float | np.ndarray:
     return float(values) if np.ndim(like) == 0 else values
 
@@ -84,13 +135,23 @@ class Distribution(ABC):
         return _scalar_or_array(self._sf(np.atleast_1d(arr)).reshape(arr.shape), arr)
 
     def quantile(self, q: Any) -> float | np.ndarray:
-        """The smallest x with P(X <= x) >= q, for q in [0, 1]."""
+        """The smallest x with P(X <= x) >= q, for q in [0, 1].
+
+        ``q = 0`` and ``q = 1`` give the ends of the support (possibly infinite); a level the
+        numerics cannot resolve (e.g. inside a grid's tail atom) gives ``nan``.
+        """
         arr = check_probabilities(q)
         flat = np.atleast_1d(arr)
         out = np.empty(flat.shape)
         upper = flat > 0.5
         out[~upper] = self._quantile(flat[~upper])
         out[upper] = self._isf(1.0 - flat[upper])
+        # The levels 0 and 1 are the support's ends by definition; numerical inversions would
+        # answer with wherever their search stopped.
+        if (flat == 0).any() or (flat == 1).any():
+            lo, hi = self.support
+            out[flat == 0] = lo
+            out[flat == 1] = hi
         return _scalar_or_array(out.reshape(arr.shape), arr)
 
     def isf(self, p: Any) -> float | np.ndarray:
@@ -101,15 +162,18 @@ class Distribution(ABC):
     def quantile_bracket(self, q: Any) -> tuple[float | np.ndarray, float | np.ndarray]:
         """An interval (low, high) that contains the exact q-quantile.
 
-        For exact distributions it is the computed quantile widened by floating-point slack;
-        grid results override it with the rounding sandwich (DESIGN.md §5).
+        For exact distributions it is the computed quantile widened by floating-point slack,
+        then checked against the CDF (or, above the median, the survival function) and widened
+        until the check passes (DESIGN.md §5). Grid results override it with the rounding
+        sandwich.
         """
-        value = np.asarray(self.quantile(q), dtype=float)
-        slack = _FLOAT_SLACK * np.maximum(np.abs(value), np.finfo(float).tiny)
-        low, high = value - slack, value + slack
-        if value.ndim == 0:
-            return float(low), float(high)
-        return low, high
+        arr = check_probabilities(q)
+        flat = np.atleast_1d(arr).astype(float)
+        value = np.atleast_1d(np.asarray(self.quantile(flat), dtype=float))
+        low, high = _verified_bracket(self, flat, value)
+        if arr.ndim == 0:
+            return float(low[0]), float(high[0])
+        return low.reshape(arr.shape), high.reshape(arr.shape)
 
     def mean(self) -> float:
         """Expected value (``inf`` when it does not exist)."""

@@ -95,19 +95,45 @@ class OrderStatistic(Distribution):
         return self.parent.support
 
     def _cdf(self, x: np.ndarray) -> np.ndarray:
+        # The minimum and maximum in log space: betainc loses the tail at n ~ 1e12.
+        if self.k == 1:
+            return -np.expm1(self.n * log_sf(self.parent, x))
+        if self.k == self.n:
+            return np.exp(self.n * log_cdf(self.parent, x))
         # P(X_(k) <= x) = P(Binomial(n, F) >= k) = I_F(k, n - k + 1)
         return special.betainc(self.k, self.n - self.k + 1, self.parent._cdf(x))
 
     def _sf(self, x: np.ndarray) -> np.ndarray:
+        if self.k == 1:
+            return np.exp(self.n * log_sf(self.parent, x))
+        if self.k == self.n:
+            return -np.expm1(self.n * log_cdf(self.parent, x))
         return special.betainc(self.n - self.k + 1, self.k, self.parent._sf(x))
 
+    def _parent_levels(self, q: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """Parent quantile at the level where the order statistic's CDF is q (= 1 - p).
+
+        The minimum and maximum have closed forms in log space; otherwise the parent's CDF
+        level f and SF level s come from betaincinv. Each is passed to the side of the parent
+        (quantile or isf) where it is small, so that 1 - f is never formed.
+        """
+        with np.errstate(divide="ignore"):
+            if self.k == 1:  # 1 - (1 - F)^n = q  <=>  F = -expm1(log1p(-q) / n)
+                f = -np.expm1(np.log1p(-q) / self.n)
+                s = np.exp(np.log(p) / self.n)
+            elif self.k == self.n:  # F^n = q
+                f = np.exp(np.log(q) / self.n)
+                s = -np.expm1(np.log1p(-p) / self.n)
+            else:
+                f = special.betaincinv(self.k, self.n - self.k + 1, q)
+                s = special.betaincinv(self.n - self.k + 1, self.k, p)
+        return np.where(f <= s, self.parent._quantile(f), self.parent._isf(s))
+
     def _quantile(self, q: np.ndarray) -> np.ndarray:
-        f = special.betaincinv(self.k, self.n - self.k + 1, q)
-        s = special.betaincinv(self.n - self.k + 1, self.k, 1.0 - q)
-        return np.where(f <= 0.5, self.parent._quantile(f), self.parent._isf(s))
+        return self._parent_levels(q, 1.0 - q)
 
     def _isf(self, p: np.ndarray) -> np.ndarray:
-        return self.parent._isf(special.betaincinv(self.n - self.k + 1, self.k, p))
+        return self._parent_levels(1.0 - p, p)
 
     def _mean(self) -> float:
         return _moments_or_inf(self, [self.parent])[0]

@@ -61,12 +61,18 @@ class Mixture(Distribution):
         return sum(w * c._sf(x) for w, c in zip(self.weights, self.components))
 
     def _mean(self) -> float:
+        means = [c.mean() for w, c in zip(self.weights, self.components) if w > 0]
+        if not all(np.isfinite(means)):  # one component with an infinite mean is enough
+            return np.inf
         return float(sum(w * c.mean() for w, c in zip(self.weights, self.components)))
 
     def _var(self) -> float:
         m = self._mean()
-        second = sum(w * (c.var() + c.mean() ** 2) for w, c in zip(self.weights, self.components))
-        return float(max(second - m * m, 0.0))
+        live = [(w, c) for w, c in zip(self.weights, self.components) if w > 0]
+        if not np.isfinite(m) or not all(np.isfinite(c.var()) for _, c in live):
+            return np.inf  # never inf - inf = nan
+        second = sum(w * (c.var() + (c.mean() - m) ** 2) for w, c in live)
+        return float(max(second, 0.0))
 
     def _sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
         which = rng.choice(len(self.components), size=size, p=self.weights)

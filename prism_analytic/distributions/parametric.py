@@ -90,6 +90,14 @@ class ScipyDistribution(Distribution):
         return np.inf if np.isnan(m) else m
 
     def _var(self) -> float:
+        if self.family == "lognorm" and not self.frozen.args:
+            # scipy forms exp(s^2) - 1, which is 0 for s < 1e-8 and overflows early; in logs:
+            # Var = scale^2 exp(s^2) expm1(s^2).
+            s2 = float(self.frozen.kwds.get("s", 1.0)) ** 2
+            log_scale = math.log(float(self.frozen.kwds.get("scale", 1.0)))
+            if s2 > 0 and "loc" not in self.frozen.kwds:
+                log_var = 2 * log_scale + s2 + math.log(math.expm1(min(s2, 700.0)))
+                return math.exp(log_var) if log_var < 709.0 else np.inf
         v = float(self.frozen.var())
         return np.inf if np.isnan(v) else v
 
@@ -130,17 +138,37 @@ def lognormal(mean: float, std: float) -> ScipyDistribution:
     """
     mean = check_positive(mean, "mean")
     std = check_positive(std, "std")
-    sigma2 = math.log1p((std / mean) ** 2)
-    mu = math.log(mean) - 0.5 * sigma2
-    return from_scipy(stats.lognorm(s=math.sqrt(sigma2), scale=math.exp(mu)))
+    cv = std / mean
+    # sigma^2 = log(1 + cv^2), without overflowing cv^2 or rounding a tiny cv^2 to zero.
+    if cv < 1e-100:
+        sigma = cv
+    elif cv > 1e100:
+        sigma = math.sqrt(2.0 * math.log(cv))
+    else:
+        sigma = math.sqrt(math.log1p(cv * cv))
+    mu = math.log(mean) - 0.5 * sigma * sigma
+    if sigma > 30.0 or mu < -700.0:
+        raise ValueError(
+            f"std/mean = {cv:.3g} is too large for a lognormal: its log-sigma {sigma:.3g} "
+            "(at most 30) puts the median below 1e-300; lognormal(mean, std) needs std/mean "
+            "<= about 1e195"
+        )
+    return from_scipy(stats.lognorm(s=sigma, scale=math.exp(mu)))
 
 
 def gamma(mean: float, std: float) -> ScipyDistribution:
     """Gamma with the given mean (> 0) and standard deviation (> 0)."""
     mean = check_positive(mean, "mean")
     std = check_positive(std, "std")
-    shape = (mean / std) ** 2
-    return from_scipy(stats.gamma(shape, scale=mean / shape))
+    ratio = mean / std
+    # shape = (mean/std)^2 must be a finite, non-zero float for scipy's incomplete gamma.
+    if not 1e-150 <= ratio <= 1e150:
+        raise ValueError(
+            f"mean/std = {ratio:.3g} is out of range for a gamma law (shape (mean/std)^2 must "
+            f"lie in [1e-300, 1e300]); got mean={mean:g}, std={std:g}"
+        )
+    shape = ratio * ratio
+    return from_scipy(stats.gamma(shape, scale=std / ratio))
 
 
 def exponential(mean: float = 1.0, loc: float = 0.0) -> ScipyDistribution:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from .._checks import check_count, check_finite, check_nonnegative, check_positive
 from .affine import Affine
 from .base import Distribution
 from .empirical import Empirical, PointMass
@@ -17,6 +18,9 @@ from .mixture import Mixture
 from .parametric import ScipyDistribution
 
 __all__ = ["to_spec", "from_spec"]
+
+#: Largest replica count a spec may name (the same limit as :func:`prism_analytic.iid_max`).
+MAX_COUNT = 10**12
 
 
 def to_spec(dist: Distribution) -> dict[str, Any]:
@@ -103,30 +107,62 @@ def from_spec(spec: dict[str, Any], where: str = "latency") -> Distribution:
             ]
             return Mixture(comps, spec["weights"])
         if kind == "affine":
-            return Affine(from_spec(spec["base"], f"{where}.base"), spec["shift"], spec["scale"])
+            shift = check_finite(spec["shift"], f"{where}.shift")
+            scale = check_positive(spec["scale"], f"{where}.scale")
+            return Affine(from_spec(spec["base"], f"{where}.base"), shift, scale)
         if kind == "iid_max":
-            return IIDMax(from_spec(spec["parent"], f"{where}.parent"), int(spec["n"]))
+            n = check_count(spec["n"], f"{where}.n", minimum=1, maximum=MAX_COUNT)
+            return IIDMax(from_spec(spec["parent"], f"{where}.parent"), n)
         if kind == "order_statistic":
-            return OrderStatistic(
-                from_spec(spec["parent"], f"{where}.parent"), int(spec["k"]), int(spec["n"])
-            )
+            n = check_count(spec["n"], f"{where}.n", minimum=1, maximum=MAX_COUNT)
+            k = check_count(spec["k"], f"{where}.k", minimum=1, maximum=n)
+            return OrderStatistic(from_spec(spec["parent"], f"{where}.parent"), k, n)
         if kind == "custom":
             return _custom(spec["class"], spec["fields"], where)
         if kind == "grid":
-            return GridDistribution(
-                spec["h"],
-                spec["k0"],
-                np.asarray(spec["lo"]),
-                np.asarray(spec["hi"]),
-                spec["below"],
-                spec["above"],
-            )
+            return _grid_from_spec(spec, where)
     except KeyError as exc:
         raise ValueError(f"{where}: missing field {exc.args[0]!r} for type {kind!r}") from None
     raise ValueError(
         f"{where}.type must be one of scipy, point_mass, empirical, mixture, affine, "
         f"grid, iid_max, order_statistic, custom; got {kind!r}"
     )
+
+
+def _grid_from_spec(spec: dict[str, Any], where: str) -> GridDistribution:
+    """A grid from its fields, checked: masses non-negative, each side a probability law."""
+    h = check_positive(spec["h"], f"{where}.h")
+    k0 = check_count(spec["k0"], f"{where}.k0", minimum=-(2**62), maximum=2**62)
+    sides = {}
+    for name in ("lo", "hi"):
+        try:
+            arr = np.asarray(spec[name], dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}.{name} must be a list of numbers") from None
+        if arr.ndim != 1 or arr.size == 0:
+            raise ValueError(f"{where}.{name} must be a non-empty list of numbers")
+        if not np.isfinite(arr).all() or (arr < 0).any():
+            raise ValueError(f"{where}.{name} must hold finite masses >= 0")
+        sides[name] = arr
+    if sides["lo"].size != sides["hi"].size:
+        raise ValueError(f"{where}.lo and {where}.hi must have the same length")
+    below = check_nonnegative(spec["below"], f"{where}.below")
+    above = check_nonnegative(spec["above"], f"{where}.above")
+    for name, total in (("lo", sides["lo"].sum() + below), ("hi", sides["hi"].sum() + above)):
+        if abs(total - 1.0) > 1e-9:
+            atom = "below" if name == "lo" else "above"
+            raise ValueError(
+                f"{where}: {name} masses plus {atom} must sum to 1 (within 1e-9), got {total:.12g}"
+            )
+    # The lower side must be stochastically below the upper side, or brackets invert.
+    f_lo = below + np.cumsum(sides["lo"])
+    f_hi = np.cumsum(sides["hi"])
+    if (f_hi > f_lo + 1e-9).any():
+        raise ValueError(
+            f"{where}: the 'lo' side must lie below the 'hi' side (its CDF above hi's "
+            "everywhere); the sides look swapped"
+        )
+    return GridDistribution(h, k0, sides["lo"], sides["hi"], below, above)
 
 
 def _custom(path: str, fields: dict[str, Any], where: str) -> Distribution:
