@@ -213,22 +213,20 @@ def test_bracket_acceptance_max_over_65536_ranks_of_a_64_op_chain():
 
 
 def _order_statistic_ci(sorted_samples: np.ndarray, q: float, confidence: float):
-    """Distribution-free CI [X_(l), X_(u)] for the q-quantile: l, u from Binomial(N, q)."""
-    n = sorted_samples.size
-    tail = (1 - confidence) / 2
-    lo = int(stats.binom.ppf(tail, n, q))  # 1-based index l: P(B < l) <= tail
-    hi = int(stats.binom.ppf(1 - tail, n, q)) + 1
-    return sorted_samples[max(lo - 1, 0)], sorted_samples[min(hi - 1, n - 1)]
+    """Distribution-free CI [X_(l), X_(u)] for the q-quantile (``scipy.stats.quantile_test``)."""
+    ci = stats.quantile_test(sorted_samples, p=q).confidence_interval(confidence)
+    return ci.low, ci.high
 
 
 @pytest.mark.slow
 def test_bracket_acceptance_400_op_chain_against_monte_carlo():
     op = pa.lognormal(1.0, 0.05)
     chain = pa.iid_sum(op, 400)
-    # 1e6 seeded chains; lognormal(1, .05) draws as exp(mu + sigma Z), chunked over ops.
+    # 2e5 seeded chains (99.9% intervals ~0.03% wide at the median); lognormal(1, .05) draws
+    # as exp(mu + sigma Z), chunked over ops.
     sigma = float(op.frozen.kwds["s"])
     mu = math.log(float(op.frozen.kwds["scale"]))
-    total = np.zeros(10**6)
+    total = np.zeros(2 * 10**5)
     for seed in np.random.SeedSequence(20240601).spawn(8):
         z = np.random.default_rng(seed).standard_normal((50, total.size))
         np.exp(mu + sigma * z, out=z)

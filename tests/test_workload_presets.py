@@ -273,10 +273,11 @@ def test_public_numbers_calibration_reproduces_its_one_point():
     from prism_analytic.workload.presets import GEMM_EFFICIENCY
 
     assert gemm == pytest.approx(GEMM_EFFICIENCY, abs=1e-3)
-    job = mod.with_gemm_efficiency(mod.llama3_job(16384), gemm)
-    assert mod.mfu(job) == pytest.approx(0.41, abs=1e-6)
     result = mod.run()
     cases = {r["case"] for r in result["rows"]}
     assert "MegaScale 175B, 12,288 A100" in cases
+    # out of sample: the point fitted at 16,384 GPUs predicts the published 43% MFU at 8,192
+    at_8k = [r for r in result["rows"] if r["case"] == "Llama 3 405B, 8,192 H100"]
+    assert at_8k and all(abs(r["predicted"] - 0.43) <= 0.02 for r in at_8k)
     assert all(math.isfinite(r["rel_error"]) for r in result["rows"])
     assert "GEMM efficiency" in mod.format_table(result)

@@ -85,13 +85,9 @@ def monte_carlo(
 
 
 def order_statistic_ci(samples: np.ndarray, q: float, confidence: float) -> tuple[float, float]:
-    """Distribution-free CI [X_(l), X_(u)] for the q-quantile, l and u from Binomial(N, q)."""
-    x = np.sort(samples)
-    n = x.size
-    tail = (1.0 - confidence) / 2.0
-    lo = int(stats.binom.ppf(tail, n, q))
-    hi = int(stats.binom.ppf(1.0 - tail, n, q)) + 1
-    return float(x[max(lo - 1, 0)]), float(x[min(hi - 1, n - 1)])
+    """Distribution-free CI [X_(l), X_(u)] for the q-quantile (``scipy.stats.quantile_test``)."""
+    ci = stats.quantile_test(samples, p=q).confidence_interval(confidence)
+    return float(ci.low), float(ci.high)
 
 
 def run(ranks: int, ops: int, mc_steps: int, seed: int, repeats: int) -> dict:
