@@ -1,0 +1,136 @@
+"""Step-time moments given the job's persistent allocation, as a law over allocations.
+
+A job's GPUs are allocated once: each replica's speed factor ``s_r`` is drawn once and kept for
+every step (DESIGN.md §3), while the temporal noise of each step is fresh. Given the allocation
+the steps are i.i.d. with mean ``mu(a)`` and variance ``v(a)``; across allocations ``mu(a)``
+varies, mostly through the slowest replicas. :func:`allocation_moments` computes the law of
+``(mu(a), v(a))`` by conditioning on the **slowest replica's factor** ``s*`` (its law is exact,
+``H(s) = prod_p G_p(s)^{n_p}`` over the healthy and slow populations) and replacing the other
+replicas by their conditional mean log-CDF given ``S <= s*``:
+
+``log P(barrier <= t | s*) = log F_B(t / s*) + sum_p (n_p - pi_p) E[log F_B(t / S_p) | S_p <= s*]``
+
+with ``pi_p`` the probability that the slowest replica is of population ``p``. This ignores the
+allocation-to-allocation spread of the other replicas' product (a law-of-large-numbers step);
+:func:`simulate_runs` in :mod:`.runtime` draws whole allocations and measures the error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .decompose import StepParts
+
+__all__ = ["AllocationMoments", "allocation_moments", "barrier_grid"]
+
+
+@dataclass(frozen=True)
+class AllocationMoments:
+    """Per-step moments over a quadrature of allocations.
+
+    Attributes
+    ----------
+    weights : ndarray
+        Probability of each quadrature cell (sums to 1).
+    mean, var : ndarray
+        Step mean and variance given the cell's allocation (seconds, seconds squared).
+    slowest : ndarray
+        The slowest replica's factor at each cell (``nan`` when the job has no speed law).
+    """
+
+    weights: np.ndarray
+    mean: np.ndarray
+    var: np.ndarray
+    slowest: np.ndarray
+
+
+def barrier_grid(parts: StepParts, s_lo: float, s_hi: float, cells: int = 1500) -> np.ndarray:
+    """Times covering the barrier for slowest factors in ``[s_lo, s_hi]``."""
+    b = parts.body
+    lo = float(b.quantile(1e-9)) * s_lo
+    hi = float(b.isf(1e-12)) * s_hi
+    return np.linspace(lo, hi, cells)
+
+
+def _moments_from_cdf(t: np.ndarray, cdf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and variance of laws on ``[t0, t_end]`` from their CDFs on ``t`` (rows)."""
+    # E[X] = t0 + int (1 - F); E[X^2] = t0^2 + int 2 x (1 - F) dx (trapezoid rule)
+    sf = 1.0 - cdf
+    dt = np.diff(t)
+    m1 = t[0] + np.sum(0.5 * (sf[..., 1:] + sf[..., :-1]) * dt, axis=-1)
+    g = 2 * t * sf
+    m2 = t[0] ** 2 + np.sum(0.5 * (g[..., 1:] + g[..., :-1]) * dt, axis=-1)
+    return m1, np.maximum(m2 - m1**2, 0.0)
+
+
+def allocation_moments(parts: StepParts, cells: int = 400, t_cells: int = 1500) -> AllocationMoments:
+    """The law of the per-step mean and variance over persistent allocations.
+
+    Parameters
+    ----------
+    parts : StepParts
+        The decomposed step (:func:`~.decompose.decompose`).
+    cells : int
+        Quadrature cells for the slowest replica's factor.
+    t_cells : int
+        Time points for the barrier CDF.
+    """
+    tail_m, tail_v = float(parts.tail.mean()), float(parts.tail.var())
+    n, (k, f) = parts.n, parts.slow
+    if parts.speed is None:
+        speeds = np.r_[np.ones(n - k), np.full(k, f)]
+        t = barrier_grid(parts, float(speeds.min()), float(speeds.max()), t_cells)
+        m, v = _moments_from_cdf(t, parts.barrier_cdf(t, speeds))
+        return AllocationMoments(
+            np.ones(1), np.array([m + tail_m]), np.array([v + tail_v]), np.array([np.nan])
+        )
+    g = parts.speed
+    pops = [(n - k, 1.0)] + ([(k, f)] if k else [])
+
+    def cdf_p(s: np.ndarray, scale: float) -> np.ndarray:
+        return np.asarray(g.cdf(s / scale), dtype=float)
+
+    # the slowest factor lives in the upper tail of the populations: its law H on edges
+    lo = min(float(g.quantile(1e-9)) * sc for _, sc in pops)
+    hi = max(float(g.isf(1e-12)) * sc for _, sc in pops)
+    edges = np.linspace(lo, hi, 4 * cells + 1)
+    log_h = sum(c * np.log(np.maximum(cdf_p(edges, sc), 1e-300)) for c, sc in pops)
+    h = np.exp(log_h)
+    # keep the range where the slowest factor actually lies, then refine
+    keep = np.flatnonzero((h > 1e-12) & (h < 1 - 1e-12))
+    s_lo = edges[max(keep[0] - 1, 0)] if keep.size else lo
+    s_hi = edges[min(keep[-1] + 1, edges.size - 1)] if keep.size else hi
+    star = np.linspace(s_lo, s_hi, cells + 1)
+    log_h = sum(c * np.log(np.maximum(cdf_p(star, sc), 1e-300)) for c, sc in pops)
+    h = np.exp(log_h)
+    w_star = np.diff(h)
+    mid = 0.5 * (star[1:] + star[:-1])
+    t = barrier_grid(parts, s_lo, s_hi, t_cells)
+    # the other replicas: S-grid from where log F_B(t / s) stops being 0 up to s_hi
+    s_min = float(t[0] / parts.body.isf(1e-15))
+    s_edges = np.linspace(min(s_min, s_lo), s_hi, 2 * cells + 1)
+    s_mid = 0.5 * (s_edges[1:] + s_edges[:-1])
+    with np.errstate(divide="ignore"):
+        logf = np.log(np.maximum(parts.body.cdf(t[:, None] / s_mid[None, :]), 1e-300))
+    parts_p = []
+    for c, sc in pops:
+        w = np.diff(cdf_p(s_edges, sc))
+        cum = np.cumsum(logf * w[None, :], axis=1)  # int_{s_min}^{edge} log F_B(t/s) dG_p(s)
+        idx = np.clip(np.searchsorted(s_edges, mid) - 1, 0, w.size - 1)
+        g_mid = np.maximum(cdf_p(mid, sc), 1e-300)
+        # hazard-weighted share of the slowest replica: n_p g_p(s*) / G_p(s*)
+        haz = c * np.gradient(cdf_p(mid, sc), mid) / g_mid
+        parts_p.append((c, cum[:, idx] / g_mid[None, :], haz))
+    tot = sum(p[2] for p in parts_p)
+    rest = np.zeros((t.size, mid.size))
+    for c, rest_p, haz in parts_p:
+        pi = haz / np.maximum(tot, 1e-300)
+        rest += rest_p * (c - pi)[None, :]
+    with np.errstate(divide="ignore"):
+        own = np.log(np.maximum(parts.body.cdf(t[:, None] / mid[None, :]), 1e-300))
+    cdf = np.exp(own + rest).T  # rows: star cells
+    m, v = _moments_from_cdf(t, cdf)
+    total = w_star.sum()
+    return AllocationMoments(w_star / total, m + tail_m, v + tail_v, mid)
