@@ -1,0 +1,40 @@
+"""Calibration of the stochastic step-time model to measured logs and published throughput.
+
+* :mod:`.logs`: step-log readers (MLPerf ``:::MLLOG``, CSV, JSON, straggler-trace results).
+* :mod:`.fit`: the fit (GEMM efficiency on the *predicted* median/mean, stalls, goodness of
+  fit, identifiability) and the TOML overlay that ``prism predict --config`` takes.
+* :mod:`.collective_noise`: the scale model of collective-latency noise (slowest of N nodes).
+"""
+
+from __future__ import annotations
+
+from .fit import (
+    CalibrationError,
+    CalibrationResult,
+    FittedParameter,
+    PredictedLaw,
+    calibrate_to_logs,
+    calibrate_to_throughput,
+    check_against_logs,
+    overlay_toml,
+    predicted_law,
+    solve_gemm_efficiency,
+)
+from .logs import StepLog, StepLogError, pool_logs, read_step_log
+
+__all__ = [
+    "CalibrationError",
+    "CalibrationResult",
+    "FittedParameter",
+    "PredictedLaw",
+    "StepLog",
+    "StepLogError",
+    "calibrate_to_logs",
+    "calibrate_to_throughput",
+    "check_against_logs",
+    "overlay_toml",
+    "pool_logs",
+    "predicted_law",
+    "read_step_log",
+    "solve_gemm_efficiency",
+]
