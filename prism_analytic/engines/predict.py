@@ -12,7 +12,7 @@ from ..graph import GraphError, StepGraph
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .analytic import analytic_distribution
 from .bounds import bound_distributions
-from .montecarlo import MonteCarloSettings, pooled_groups, sample_step
+from .montecarlo import MonteCarloSettings, sample_step_report
 from .resolution import resolve_policy
 from .result import AnalyticResult, BoundsResult, MonteCarloResult, StepTimeResult
 
@@ -109,7 +109,9 @@ def predict(
         )
     samples = check_count(samples, "samples", minimum=2, maximum=10**9)
     settings = mc_settings or MonteCarloSettings(seed=check_count(seed, "seed", minimum=0))
-    draws = sample_step(graph, samples, settings=settings, executor=executor, progress=progress)
+    draws, pooled = sample_step_report(
+        graph, samples, settings=settings, executor=executor, progress=progress
+    )
     emp = Empirical(draws)
     return MonteCarloResult(
         distribution=emp,
@@ -119,6 +121,6 @@ def predict(
             "samples": samples,
             "seed": settings.seed,
             "dkw_95": emp.dkw_epsilon(0.05),
-            "pooled_groups": pooled_groups(graph, settings),
+            "pooled_groups": pooled,
         },
     )
