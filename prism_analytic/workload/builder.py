@@ -63,7 +63,7 @@ from ..graph import StepGraph
 from ..graph.pipeline import pipeline_step_graph
 from ..operations import iid_max
 from ..policy import GridPolicy
-from .config import JobConfig, TierNoise
+from .config import JobConfig, Layout, TierNoise
 from .mean_model import OpMean, OpMeans, op_means
 
 __all__ = [
@@ -326,27 +326,11 @@ def grid_policy(graph: StepGraph, base: GridPolicy | None = None) -> GridPolicy:
 
 def layout_dict(job: JobConfig) -> dict[str, object]:
     """The parallel layout in a few plain keys (for reports and JSON)."""
-    p = job.parallelism
-    return {
-        "gpus": job.gpus,
-        "tp": p.tp,
-        "pp": p.pp,
-        "dp": p.dp,
-        "cp": p.cp,
-        "ep": p.ep,
-        "vpp": p.vpp,
-        "schedule": p.schedule,
-        "sharding": p.sharding,
-        "microbatches": p.microbatches,
-        "micro_batch_size": p.micro_batch_size,
-        "global_batch": p.global_batch,
-        "hardware": job.hardware.name,
-    }
+    return Layout.of(job).to_dict()
 
 
 def _pipeline_vpp(job: JobConfig) -> int:
-    p = job.parallelism
-    return p.vpp if p.schedule == "interleaved" else 1
+    return Layout.of(job).pipeline_vpp
 
 
 def graph_size(job: JobConfig) -> int:

@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from . import collectives as coll
-from .config import JobConfig, LayoutWarning, validate_layout
+from .config import JobConfig, Layout, LayoutWarning, validate_layout
 from .flops import (
     OpCost,
     embedding_ops,
@@ -539,9 +539,7 @@ def op_means(job: JobConfig) -> OpMeans:
     if t.recompute == "full":
         head_b = tuple(_as_recompute(o) for o in head_f) + head_b
 
-    slots = m.layers + (2 if p.embedding_in_pipeline_split else 0)
-    chunks = p.pp * p.vpp
-    per_chunk = max(1, slots // chunks)
+    per_chunk = Layout.of(job).slots_per_chunk
     per_stage = per_chunk * p.vpp
     end_layers = per_stage - (1 if p.embedding_in_pipeline_split else 0)
     if p.pp == 1:
@@ -723,8 +721,7 @@ def step_time(job: JobConfig, means: OpMeans | None = None) -> StepEstimate:
     fwd_s += mb_f + p2p
     bwd_s += mb_b + p2p
     t_stage = fwd_s + bwd_s
-    v = p.vpp if p.schedule == "interleaved" else 1
-    bubble = (p.pp - 1) / v * t_stage
+    bubble = (p.pp - 1) / Layout.of(job).pipeline_vpp * t_stage
     fill = 2 * (p.pp - 1) * om.pp_send.seconds if om.pp_send is not None else 0.0
     pipeline = p.microbatches * t_stage + bubble + fill
     dp_exposed = sum(o.exposed_s for o in om.dp_step)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from .fields import ConfigError, LayoutWarning
 from .job import JobConfig
-from .layout import validate_layout
+from .layout import Layout, validate_layout
 from .sections import (
     Efficiency,
     HardwareConfig,
@@ -77,6 +77,7 @@ __all__ = [
     "HiccupConfig",
     "VariabilityConfig",
     "JobConfig",
+    "Layout",
     "validate_layout",
     "config_to_dict",
     "dump_toml",

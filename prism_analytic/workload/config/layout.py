@@ -1,12 +1,80 @@
-"""Cross-section layout rules (Megatron-LM's) tying the parallel layout to the job."""
+"""The parallel layout: facts derived once from a job, and the rules (Megatron-LM's) it obeys."""
 
 from __future__ import annotations
 
 import numbers
 import warnings
+from dataclasses import asdict, dataclass
 
 from .fields import ConfigError, LayoutWarning
 from .job import JobConfig
+
+__all__ = ["Layout", "validate_layout"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The parallel layout of a job and the facts derived from it, computed in one place.
+
+    Build it with :meth:`of`; the workload modules read these fields instead of re-deriving
+    them from :class:`JobConfig`.
+    """
+
+    gpus: int
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    ep: int
+    vpp: int
+    schedule: str
+    sharding: str
+    microbatches: int
+    micro_batch_size: int
+    global_batch: int
+    hardware: str
+    #: Virtual stages per rank the schedule actually runs (vpp only when interleaved).
+    pipeline_vpp: int
+    #: Pipeline slots: the layers, plus embedding and loss when they take a slot each.
+    layer_slots: int
+    #: Model chunks the slots are split over (pp * vpp).
+    model_chunks: int
+    #: Slots per model chunk (at least 1).
+    slots_per_chunk: int
+
+    @classmethod
+    def of(cls, job: JobConfig) -> Layout:
+        """The layout of ``job``."""
+        p = job.parallelism
+        slots = job.model.layers + (2 if p.embedding_in_pipeline_split else 0)
+        chunks = p.pp * p.vpp
+        return cls(
+            gpus=job.gpus,
+            tp=p.tp,
+            pp=p.pp,
+            dp=p.dp,
+            cp=p.cp,
+            ep=p.ep,
+            vpp=p.vpp,
+            schedule=p.schedule,
+            sharding=p.sharding,
+            microbatches=p.microbatches,
+            micro_batch_size=p.micro_batch_size,
+            global_batch=p.global_batch,
+            hardware=job.hardware.name,
+            pipeline_vpp=p.vpp if p.schedule == "interleaved" else 1,
+            layer_slots=slots,
+            model_chunks=chunks,
+            slots_per_chunk=max(1, slots // chunks),
+        )
+
+    def to_dict(self, *, derived: bool = False) -> dict[str, object]:
+        """Plain keys for reports and JSON (the derived facts only with ``derived=True``)."""
+        out = asdict(self)
+        if not derived:
+            for key in ("pipeline_vpp", "layer_slots", "model_chunks", "slots_per_chunk"):
+                del out[key]
+        return out
 
 
 # --------------------------------------------------------------------------------------
@@ -71,8 +139,8 @@ def validate_layout(job: JobConfig, gpus: int | None = None) -> tuple[str, ...]:
         raise ConfigError(
             "parallelism.tp", f"must divide model.moe.expert_ffn ({m.moe.expert_ffn}), got {p.tp}"
         )
-    slots = m.layers + (2 if p.embedding_in_pipeline_split else 0)
-    chunks = p.pp * p.vpp
+    lay = Layout.of(job)
+    slots, chunks = lay.layer_slots, lay.model_chunks
     if slots % chunks or slots // chunks < 1:
         extra = " (+2 embedding/loss slots)" if p.embedding_in_pipeline_split else ""
         hint = (
