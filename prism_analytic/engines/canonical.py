@@ -34,101 +34,13 @@ With an unlimited window the result equals the dense transcription of notes §4 
 
 Default window: ``32 x width``, at least 64, where width is the largest topological generation
 (at most p for a p-stage pipeline, so W = 32p). The notes' ``W ~ 8p`` is not enough at 16 x 64.
-KS against MC (1e6 samples, normal ops, CV 5%) by window W (``full`` = no truncation):
-
-==================  =====  =====  =====  =====  =====  =====  =====  =====
-case                W=8    16     32     64     128    256    512    full
-==================  =====  =====  =====  =====  =====  =====  =====  =====
-1F1B 8x32           0.062  0.054  0.045  0.040  0.038  0.038  0.038  0.038
-1F1B 16x64          0.156  0.137  0.124  0.107  0.089  0.075  0.068  0.066
-16x64 mean err/σ    +0.36  +0.32  +0.29  +0.25  +0.20  +0.17  +0.15  +0.15
-interleaved 8x32    0.027  0.024  0.022  0.020  0.020  0.020  0.020  0.020
-imbalanced 8x32     0.010  0.015  0.022  0.027  0.029  0.030  0.030  0.030
-==================  =====  =====  =====  =====  =====  =====  =====  =====
-
-The imbalanced row improves as the window shrinks, but only by accident: a shorter window moves
-CM towards CS, and on that case the truth lies between CS and full CM. At 16 x 64 the run took
-0.048 s at W = 128, 0.057 s at W = 512 (the default) and 0.15 s with no truncation, measured
-while the machine was lightly loaded.
-
-Measured accuracy
------------------
-Command: ``python validation/pipeline_methods.py --samples 1000000``. The MC uses seed 12345 and
-1e6 samples per case; F mean 1 and B mean 2 (divided by vpp), sd = CV * mean, CV 5% unless
-"cv20"; the families are described in that script. Columns: KS distance; relative errors (in %)
-of the mean, std, p50, p99, p99.9, the spread p99 - p50 and the p99 of the max over 512 replicas
-(r512); the mean and r512 errors in units of the true pipeline σ; compute time in ms (best of 3).
-
-The 2-core machine was shared with other jobs at a load average of 4-5, and times vary about 2x
-with that load. CM default-window time in s over several runs was 0.005-0.009 at 4x8, 0.02-0.04
-at 8x32, 0.06-0.14 at 1F1B 16x64, 0.15-0.31 at interleaved 16x64 and 0.12-0.47 at 32x64. MC with
-1e6 samples took 6-100 s per case. The MC s.e. of r512 is 0.03-0.10σ (0.17σ for stragglers).
-
-::
-
-    case           meth      KS  mean%  std%   p50%   p99% p99.9% sprd%  r512% mean/s r512/s    ms
-    ----------------------------------------------------------------------------------------------
-    4x8            CM     0.009 +0.015  -0.6 +0.019 -0.021 -0.051  -1.8 -0.033  +0.02  -0.04   4.4
-                   clark  0.049 +0.109  -2.7 +0.112 +0.025 -0.019  -3.8 -0.021  +0.11  -0.02   1.3
-                   indep  0.386 +0.807 -24.8 +0.810 +0.228 +0.025 -25.7 -0.184  +0.85  -0.20   0.8
-    8x32           CM     0.039 +0.035  -2.6 +0.039 -0.006 -0.022  -4.5 -0.092  +0.08  -0.22  20.4
-                   clark  0.199 +0.195  -8.3 +0.199 +0.098 +0.064 -10.1 -0.030  +0.47  -0.07   6.1
-                   indep  0.766 +0.781 -39.5 +0.784 +0.377 +0.243 -40.7 +0.017  +1.87  +0.04   4.0
-    16x64          CM     0.068 +0.039  -5.0 +0.042 -0.002 -0.024  -6.9 -0.073  +0.15  -0.28  67.9
-                   clark  0.301 +0.188 -12.0 +0.191 +0.103 +0.066 -13.8 -0.001  +0.71  -0.00  34.8
-                   indep  0.838 +0.578 -41.9 +0.581 +0.306 +0.209 -43.1 +0.061  +2.17  +0.23  13.4
-    16x64 cv20     CM     0.087 +0.167  -6.3 +0.180 -0.020 -0.116  -9.4 -0.285  +0.19  -0.33 147.7
-                   clark  0.352 +0.726 -15.2 +0.738 +0.346 +0.189 -18.0 -0.061  +0.82  -0.07  58.0
-                   indep  0.940 +2.244 -63.0 +2.256 +0.865 +0.389 -64.2 -0.281  +2.53  -0.33  42.9
-    32x64          CM     0.090 +0.048  -8.2 +0.052 -0.017 -0.041 -11.2 -0.072  +0.19  -0.28 470.2
-                   clark  0.280 +0.163 -13.5 +0.167 +0.067 +0.032 -16.3 -0.012  +0.64  -0.05  64.3
-                   indep  0.826 +0.525 -45.3 +0.529 +0.240 +0.143 -47.0 +0.017  +2.06  +0.07  52.1
-    vpp2 8x32      CM     0.020 +0.010  +4.4 +0.017 +0.025 +0.028  +0.8 +0.021  +0.02  +0.05  81.1
-                   clark  0.037 +0.029  +4.0 +0.036 +0.040 +0.042  +0.4 +0.033  +0.07  +0.09  24.7
-                   indep  0.901 +0.743 -78.2 +0.751 -0.005 -0.249 -79.0 -0.585  +1.87  -1.50  14.7
-    imb 8x32       CM     0.029 -0.037  +1.2 -0.032 -0.049 -0.066  -1.7 -0.089  -0.08  -0.20  38.3
-                   clark  0.062 +0.065  -1.8 +0.070 +0.021 -0.006  -4.5 -0.043  +0.14  -0.10  10.6
-                   indep  0.795 +0.883 -43.4 +0.888 +0.394 +0.223 -45.0 -0.005  +1.94  -0.01   8.5
-    imb 8x32 cv20  CM     0.019 +0.042  -2.3 +0.065 -0.140 -0.259  -5.8 -0.307  +0.03  -0.22  28.5
-                   clark  0.185 +0.638  -8.7 +0.661 +0.220 +0.027 -11.9 -0.117  +0.42  -0.08   6.1
-                   indep  0.893 +3.373 -57.4 +3.397 +1.211 +0.472 -58.9 -0.384  +2.24  -0.27   8.5
-    logn 8x32      CM     0.015 -0.003  -5.1 +0.001 -0.077 -0.109  -7.7 -0.205  -0.01  -0.49  20.5
-                   clark  0.164 +0.157 -10.6 +0.161 +0.027 -0.023 -13.0 -0.143  +0.37  -0.34   6.1
-                   indep  0.737 +0.742 -41.1 +0.747 +0.306 +0.157 -42.7 -0.095  +1.73  -0.23   4.0
-    logn 8x32 cv20 CM     0.104 -0.353 -15.7 -0.317 -1.078 -1.396 -20.0 -2.002  -0.21  -1.31  41.6
-                   clark  0.112 +0.250 -21.7 +0.286 -0.719 -1.113 -25.7 -1.819  +0.15  -1.19  10.5
-                   indep  0.765 +2.529 -60.6 +2.566 +0.041 -0.826 -62.6 -2.145  +1.54  -1.40   8.3
-    mbf r.14 8x32  CM     0.012 -0.011  -3.2 -0.005 -0.084 -0.121  -5.2 -0.222  -0.02  -0.35  23.9
-                   clark  0.134 +0.199  -6.9 +0.205 +0.069 +0.013  -8.8 -0.112  +0.31  -0.18  14.2
-                   indep  0.558 +0.601 -58.3 +0.607 -0.294 -0.597 -59.1 -1.046  +0.93  -1.67   4.2
-    mbf r.96 4x8   CM     0.020 -0.110  -3.1 -0.076 -0.389 -0.622  -6.1 -1.167  -0.05  -0.56   4.9
-                   clark  0.027 +0.097  -4.3 +0.131 -0.255 -0.510  -7.3 -1.084  +0.04  -0.52   1.6
-                   indep  0.291 +0.231 -68.1 +0.265 -3.341 -4.576 -69.1 -6.393  +0.10  -3.09   0.7
-    mbf r.96 8x32  CM     0.226 -0.725 -14.9 -0.696 -1.291 -1.576 -19.1 -1.913  -0.53  -1.49  50.2
-                   clark  0.092 -0.217 -17.8 -0.188 -0.888 -1.207 -21.8 -1.588  -0.16  -1.23   7.8
-                   indep  0.597 -0.944 -81.5 -0.915 -3.551 -4.475 -82.4 -5.645  -0.69  -4.38   4.4
-    strag 8x32     CM     0.408 +0.572 -59.8 +0.897 -2.941 -4.843 -71.8 -7.726  +0.34  -5.16  20.1
-                   clark  0.488 +0.845 -62.3 +1.170 -2.774 -4.711 -73.6 -7.638  +0.50  -5.10  10.1
-                   indep  0.756 +1.852 -77.0 +2.181 -2.361 -4.483 -83.9 -7.642  +1.10  -5.10   8.6
-
-Reading the table (CM unless stated):
-
-* Normal ops, 1F1B: KS 0.009 / 0.039 / 0.068 / 0.090 at 4x8 / 8x32 / 16x64 / 32x64, growing with
-  the depth of the tied lattice (notes §5.1). The mean is high by +0.02…+0.19σ (≤ 0.05% of the
-  makespan at CV 5%, 0.17% at CV 20%). std is −0.6…−8%, spread −2…−11%, r512 −0.04…−0.33σ
-  (≤ 0.3% of the step time), always low because the true makespan is right-skewed.
-* CS has a mean bias of +0.5…+0.8σ at depth and a std error of −8…−15%. The two cancel near the
-  r512 level, so on the normal 1F1B cases CS's r512 error is smaller than CM's (|err| ≤ 0.07σ,
-  against 0.2-0.33σ for CM). That is a coincidence of the level, not accuracy: CS's p50 is off by
-  +0.1…+0.7%, CM's by +0.02…+0.18%.
-* Interleaved v2 8x32: KS 0.020, std +4.4%. Imbalanced: KS 0.019–0.029.
-* Below the study's targets (notes §6), as measured:
-  - lognormal CV 20%: std −16%, r512 −1.3σ (−2.0%);
-  - strongly correlated per-microbatch work factors ("mbf r.96", loading 5x the private noise) at
-    8x32: KS 0.23, mean −0.53σ, std −15%, r512 −1.5σ. Here CM is *worse* than CS (KS 0.09);
-    CM is accurate at 4x8 (KS 0.020) and with weak factors (r.14: KS 0.012);
-  - straggler mixtures: std −60%, r512 −5σ, as for every Gaussian-family method (notes §5.4).
-  For these regimes, condition on the factors or on the rare events, or use Monte Carlo.
+Measured accuracy by window and by method (KS, moment and quantile errors against 1e6-sample
+Monte Carlo on 1F1B, interleaved, imbalanced, lognormal, shared-factor and straggler pipelines)
+is in ``validation/results/canonical_accuracy.md`` of the repository, regenerated by
+``validation/pipeline_methods.py``. In short: KS 0.009 / 0.039 / 0.068 / 0.090 at 4x8 / 8x32 /
+16x64 / 32x64 with normal ops; the makespan's right skew makes the std and spread low at depth;
+strongly correlated per-microbatch factors and straggler mixtures defeat every Gaussian-family
+method and need conditioning (or Monte Carlo).
 """
 
 from __future__ import annotations
