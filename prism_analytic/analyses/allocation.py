@@ -65,7 +65,9 @@ def _moments_from_cdf(t: np.ndarray, cdf: np.ndarray) -> tuple[np.ndarray, np.nd
     return m1, np.maximum(m2 - m1**2, 0.0)
 
 
-def allocation_moments(parts: StepParts, cells: int = 400, t_cells: int = 1500) -> AllocationMoments:
+def allocation_moments(
+    parts: StepParts, cells: int = 400, t_cells: int = 1500
+) -> AllocationMoments:
     """The law of the per-step mean and variance over persistent allocations.
 
     Parameters
@@ -109,7 +111,8 @@ def allocation_moments(parts: StepParts, cells: int = 400, t_cells: int = 1500) 
     mid = 0.5 * (star[1:] + star[:-1])
     t = barrier_grid(parts, s_lo, s_hi, t_cells)
     # the other replicas: S-grid from where log F_B(t / s) stops being 0 up to s_hi
-    s_min = float(t[0] / parts.body.isf(1e-15))
+    b_top = float(parts.body.isf(1e-12))
+    s_min = float(t[0] / b_top) if np.isfinite(b_top) and b_top > 0 else s_lo
     s_edges = np.linspace(min(s_min, s_lo), s_hi, 2 * cells + 1)
     s_mid = 0.5 * (s_edges[1:] + s_edges[:-1])
     with np.errstate(divide="ignore"):

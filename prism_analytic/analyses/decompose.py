@@ -118,4 +118,6 @@ def decompose(graph: StepGraph, barrier: str = "replicas") -> StepParts:
 
     tail = predict(tg).distribution if len(tg) else point_mass(0.0)
     slow = node["slow"] if node["slow"] else (0, 1.0)
-    return StepParts(graph, body, int(node["n"]), (int(slow[0]), float(slow[1])), node["speed"], tail)
+    return StepParts(
+        graph, body, int(node["n"]), (int(slow[0]), float(slow[1])), node["speed"], tail
+    )

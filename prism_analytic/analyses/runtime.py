@@ -110,7 +110,9 @@ class RunTime:
             f"run of {self.steps:,} steps on {self.gpus:,} GPUs: mean {d['mean_s'] / 3600:.4g} h,"
             f" std {d['std_s'] / 3600:.3g} h",
             "  "
-            + "  ".join(f"p{round(q * 100)} {d[f'p{round(q * 100)}_s'] / 3600:.4g} h" for q in LEVELS),
+            + "  ".join(
+                f"p{round(q * 100)} {d[f'p{round(q * 100)}_s'] / 3600:.4g} h" for q in LEVELS
+            ),
             f"  steps alone: mean {self.work['mean_s'] / 3600:.4g} h, p99"
             f" {self.work['p99_s'] / 3600:.4g} h (allocation held fixed across steps)",
         ]
@@ -203,9 +205,10 @@ def run_time(
     # lattice: the work's spread, the extra time's range
     lam = intr.failure_rate * gpus / 3600.0
     eta = intr.failslow_rate * gpus / 3600.0
-    jump2 = lam * wall * (intr.restart_s + tau + intr.checkpoint_cost_s) ** 2 + 2 * eta * wall * (
-        intr.failslow_duration_s * (1 - 1 / intr.failslow_factor)
-    ) ** 2
+    jump2 = (
+        lam * wall * (intr.restart_s + tau + intr.checkpoint_cost_s) ** 2
+        + 2 * eta * wall * (intr.failslow_duration_s * (1 - 1 / intr.failslow_factor)) ** 2
+    )
     extra_hi = extra_mean + 12 * math.sqrt(jump2) + 4 * (intr.restart_s + tau) + 1.0
     span = (hi - lo) + extra_hi
     h = span / cells

@@ -21,6 +21,14 @@ COMMAND_MODULES = (
     "presets",
     "demo",
     "agreement",
+    "sweep",
+    "runtime",
+    "slowdown",
+    "placement",
+    "sensitivity",
+    "crossdc",
+    "figures",
+    "calibrate",
 )
 
 

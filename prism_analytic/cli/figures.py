@@ -1,0 +1,5 @@
+"""Placeholder (being written)."""
+
+
+def register(subparsers):
+    """Not yet available."""
