@@ -149,7 +149,7 @@ def slowdown(
     config : str, optional
         TOML overrides (or a whole job with ``preset=None``).
     """
-    from ..cli.predict import build_job
+    from ..workload.jobs import build_job
 
     gpus = check_scales(gpus)
     if not (isinstance(threshold, int | float) and math.isfinite(threshold) and threshold > 0):
