@@ -1,5 +1,62 @@
-"""Placeholder (being written)."""
+"""``prism placement``: where to put K slow GPUs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .argtypes import positive_float, positive_int
+from .output import check_plot_path, jsonable, save_figure
+
+__all__ = ["register"]
 
 
-def register(subparsers):
-    """Not yet available."""
+def _cmd(args: argparse.Namespace) -> int:
+    from ..analyses.placement import placement_analysis
+    from ..workload.jobs import build_job
+
+    plot = check_plot_path(args.plot)
+    job = build_job(args.preset, args.gpus, args.config)
+    res = placement_analysis(job, args.slow_gpus, args.slow_factor, search=not args.no_search)
+    if plot is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4))
+        res.plot(ax)
+        ax.set_title(f"{job.name}: {args.slow_gpus} GPUs {args.slow_factor:g}x slower")
+        save_figure(fig, plot)
+    if args.json:
+        print(json.dumps(jsonable(res.to_dict()), indent=2))
+        return 0
+    print(job.summary())
+    print(res.summary())
+    print(
+        "stage cost of one slow stage (makespan ratio, mean times): "
+        + ", ".join(f"s{i} {c:.3f}" for i, c in enumerate(res.stage_costs))
+    )
+    if plot is not None:
+        print(f"plot written to {plot}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``prism placement``."""
+    p = subparsers.add_parser(
+        "placement",
+        help="step time for placements of K slow GPUs, and the best one",
+        description="Step-time law (mean, p95, p99) of named placements of K GPUs that are "
+        "F times slower (packed in a tp group, a stage, a replica; spread over stages or "
+        "replicas; on the stage with most or least slack) and a structured search.",
+    )
+    p.add_argument("--preset", metavar="NAME", help="model preset (see `prism presets`)")
+    p.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs")
+    p.add_argument("--config", metavar="FILE", help="TOML overrides / whole job file")
+    p.add_argument("--slow-gpus", type=positive_int, required=True, metavar="K")
+    p.add_argument("--slow-factor", type=positive_float, required=True, metavar="F")
+    p.add_argument("--no-search", action="store_true", help="named placements only")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--plot", metavar="FILE", help="write a bar chart to FILE")
+    p.set_defaults(func=_cmd)
