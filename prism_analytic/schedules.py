@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-__all__ = ["SCHEDULES", "pipeline_dag", "stage_program"]
+__all__ = ["SCHEDULES", "pipeline_dag", "stage_program", "schedule_levels", "check_schedule"]
 
 SCHEDULES: tuple[str, ...] = ("gpipe", "1f1b", "interleaved")
 
@@ -105,6 +105,85 @@ def _data_predecessor(node: Op, p: int, v: int) -> Op | None:
         return ("B", 0, mb, c + 1)
     # Last virtual stage: B after its own F, on the same stage, so program order implies it.
     return None
+
+
+def check_schedule(stages: int, microbatches: int, schedule: str, vpp: int) -> None:
+    """Raise ValueError unless the sizes and schedule are valid (see :func:`pipeline_dag`)."""
+    p = _check_positive_int("stages", stages)
+    m = _check_positive_int("microbatches", microbatches)
+    v = _check_positive_int("vpp", vpp)
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if schedule == "interleaved":
+        if v < 2:
+            raise ValueError(f"vpp must be >= 2 for schedule 'interleaved', got {vpp}")
+        if m % p != 0:
+            raise ValueError(
+                f"schedule 'interleaved' needs microbatches divisible by stages (Megatron), "
+                f"got microbatches={m}, stages={p}"
+            )
+    elif v != 1:
+        raise ValueError(f"vpp must be 1 for schedule {schedule!r} (use 'interleaved'), got {vpp}")
+
+
+def schedule_levels(
+    stages: int, microbatches: int, schedule: str = "1f1b", vpp: int = 1
+) -> tuple[list[Op], list[list[int]], list[int]]:
+    """The DAG of :func:`pipeline_dag` as plain lists, without networkx (fast at any size).
+
+    Returns
+    -------
+    tuple
+        ``(order, preds, sizes)``: the ops in topological-generation order, each op's
+        predecessor indices into ``order`` (program order first, then the data dependency), and
+        the size of each generation (the same generations as
+        :func:`networkx.topological_generations` of :func:`pipeline_dag`).
+
+    Examples
+    --------
+    >>> order, preds, sizes = schedule_levels(2, 3)
+    >>> len(order), sum(sizes), order[0]
+    (12, 12, ('F', 0, 0, 0))
+    """
+    check_schedule(stages, microbatches, schedule, vpp)
+    p, v = stages, vpp
+    programs = _stage_programs(p, microbatches, schedule, v)
+    level: dict[Op, int] = {}
+    pos = [0] * p
+    left = sum(len(prog) for prog in programs)
+    while left:
+        moved = False
+        for s, prog in enumerate(programs):
+            while pos[s] < len(prog):
+                node = prog[pos[s]]
+                dep = _data_predecessor(node, p, v)
+                if dep is not None and dep not in level:
+                    break
+                lv = level[prog[pos[s] - 1]] + 1 if pos[s] else 0
+                if dep is not None:
+                    lv = max(lv, level[dep] + 1)
+                level[node] = lv
+                pos[s] += 1
+                left -= 1
+                moved = True
+        if not moved:  # cannot happen for the schedules here; guards against an endless loop
+            raise ValueError("schedule has a dependency cycle")
+    order = sorted(level, key=level.__getitem__)
+    index = {n: i for i, n in enumerate(order)}
+    prev = {}
+    for prog in programs:
+        prev.update(zip(prog[1:], prog[:-1], strict=False))
+    preds = []
+    for n in order:
+        ps = [index[prev[n]]] if n in prev else []
+        dep = _data_predecessor(n, p, v)
+        if dep is not None:
+            ps.append(index[dep])
+        preds.append(ps)
+    sizes = [0] * (max(level.values()) + 1)
+    for lv in level.values():
+        sizes[lv] += 1
+    return order, preds, sizes
 
 
 def pipeline_dag(

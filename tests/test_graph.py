@@ -409,7 +409,7 @@ def test_from_dict_rejects_bad_documents():
     bad = copy.deepcopy(d)
     bad["nodes"][0]["type"] = "task"
     with pytest.raises(
-        GraphError, match=r"nodes\['z'\]\.type must be 'op' or 'replica', got 'task'"
+        GraphError, match=r"nodes\['z'\]\.type must be 'op', 'pipeline' or 'replica', got 'task'"
     ):
         StepGraph.from_dict(bad)
     bad = copy.deepcopy(d)

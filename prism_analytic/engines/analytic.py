@@ -23,7 +23,7 @@ from ..distributions import Distribution, GridDistribution, normal, point_mass, 
 from ..distributions.grid import mix_grids
 from ..distributions.grid_extremes import iid_max_grid, max_grids
 from ..distributions.products import scale_mixture
-from ..graph import OP, StepGraph
+from ..graph import OP, PIPELINE, StepGraph
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .series_parallel import SINK, reduce_graph
 
@@ -64,6 +64,13 @@ def mean_critical_path(graph: StepGraph, _means: dict | None = None) -> tuple[fl
                 m = d["latency"].mean()
                 means[key] = m if np.isfinite(m) else float(d["latency"].quantile(0.5))
             mean, ops = means[key], 1
+        elif d["type"] == PIPELINE:
+            from .pipeline_core import pipeline_mean_path
+
+            key = ("pipeline", _spec_key(d["spec"]))
+            if key not in means:
+                means[key] = pipeline_mean_path(d["spec"])
+            mean, ops = means[key]
         else:
             mean, ops = mean_critical_path(d["body"], means)
             mean *= 1.0 + 0.05 * np.sqrt(2 * np.log(max(d["n"], 2)))
@@ -88,6 +95,12 @@ def replica_group(body: GridDistribution, node: dict[str, Any]) -> GridDistribut
     if k:
         parts.append(iid_max_grid(body.scaled(factor), k))
     return parts[0] if len(parts) == 1 else max_grids(parts)
+
+
+def _spec_key(spec: Any) -> tuple:
+    """A hashable identity of a pipeline spec by its sizes and its laws' moments."""
+    laws = tuple(sorted(spec.moments.items()))
+    return (spec.stages, spec.microbatches, spec.schedule, spec.vpp, laws)
 
 
 def _dist_key(dist: Distribution) -> Any:
@@ -118,6 +131,7 @@ class _Evaluator:
         self.window = window
         self.report = AnalyticReport(core_method=core_method)
         self.weight = 1.0  # probability of the regime state being evaluated
+        self._pipelines: dict[tuple, tuple[float, float, dict]] = {}
 
     def graph(self, g: StepGraph, path: str = "") -> GridDistribution:
         mean, depth = mean_critical_path(g, self._means)
@@ -130,6 +144,8 @@ class _Evaluator:
                 if key not in self._grids:  # ops of a layer or schedule share a few laws
                     self._grids[key] = to_grid(d["latency"], h, self.policy)
                 weights[v] = self._grids[key]
+            elif d["type"] == PIPELINE:
+                weights[v] = self.pipeline(d, h, f"{path}/{v}", g, v)
             else:
                 weights[v] = self.group(d, f"{path}/{v}")
         reduction = reduce_graph(g.graph, weights.__getitem__)
@@ -139,6 +155,36 @@ class _Evaluator:
         result = self.core(reduction.graph, h, path or g.name)
         self.report.approximated.append((path or g.name, g, result, self.weight))
         return result
+
+    def pipeline(
+        self, d: dict[str, Any], h: float, where: str, g: StepGraph, name: str
+    ) -> GridDistribution:
+        """A compact pipeline's makespan: canonical form, truncated and extrapolated if long."""
+        from .pipeline_core import pipeline_makespan
+
+        spec = d["spec"]
+        if spec.stages == 1 or spec.microbatches == 1:
+            # one stage, or one microbatch: the schedule is a chain, evaluated exactly
+            return self.graph(spec.explicit(name), where)
+        key = (_spec_key(spec), self.core_method, self.window)
+        if key not in self._pipelines:  # regime states that leave compute alone share it
+            self._pipelines[key] = pipeline_makespan(
+                spec, method=self.core_method, window=self.window
+            )
+        mean, std, info = self._pipelines[key]
+        self.report.exact = False
+        self.report.cores.append(
+            {"where": where, "edges": spec.n_ops, "mean_s": mean, "std_s": std, **info}
+        )
+        law = (
+            to_grid(normal(mean, std), h, self.policy)
+            if std > 0
+            else to_grid(point_mass(mean), h, self.policy)
+        )
+        sub = StepGraph(name)
+        sub.add_pipeline(name, spec, kind=d["kind"], tags=d["tags"])
+        self.report.approximated.append((where, sub, law, self.weight))
+        return law
 
     def group(self, d: dict[str, Any], path: str) -> GridDistribution:
         return replica_group(self.graph(d["body"], path), d)

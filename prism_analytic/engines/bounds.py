@@ -22,11 +22,14 @@ import numpy as np
 from ..distributions import GridDistribution, to_grid
 from ..distributions.grid import _pmf_from_cdf_sf, align, convolve_grids, mix_grids
 from ..distributions.grid_extremes import _cdf_sf, max_grids
-from ..graph import OP, StepGraph
+from ..graph import OP, PIPELINE, GraphError, StepGraph
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .analytic import mean_critical_path, replica_group
 
-__all__ = ["bound_distributions"]
+__all__ = ["bound_distributions", "MAX_PIPELINE_OPS"]
+
+#: Largest compact pipeline the bounds engine expands (cost grows with the op count).
+MAX_PIPELINE_OPS = 20_000
 
 
 class _Bounds:
@@ -42,6 +45,14 @@ class _Bounds:
         d = g.graph.nodes[v]
         if d["type"] == OP:
             return to_grid(d["latency"], h, self.policy)
+        if d["type"] == PIPELINE:  # bounds need every op: expand the schedule
+            if d["spec"].n_ops > MAX_PIPELINE_OPS:
+                raise GraphError(
+                    f"bounds: pipeline {v!r} has {d['spec'].n_ops:,} ops; the bounds engine "
+                    f"expands pipelines op by op and accepts at most {MAX_PIPELINE_OPS:,}"
+                )
+            body = d["spec"].explicit(v)
+            return self.upper(body) if side == "upper" else self.lower(body)
         body = self.upper(d["body"]) if side == "upper" else self.lower(d["body"])
         return replica_group(body, d)  # monotone in the body: bounds stay bounds
 

@@ -43,7 +43,10 @@ MIN_SAMPLES, MAX_SAMPLES = 2_000, 200_000
 def _explicit_ops(graph: StepGraph) -> int:
     total = 0
     for _, d in graph.graph.nodes(data=True):
-        total += _explicit_ops(d["body"]) if "body" in d else 1
+        if "body" in d:
+            total += _explicit_ops(d["body"])
+        else:
+            total += d["spec"].n_ops if "spec" in d else 1
     return total
 
 

@@ -30,8 +30,9 @@ import networkx as nx
 import numpy as np
 
 from .._checks import check_count
-from ..graph import OP, StepGraph
+from ..graph import OP, PIPELINE, StepGraph
 from .mc_tail import ColumnSource, TailPool, build_tail_pool
+from .pipeline_mc import sample_pipeline
 
 __all__ = [
     "sample_step",
@@ -100,7 +101,7 @@ def pooled_groups(graph: StepGraph, settings: MonteCarloSettings, path: str = ""
     """
     out = []
     for name, d in graph.graph.nodes(data=True):
-        if d["type"] == OP:
+        if d["type"] in (OP, PIPELINE):
             continue
         if _pooled(d, settings):
             out.append(
@@ -119,7 +120,7 @@ def _multiplicities(graph: StepGraph, path: str = "", mult: int = 1) -> dict[str
     """For every group path: how many copies of it the step holds (product of enclosing n)."""
     out: dict[str, int] = {}
     for name, d in graph.graph.nodes(data=True):
-        if d["type"] != OP:
+        if d["type"] not in (OP, PIPELINE):
             out[f"{path}/{name}"] = mult
             out.update(_multiplicities(d["body"], f"{path}/{name}", mult * d["n"]))
     return out
@@ -169,6 +170,9 @@ class _Sampler:
             d = g.graph.nodes[name]
             if d["type"] == OP:
                 dur = self._draw(d["latency"], size, rng)
+            elif d["type"] == PIPELINE:  # compact schedule: engines/pipeline_mc.py
+                own = None if self.source is None else (lambda law, k: self._draw(law, k, rng))
+                dur = sample_pipeline(d["spec"], size, rng, own)
             else:
                 dur = self.group(d, size, rng, f"{path}/{name}")
             finish[name] = start + dur

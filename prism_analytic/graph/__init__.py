@@ -1,5 +1,5 @@
 """The step DAG (ops, collectives, replica groups, regimes)."""
 
-from .step_graph import OP, REPLICA, GraphError, Regime, StepGraph
+from .step_graph import OP, PIPELINE, REPLICA, GraphError, Regime, StepGraph
 
-__all__ = ["GraphError", "OP", "REPLICA", "Regime", "StepGraph"]
+__all__ = ["GraphError", "OP", "PIPELINE", "REPLICA", "Regime", "StepGraph"]

@@ -1,14 +1,26 @@
-"""Pipeline-parallel schedules as step graphs."""
+"""Pipeline-parallel schedules as step graphs: explicit (a node per op) or compact (one node).
+
+A compact pipeline is one :class:`PipelineSpec` node: the schedule's sizes and one latency law per
+(phase, stage, chunk), shared by every microbatch. Its size, and the cost of every engine on it,
+does not grow with the microbatch count (the analytic engine evaluates a truncated pipeline and
+extrapolates the periodic steady state; :mod:`prism_analytic.engines.pipeline_core`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import networkx as nx
+import numpy as np
 
 from ..distributions import Distribution
-from ..schedules import pipeline_dag
-from .step_graph import StepGraph
+from ..schedules import check_schedule, pipeline_dag, schedule_levels
+from .step_graph import GraphError, StepGraph
 
-__all__ = ["pipeline_step_graph", "op_name"]
+__all__ = ["pipeline_step_graph", "op_name", "PipelineSpec", "law_key"]
 
 #: Latency of one pipeline op given (phase "F"/"B", stage, microbatch, chunk).
 LatencyFn = Callable[[str, int, int, int], Distribution]
@@ -19,6 +31,170 @@ def op_name(phase: str, stage: int, microbatch: int, chunk: int = 0) -> str:
     return f"{phase} s{stage} m{microbatch} c{chunk}"
 
 
+def law_key(phase: str, stage: int, chunk: int = 0) -> str:
+    """The key of one (phase, stage, chunk) law in a :class:`PipelineSpec`, e.g. ``"F s0 c0"``."""
+    return f"{phase} s{stage} c{chunk}"
+
+
+@dataclass(frozen=True, eq=False)
+class PipelineSpec:
+    """A pipeline schedule whose op latencies depend on (phase, stage, chunk) only.
+
+    Parameters
+    ----------
+    stages, microbatches : int
+        Pipeline size ``p x m``.
+    laws : Mapping[str, Distribution]
+        One law per :func:`law_key` ``(phase, stage, chunk)``: ``2 * p * vpp`` entries.
+    schedule : {"gpipe", "1f1b", "interleaved"}
+    vpp : int
+        Model chunks per stage (interleaved only).
+    """
+
+    stages: int
+    microbatches: int
+    laws: Mapping[str, Distribution]
+    schedule: str = "1f1b"
+    vpp: int = 1
+
+    def __post_init__(self) -> None:
+        try:
+            check_schedule(self.stages, self.microbatches, self.schedule, self.vpp)
+        except ValueError as exc:
+            raise GraphError(f"pipeline: {exc}") from None
+        need = set(self.keys())
+        missing = sorted(need - set(self.laws))
+        extra = sorted(set(self.laws) - need)
+        if missing or extra:
+            raise GraphError(
+                f"pipeline laws: missing {missing[:4]}{'...' if len(missing) > 4 else ''}, "
+                f"unexpected {extra[:4]}; keys are law_key(phase, stage, chunk)"
+            )
+        for k, law in self.laws.items():
+            if not isinstance(law, Distribution):
+                raise GraphError(f"pipeline laws[{k!r}] must be a Distribution, got {law!r}")
+
+    # ----- views --------------------------------------------------------------------------
+    def keys(self) -> list[str]:
+        """Every law key, in (phase, stage, chunk) order."""
+        return [
+            law_key(ph, s, c)
+            for ph in ("F", "B")
+            for s in range(self.stages)
+            for c in range(self.vpp)
+        ]
+
+    def law(self, phase: str, stage: int, chunk: int = 0) -> Distribution:
+        """The latency law of the ops at (phase, stage, chunk)."""
+        return self.laws[law_key(phase, stage, chunk)]
+
+    @property
+    def n_ops(self) -> int:
+        """Number of ops: ``2 * stages * microbatches * vpp``."""
+        return 2 * self.stages * self.microbatches * self.vpp
+
+    @property
+    def period(self) -> int:
+        """Microbatches per repeating block of the schedule (``stages``: a Megatron group)."""
+        return self.stages
+
+    def with_microbatches(self, m: int) -> PipelineSpec:
+        """The same pipeline with ``m`` microbatches (sharing the laws' cached moments)."""
+        out = PipelineSpec(self.stages, m, self.laws, self.schedule, self.vpp)
+        if "moments" in self.__dict__:
+            out.__dict__["moments"] = self.moments
+        return out
+
+    @cached_property
+    def moments(self) -> dict[str, tuple[float, float]]:
+        """(mean, std) of every law, by key (computed once per spec)."""
+        return {k: (float(v.mean()), float(v.std())) for k, v in self.laws.items()}
+
+    def mapped(self, fn: Callable[[str, Distribution], Distribution]) -> PipelineSpec:
+        """A copy whose law at each key is ``fn(key, law)``."""
+        return PipelineSpec(
+            self.stages,
+            self.microbatches,
+            {k: fn(k, law) for k, law in self.laws.items()},
+            self.schedule,
+            self.vpp,
+        )
+
+    def dag(self) -> nx.DiGraph:
+        """The explicit op DAG (:func:`~prism_analytic.schedules.pipeline_dag`)."""
+        return pipeline_dag(self.stages, self.microbatches, self.schedule, self.vpp)
+
+    def explicit(self, name: str = "pipeline") -> StepGraph:
+        """The same pipeline with a node per op (for the bounds engine and for tests)."""
+        return pipeline_step_graph(
+            self.stages,
+            self.microbatches,
+            lambda ph, s, mb, c: self.law(ph, s, c),
+            schedule=self.schedule,
+            vpp=self.vpp,
+            name=name,
+        )
+
+    @cached_property
+    def arrays(self) -> dict[str, Any]:
+        """Ops in topological generations, as index arrays (for vectorised sampling).
+
+        Returns a dict with ``keys`` (law key per op), ``law_index`` (per op, into
+        ``law_keys``), ``preds`` (``(n, 2)`` predecessor indices, -1 for none) and ``gens``
+        (list of index arrays in topological order).
+        """
+        order, pred_lists, sizes = schedule_levels(
+            self.stages, self.microbatches, self.schedule, self.vpp
+        )
+        keys = self.keys()
+        kidx = {k: i for i, k in enumerate(keys)}
+        law_index = np.array([kidx[law_key(n[0], n[1], n[3])] for n in order], dtype=np.intp)
+        preds = np.full((len(order), 2), -1, dtype=np.intp)
+        for i, ps in enumerate(pred_lists):
+            preds[i, : len(ps)] = ps
+        bounds = np.cumsum([0, *sizes])
+        return {
+            "law_keys": keys,
+            "law_index": law_index,
+            "preds": preds,
+            "gens": [np.arange(a, b) for a, b in zip(bounds[:-1], bounds[1:])],
+        }
+
+    # ----- serialisation ------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (laws as specs)."""
+        from ..distributions.serialize import to_spec
+
+        return {
+            "stages": self.stages,
+            "microbatches": self.microbatches,
+            "schedule": self.schedule,
+            "vpp": self.vpp,
+            "laws": {k: to_spec(v) for k, v in self.laws.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "pipeline") -> PipelineSpec:
+        """Rebuild from :meth:`to_dict` output, validating every field."""
+        from ..distributions.serialize import from_spec
+
+        if not isinstance(data, Mapping):
+            raise GraphError(f"{where} must be an object, got {data!r}")
+        missing = [k for k in ("stages", "microbatches", "laws") if k not in data]
+        if missing:
+            raise GraphError(f"{where}: missing field(s) {missing}")
+        laws = data["laws"]
+        if not isinstance(laws, Mapping):
+            raise GraphError(f"{where}.laws must be an object, got {laws!r}")
+        return cls(
+            data["stages"],
+            data["microbatches"],
+            {k: from_spec(v, f"{where}.laws[{k!r}]") for k, v in laws.items()},
+            data.get("schedule", "1f1b"),
+            data.get("vpp", 1),
+        )
+
+
 def pipeline_step_graph(
     stages: int,
     microbatches: int,
@@ -27,6 +203,7 @@ def pipeline_step_graph(
     schedule: str = "1f1b",
     vpp: int = 1,
     name: str = "pipeline",
+    compact: bool = False,
 ) -> StepGraph:
     """A :class:`StepGraph` for a pipeline schedule (see :func:`~prism_analytic.schedules.pipeline_dag`).
 
@@ -39,11 +216,23 @@ def pipeline_step_graph(
     schedule : {"gpipe", "1f1b", "interleaved"}
     vpp : int
         Model chunks per stage (interleaved only).
+    compact : bool
+        One :class:`PipelineSpec` node named ``"pipeline"`` instead of a node per op. The laws
+        are taken from microbatch 0 (``latency`` must not depend on the microbatch); every
+        engine's cost is then independent of the microbatch count.
     """
+    if compact:
+        laws = {
+            law_key(ph, s, c): latency(ph, s, 0, c)
+            for ph in ("F", "B")
+            for s in range(stages)
+            for c in range(vpp)
+        }
+        g = StepGraph(name)
+        g.add_pipeline("pipeline", PipelineSpec(stages, microbatches, laws, schedule, vpp))
+        return g
     dag = pipeline_dag(stages, microbatches, schedule, vpp)
     g = StepGraph(name)
-    import networkx as nx
-
     for node in nx.topological_sort(dag):
         phase, s, mb, c = node
         after = [op_name(*p) for p in dag.predecessors(node)]

@@ -22,10 +22,13 @@ from .._checks import check_count, check_positive
 from ..distributions import Distribution
 from ..distributions.serialize import from_spec, to_spec
 
-__all__ = ["StepGraph", "Regime", "GraphError", "OP", "REPLICA"]
+__all__ = ["StepGraph", "Regime", "GraphError", "OP", "REPLICA", "PIPELINE"]
 
 OP = "op"
 REPLICA = "replica"
+#: A compact pipeline schedule (:class:`~prism_analytic.graph.pipeline.PipelineSpec`): one node
+#: whose duration is the schedule's makespan.
+PIPELINE = "pipeline"
 KINDS = ("compute", "comm")
 #: Regime states are enumerated exactly; beyond this many combinations, conditioning is not cheap.
 MAX_REGIME_COMBINATIONS = 4096
@@ -147,6 +150,36 @@ class StepGraph:
     ) -> str:
         """Add a collective: one shared duration, starting when its last participant is ready."""
         return self.add_op(name, latency, after, kind="comm", tags=tags)
+
+    def add_pipeline(
+        self,
+        name: str,
+        spec: Any,
+        after: Iterable[str] = (),
+        *,
+        kind: str = "compute",
+        tags: Iterable[str] = (),
+    ) -> str:
+        """Add a whole pipeline schedule as one node (its duration is the makespan).
+
+        Parameters
+        ----------
+        spec : PipelineSpec
+            Sizes, schedule and one law per (phase, stage, chunk).
+        kind, tags
+            As for :meth:`add_op`; a regime matching them rescales every op of the pipeline.
+            Every op also carries the tags ``"pipeline"`` and ``"stage{s}"``.
+        """
+        from .pipeline import PipelineSpec
+
+        if not isinstance(spec, PipelineSpec):
+            raise GraphError(
+                f"pipeline {name!r}: spec must be a PipelineSpec, got {type(spec).__name__}"
+            )
+        if kind not in KINDS:
+            raise GraphError(f"pipeline {name!r}: kind must be one of {KINDS}, got {kind!r}")
+        tags = (tags,) if isinstance(tags, str) else tuple(tags)
+        return self._add(name, after, type=PIPELINE, spec=spec, kind=kind, tags=tags)
 
     def add_replica_group(
         self,
@@ -272,7 +305,7 @@ class StepGraph:
                         "are per-step shocks, declare them on the top-level graph"
                     )
                 data["body"].validate()
-            elif data.get("type") != OP:
+            elif data.get("type") not in (OP, PIPELINE):
                 raise GraphError(f"node {name!r} was not added through StepGraph (no type)")
 
     def topological_order(self) -> list[str]:
@@ -284,7 +317,10 @@ class StepGraph:
         """Number of op instances in the whole step, counting every replica (may be huge)."""
         total = 0
         for _, d in self.graph.nodes(data=True):
-            total += d["n"] * d["body"].total_ops() if d["type"] == REPLICA else 1
+            if d["type"] == REPLICA:
+                total += d["n"] * d["body"].total_ops()
+            else:
+                total += d["spec"].n_ops if d["type"] == PIPELINE else 1
         return total
 
     def regime_states(self) -> Iterator[tuple[float, dict[str, float]]]:
@@ -315,6 +351,14 @@ class StepGraph:
                 )
                 latency = d["latency"] if scale == 1.0 else d["latency"].scale(scale)
                 out.add_op(name, latency, after, kind=d["kind"], tags=d["tags"])
+            elif d["type"] == PIPELINE:
+                out.add_pipeline(
+                    name,
+                    _scaled_pipeline(d, factors),
+                    after,
+                    kind=d["kind"],
+                    tags=d["tags"],
+                )
             else:
                 out.add_replica_group(
                     name,
@@ -339,6 +383,8 @@ class StepGraph:
                 except TypeError as exc:
                     raise TypeError(f"node {name!r}: {exc}") from None
                 entry.update(latency=spec, kind=d["kind"], tags=list(d["tags"]))
+            elif d["type"] == PIPELINE:
+                entry.update(spec=d["spec"].to_dict(), kind=d["kind"], tags=list(d["tags"]))
             else:
                 entry.update(
                     body=d["body"].to_dict(),
@@ -400,7 +446,9 @@ class StepGraph:
         for name in nx.topological_sort(skeleton):
             n = nodes[name]
             after = preds.get(name, [])
-            required = {OP: ("latency",), REPLICA: ("body", "n")}.get(n.get("type"), ())
+            required = {OP: ("latency",), REPLICA: ("body", "n"), PIPELINE: ("spec",)}.get(
+                n.get("type"), ()
+            )
             missing = [k for k in required if k not in n]
             if missing:
                 raise GraphError(
@@ -410,6 +458,16 @@ class StepGraph:
                 g.add_op(
                     name,
                     from_spec(n["latency"], f"nodes[{name!r}].latency"),
+                    after,
+                    kind=n.get("kind", "compute"),
+                    tags=n.get("tags", ()),
+                )
+            elif n.get("type") == PIPELINE:
+                from .pipeline import PipelineSpec
+
+                g.add_pipeline(
+                    name,
+                    PipelineSpec.from_dict(n["spec"], f"nodes[{name!r}].spec"),
                     after,
                     kind=n.get("kind", "compute"),
                     tags=n.get("tags", ()),
@@ -426,7 +484,8 @@ class StepGraph:
                 )
             else:
                 raise GraphError(
-                    f"nodes[{name!r}].type must be 'op' or 'replica', got {n.get('type')!r}"
+                    f"nodes[{name!r}].type must be 'op', 'pipeline' or 'replica', "
+                    f"got {n.get('type')!r}"
                 )
         for r in data.get("regimes", []):
             g.add_regime(r["name"], r["probs"], r["factors"], applies_to=r["applies_to"])
@@ -436,3 +495,22 @@ class StepGraph:
     def from_json(cls, text: str) -> StepGraph:
         """Rebuild a graph from :meth:`to_json` text."""
         return cls.from_dict(json.loads(text))
+
+
+def _scaled_pipeline(d: Mapping[str, Any], factors: Mapping[str, float]) -> Any:
+    """The pipeline spec of node ``d`` with each op's law scaled by the matching regime factors.
+
+    An op matches a factor's tag through the node's kind and tags or its own ``"pipeline"`` and
+    ``"stage{s}"`` tags (as the explicit graph's ops do).
+    """
+    spec = d["spec"]
+    if not factors:
+        return spec
+
+    def scale(key: str, law: Distribution) -> Distribution:
+        stage = key.split()[1].replace("s", "stage")
+        own = {d["kind"], *d["tags"], "pipeline", stage}
+        f = math.prod(v for tag, v in factors.items() if tag in own)
+        return law if f == 1.0 else law.scale(f)
+
+    return spec.mapped(scale)

@@ -336,14 +336,15 @@ def _pipeline_vpp(job: JobConfig) -> int:
 def graph_size(job: JobConfig) -> int:
     """Nodes :func:`build_step_graph` creates at the top level plus one pipeline body.
 
-    ``2 * pp * microbatches * vpp`` pipeline ops plus the step-level ops; independent of dp.
+    One compact pipeline node (standing for ``2 * pp * microbatches * vpp`` ops) plus the
+    step-level ops; independent of dp and of the microbatch count.
     """
     p, v, t = job.parallelism, job.variability, job.training
     extra = 1 + (1 if p.pp > 1 else 0) + 1  # replica group, fill/drain, optimizer
     extra += sum(1 for o in op_means(job).dp_step if o.count * o.seconds > 0)
     extra += 1 if t.step_overhead_s > 0 else 0
     extra += 1 if v.hiccups.probability > 0 and v.hiccups.size_s > 0 else 0
-    return 2 * p.pp * p.microbatches * _pipeline_vpp(job) + extra
+    return 1 + extra
 
 
 # --------------------------------------------------------------------------------------
@@ -487,8 +488,14 @@ def build_step_graph(
             return laws[(phase, "last")]
         return laws[(phase, "mid")]
 
-    body = pipeline_step_graph(
-        p.pp, p.microbatches, latency, schedule=p.schedule, vpp=v, name=f"{job.name}/pipeline"
+    body = pipeline_step_graph(  # compact: one node, cost independent of the microbatches
+        p.pp,
+        p.microbatches,
+        latency,
+        schedule=p.schedule,
+        vpp=v,
+        name=f"{job.name}/pipeline",
+        compact=True,
     )
     g = StepGraph(job.name)
     last = g.add_replica_group(

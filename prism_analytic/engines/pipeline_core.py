@@ -1,0 +1,164 @@
+"""Makespan of a compact pipeline node, at a cost independent of the microbatch count.
+
+A pipeline schedule is a max-plus linear system: after the warm-up, every block of ``p``
+microbatches (a Megatron group) repeats the same pattern of ops, so the makespan grows linearly
+in ``m`` with a steady-state increment per block. :func:`pipeline_makespan` evaluates the
+canonical form (:func:`~.canonical.canonical_makespan`) directly when the pipeline has at most
+:data:`OPS_CAP` ops. A longer one is evaluated at two truncated sizes ``m1 < m2 = m1 + p``
+(the largest that fit the cap, and at least two blocks for interleaved schedules so the warm-up
+is over) and extrapolated linearly from the last block's increment of the mean and of the
+variance.
+
+Measured on interleaved 16 x m x 8 (normal ops, CV 5%; Clark-Mehler): the mean's increment per
+block is 48.03 / 48.08 / 48.10 for m = 16-32 / 32-48 / 48-64, so extrapolating from the first
+block is within 0.15% per block. The variance's increments *decrease* (0.0195, 0.0094, 0.0040;
+Monte Carlo: 0.016, 0.010, 0.008): the makespan is still crossing over to its linear-variance
+regime, and linear extrapolation over-states the pipeline's own variance. That variance is a
+small part of a step's (replica speed factors dominate at scale), and the result is labelled
+approximate; ``info`` records what was done.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from ..schedules import schedule_levels
+from .canonical import (
+    MIN_WINDOW,
+    WINDOW_PER_WIDTH,
+    _Engine,
+    _propagate_independent,
+)
+
+__all__ = ["pipeline_makespan", "pipeline_mean_path", "OPS_CAP"]
+
+#: Largest pipeline evaluated op by op; longer ones are truncated and extrapolated.
+OPS_CAP = 6144
+
+
+@lru_cache(maxsize=32)
+def _structure(p: int, m: int, schedule: str, vpp: int) -> dict[str, Any]:
+    """The canonical engine's view of a schedule's DAG (cached: it depends on sizes only)."""
+    order, preds, sizes = schedule_levels(p, m, schedule, vpp)
+    bounds = np.cumsum([0, *sizes])
+    gens = [np.arange(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    keys = [f"{n[0]} s{n[1]} c{n[3]}" for n in order]
+    width = max(len(g) for g in gens)
+    n_res = sum(max(len(q) - 1, 0) for q in preds) + len(order)
+    # mean path: the ops' predecessors as two index columns (-1: none)
+    pred2 = np.full((len(order), 2), -1, dtype=np.intp)
+    for i, q in enumerate(preds):
+        pred2[i, : len(q)] = q
+    return {
+        "order": order,
+        "gens": gens,
+        "preds": preds,
+        "pred2": pred2,
+        "keys": keys,
+        "window": int(min(max(MIN_WINDOW, WINDOW_PER_WIDTH * width), n_res)),
+    }
+
+
+def _law_moments(spec: Any, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    table = spec.moments
+    mom = np.array([table[k] for k in keys])
+    return mom[:, 0], mom[:, 1]
+
+
+def _direct(spec: Any, method: str, window: int | None) -> tuple[float, float]:
+    """(mean, variance) of the canonical-form makespan of ``spec`` as it stands."""
+    st = _structure(spec.stages, spec.microbatches, spec.schedule, spec.vpp)
+    m_arr, s_arr = _law_moments(spec, st["keys"])
+    if method == "independent":
+        mu, var, _ = _propagate_independent(
+            st["gens"], st["preds"], m_arr, s_arr, np.zeros((m_arr.size, 0))
+        )
+        return float(mu), float(var)
+    w = None if method == "clark" else (st["window"] if window is None else window)
+    eng = _Engine(0, w)
+    mu, var, _ = eng.run(st["gens"], st["preds"], m_arr, s_arr, np.zeros((m_arr.size, 0)))
+    return float(mu), float(var)
+
+
+def truncation(spec: Any, cap: int = OPS_CAP) -> tuple[int, int] | None:
+    """The two microbatch counts ``(m1, m2)`` to extrapolate from, or None to evaluate directly."""
+    if spec.n_ops <= cap:
+        return None
+    p = spec.period
+    per_mb = 2 * spec.stages * spec.vpp
+    m2 = max((cap // per_mb) // p * p, 2 * p)
+    if spec.schedule == "interleaved":
+        m2 = max(m2, 2 * p)  # the warm-up of an interleaved stage spans about one block
+    m1 = m2 - p
+    if m2 >= spec.microbatches:
+        return None
+    return m1, m2
+
+
+def pipeline_makespan(
+    spec: Any, *, method: str = "clark-mehler", window: int | None = None, cap: int = OPS_CAP
+) -> tuple[float, float, dict[str, Any]]:
+    """(mean, std, info) of the makespan of a :class:`~prism_analytic.graph.pipeline.PipelineSpec`.
+
+    Parameters
+    ----------
+    spec : PipelineSpec
+    method, window
+        Canonical-form options (:func:`~.canonical.canonical_makespan`).
+    cap : int
+        Largest op count evaluated directly.
+
+    Returns
+    -------
+    tuple
+        Mean, standard deviation and ``info`` (``ops``, ``evaluated_microbatches`` and, when
+        extrapolated, the per-block increments).
+    """
+    cut = truncation(spec, cap)
+    if cut is None:
+        mu, var = _direct(spec, method, window)
+        info = {"ops": spec.n_ops, "evaluated_microbatches": [spec.microbatches]}
+        return mu, math.sqrt(max(var, 0.0)), info
+    m1, m2 = cut
+    res = [_direct(spec.with_microbatches(m), method, window) for m in (m1, m2)]
+    blocks = (spec.microbatches - m2) / (m2 - m1)
+    d_mean = res[1][0] - res[0][0]
+    d_var = res[1][1] - res[0][1]
+    mu = res[1][0] + blocks * d_mean
+    var = max(res[1][1] + blocks * max(d_var, 0.0), 0.0)
+    info = {
+        "ops": spec.n_ops,
+        "evaluated_microbatches": [m1, m2],
+        "extrapolated_blocks": blocks,
+        "mean_increment_per_block": d_mean,
+        "variance_increment_per_block": d_var,
+    }
+    return mu, math.sqrt(var), info
+
+
+def pipeline_mean_path(spec: Any, cap: int = OPS_CAP) -> tuple[float, int]:
+    """(longest path by mean latency, ops on the deepest path), extrapolated like the makespan."""
+
+    def direct(sp: Any) -> tuple[float, int]:
+        st = _structure(sp.stages, sp.microbatches, sp.schedule, sp.vpp)
+        m_arr, _ = _law_moments(sp, st["keys"])
+        pred2 = st["pred2"]
+        length = np.zeros(m_arr.size + 1)  # slot -1: a missing predecessor
+        depth = np.zeros(m_arr.size + 1)
+        for gen in st["gens"]:
+            a, b = pred2[gen, 0], pred2[gen, 1]
+            length[gen] = m_arr[gen] + np.maximum(length[a], length[b])
+            depth[gen] = 1 + np.maximum(depth[a], depth[b])
+        return float(length.max()), int(depth.max())
+
+    cut = truncation(spec, cap)
+    if cut is None:
+        return direct(spec)
+    m1, m2 = cut
+    (l1, d1), (l2, d2) = direct(spec.with_microbatches(m1)), direct(spec.with_microbatches(m2))
+    blocks = (spec.microbatches - m2) / (m2 - m1)
+    return l2 + blocks * (l2 - l1), int(round(d2 + blocks * (d2 - d1)))
