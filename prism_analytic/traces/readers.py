@@ -16,7 +16,13 @@ import numpy as np
 from prism_analytic.traces.errors import TraceFormatError, require_pandas
 from prism_analytic.traces.table import EventTable, validate_events
 
-__all__ = ["read_op_table", "read_step_times", "read_trace", "OP_TABLE_REQUIRED"]
+__all__ = [
+    "read_op_table",
+    "read_step_times",
+    "read_step_series",
+    "read_trace",
+    "OP_TABLE_REQUIRED",
+]
 
 #: Columns an op table must have.
 OP_TABLE_REQUIRED = ("dp_rank", "stage", "rank", "step", "optype", "start_ts", "duration")
@@ -145,6 +151,23 @@ def _check_complete_steps(frame, source, policy, dropped):
 
 
 def read_step_times(path) -> np.ndarray:
+    """Measured step times (seconds) from CSV or JSON, in file (or step-id) order.
+
+    See :func:`read_step_series` for the accepted layouts.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+
+    Returns
+    -------
+    numpy.ndarray
+    """
+    return read_step_series(path).to_numpy()
+
+
+def read_step_series(path):
     """Measured step times (seconds) from CSV or JSON.
 
     Accepted: a JSON list of numbers; a JSON object ``{step: seconds}``; an object with one of
@@ -158,8 +181,9 @@ def read_step_times(path) -> np.ndarray:
 
     Returns
     -------
-    numpy.ndarray
-        Step times in file order (for objects: by step id when ids are integers).
+    pandas.Series
+        Step times indexed by step id (objects keyed by integer step ids, or a CSV ``step``
+        column) or by position.
 
     Raises
     ------
@@ -174,6 +198,7 @@ def read_step_times(path) -> np.ndarray:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise TraceFormatError(f"{path}: not valid JSON (truncated?): {exc}") from None
         values, labels = _json_values(data, path)
+        steps = _int_labels(labels)
     elif path.suffix.lower() == ".csv":
         pd = require_pandas()
         try:
@@ -188,9 +213,20 @@ def read_step_times(path) -> np.ndarray:
             )
         col = frame[cols[0] if cols else frame.columns[0]]
         values, labels = list(col), [f"row {i}" for i in col.index]
+        steps = list(frame["step"]) if "step" in frame.columns else None
     else:
         raise TraceFormatError(f"{path}: step times must be .json or .csv")
-    return _check_values(values, labels, path)
+    pd = require_pandas()
+    out = _check_values(values, labels, path)
+    index = steps if steps is not None else range(len(out))
+    return pd.Series(out, index=list(index), name="step_time_s")
+
+
+def _int_labels(labels):
+    try:
+        return [int(lab.split(" ", 1)[1]) for lab in labels if lab.startswith("step ")] or None
+    except ValueError:
+        return None
 
 
 def _json_values(data, path):

@@ -1,0 +1,87 @@
+"""Compare predicted step times with measured ones: errors, intervals and shape tests.
+
+Quantiles use numpy's default (linear) estimator. The measured p95's 90% interval is a
+percentile bootstrap (scipy.stats.bootstrap). The raw KS distance compares the two samples as
+they are; the shape test first shifts the prediction so that its median equals the measured
+median, and reports the two-sample KS p-value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+__all__ = ["describe", "compare_steps", "QUANTILES"]
+
+QUANTILES = {"p50_s": 0.5, "p90_s": 0.9, "p95_s": 0.95}
+
+
+def describe(x) -> dict:
+    """Mean, standard deviation and quantiles of a sample (seconds).
+
+    Parameters
+    ----------
+    x : array_like
+        Step times.
+
+    Returns
+    -------
+    dict
+        ``n, mean_s, std_s, p50_s, p90_s, p95_s``.
+    """
+    x = np.asarray(x, dtype=float)
+    out = {"n": int(x.size), "mean_s": float(x.mean()), "std_s": float(x.std(ddof=1))}
+    out.update({k: float(np.quantile(x, q)) for k, q in QUANTILES.items()})
+    return out
+
+
+def compare_steps(predicted, measured, *, rng=0) -> dict:
+    """Errors of a predicted step-time sample against measured step times.
+
+    Parameters
+    ----------
+    predicted : array_like
+        Sampled predicted step times.
+    measured : array_like
+        Measured step times (at least 4).
+    rng : int
+        Seed of the bootstrap.
+
+    Returns
+    -------
+    dict
+        ``predicted``, ``measured`` (from :func:`describe`), ``mean_rel_err``,
+        ``p50_rel_err``, ``p90_rel_err``, ``p95_rel_err``, ``measured_p95_ci90``,
+        ``p95_in_measured_ci``, ``ks``, ``ks_pvalue``, ``ks_shape``, ``ks_shape_pvalue``,
+        ``std_ratio``.
+    """
+    p = np.asarray(predicted, dtype=float)
+    m = np.asarray(measured, dtype=float)
+    if m.size < 4:
+        raise ValueError(f"measured: need at least 4 step times to compare, got {m.size}")
+    dp, dm = describe(p), describe(m)
+    out = {"predicted": dp, "measured": dm}
+    out["mean_rel_err"] = dp["mean_s"] / dm["mean_s"] - 1
+    for key in QUANTILES:
+        out[f"{key[:-2]}_rel_err"] = dp[key] / dm[key] - 1
+    boot = stats.bootstrap(
+        (m,),
+        lambda v, axis=-1: np.quantile(v, 0.95, axis=axis),
+        n_resamples=4000,
+        confidence_level=0.9,
+        method="percentile",
+        rng=np.random.default_rng(rng),
+    )
+    lo, hi = float(boot.confidence_interval.low), float(boot.confidence_interval.high)
+    out["measured_p95_ci90"] = [lo, hi]
+    out["p95_in_measured_ci"] = bool(lo <= dp["p95_s"] <= hi)
+    raw = stats.ks_2samp(p, m)
+    shape = stats.ks_2samp(p - np.median(p) + np.median(m), m)
+    out.update(
+        ks=float(raw.statistic),
+        ks_pvalue=float(raw.pvalue),
+        ks_shape=float(shape.statistic),
+        ks_shape_pvalue=float(shape.pvalue),
+        std_ratio=dp["std_s"] / dm["std_s"] if dm["std_s"] > 0 else float("inf"),
+    )
+    return out
