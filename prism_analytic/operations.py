@@ -28,6 +28,8 @@ from .distributions import (
     point_mass,
     to_grid,
 )
+from .distributions.centred_sum import iid_sum_grid
+from .distributions.closed_sums import closed_form_iid_sum
 from .distributions.grid import convolve_grids
 from .distributions.grid_extremes import (
     iid_max_grid,
@@ -49,6 +51,17 @@ __all__ = [
 
 #: Largest replica count accepted: beyond this the question is not a training job.
 MAX_COUNT = 10**12
+
+#: From this many copies on, ``iid_sum`` of a normal or gamma law is its closed form.
+CLOSED_FORM_MIN_COPIES = 1024
+
+
+def _check_policy(policy: object) -> GridPolicy:
+    if policy is None:
+        return DEFAULT_POLICY
+    if not isinstance(policy, GridPolicy):
+        raise TypeError(f"policy must be a GridPolicy or None, got {type(policy).__name__}")
+    return policy
 
 
 def _check_dists(dists: Sequence[object], name: str = "dists") -> list[Distribution]:
@@ -113,9 +126,14 @@ def convolve(*dists: Distribution, policy: GridPolicy | None = None) -> Distribu
     True
     """
     items = _check_dists(dists)
-    policy = policy or DEFAULT_POLICY
+    policy = _check_policy(policy)
     if all(isinstance(d, PointMass) for d in items):
         return point_mass(sum(d.value for d in items))
+    # A constant only shifts the sum: exact, and no lattice has to span it.
+    shift = sum(d.value for d in items if isinstance(d, PointMass))
+    items = [d for d in items if not isinstance(d, PointMass)]
+    if shift != 0:
+        return convolve(*items, policy=policy).shift(shift)
     if len(items) == 1:
         return items[0]
     h = sum_spacing(items, len(items), policy)
@@ -138,11 +156,19 @@ def iid_sum(dist: Distribution, m: int, policy: GridPolicy | None = None) -> Dis
     """
     (dist,) = _check_dists([dist], "dist")
     m = check_count(m, "m", minimum=1, maximum=10**9)
-    policy = policy or DEFAULT_POLICY
+    policy = _check_policy(policy)
     if m == 1:
         return dist
     if isinstance(dist, PointMass):
         return point_mass(dist.value * m)
+    # Beyond a few thousand copies a closed form, where the family has one, is exact and
+    # cheaper than any lattice (smaller sums stay on the lattice like every other sum).
+    closed = closed_form_iid_sum(dist, m) if m >= CLOSED_FORM_MIN_COPIES else None
+    if closed is not None:
+        return closed
+    centred = iid_sum_grid(dist, m, policy)  # a bracket that follows the spread, not location
+    if centred is not None:
+        return centred
     base = to_grid(dist, sum_spacing([dist], m, policy), policy)
     result: GridDistribution | None = None
     while True:
@@ -175,7 +201,7 @@ def max_independent(*dists: Distribution, policy: GridPolicy | None = None) -> D
         return items[0]
     if all(d.is_exact for d in items):
         return MaxOfIndependent(items)
-    return max_grids(_on_common_grid(items, policy or DEFAULT_POLICY))
+    return max_grids(_on_common_grid(items, _check_policy(policy)))
 
 
 def min_independent(*dists: Distribution, policy: GridPolicy | None = None) -> Distribution:
@@ -185,7 +211,7 @@ def min_independent(*dists: Distribution, policy: GridPolicy | None = None) -> D
         return items[0]
     if all(d.is_exact for d in items):
         return MinOfIndependent(items)
-    return min_grids(_on_common_grid(items, policy or DEFAULT_POLICY))
+    return min_grids(_on_common_grid(items, _check_policy(policy)))
 
 
 def iid_max(dist: Distribution, n: int, policy: GridPolicy | None = None) -> Distribution:
@@ -212,7 +238,7 @@ def iid_max(dist: Distribution, n: int, policy: GridPolicy | None = None) -> Dis
         return dist
     if dist.is_exact:
         return IIDMax(dist, n)
-    (grid,) = _on_common_grid([dist], policy or DEFAULT_POLICY)
+    (grid,) = _on_common_grid([dist], _check_policy(policy))
     return iid_max_grid(grid, n)
 
 
@@ -229,5 +255,5 @@ def order_statistic(
         return dist
     if dist.is_exact:
         return OrderStatistic(dist, k, n)
-    (grid,) = _on_common_grid([dist], policy or DEFAULT_POLICY)
+    (grid,) = _on_common_grid([dist], _check_policy(policy))
     return order_statistic_grid(grid, k, n)

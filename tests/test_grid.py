@@ -70,7 +70,10 @@ def test_quantile_bracket_ordering_and_containment(name):
     q = np.array([1e-12, 1e-6, 0.01, 0.25, 0.5, 0.75, 0.99, 1 - 1e-6, 1 - 1e-12])
     low, high = g.quantile_bracket(q)
     est = g.quantile(q)
-    assert np.all(low <= est) and np.all(est <= high)
+    # a level inside a tail atom is unresolved: its point estimate is nan, its bracket infinite
+    resolved = np.isfinite(low) & np.isfinite(high)
+    assert np.all(np.isnan(est[~resolved]))
+    assert np.all(low[resolved] <= est[resolved]) and np.all(est[resolved] <= high[resolved])
     exact = d.quantile(q)
     assert np.all(low <= exact) and np.all(exact <= high)
     assert np.all(np.diff(low) >= 0) and np.all(np.diff(high) >= 0)

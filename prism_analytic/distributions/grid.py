@@ -35,6 +35,28 @@ def _pmf_from_cdf_sf(cdf: np.ndarray, sf: np.ndarray, cdf_before: float) -> np.n
     return np.maximum(pmf, 0.0)
 
 
+def move_mass_down(pmf: np.ndarray, amount: float) -> np.ndarray:
+    """``pmf`` with ``amount`` of its top mass removed (to be put in the -inf atom).
+
+    Moving mass down keeps a lower variable lower: used to fold a probability of failure
+    (truncation, round-off) into the lower side of a sandwich.
+    """
+    if amount <= 0:
+        return pmf
+    out = pmf.copy()
+    tail = np.cumsum(out[::-1])[::-1]  # mass at and above each cell
+    cut = int(np.searchsorted(-tail, -amount, side="right")) - 1  # last cell with tail >= amount
+    cut = max(cut, 0)
+    out[cut + 1 :] = 0.0
+    out[cut] = max(tail[cut] - amount, 0.0)
+    return out
+
+
+def move_mass_up(pmf: np.ndarray, amount: float) -> np.ndarray:
+    """``pmf`` with ``amount`` of its bottom mass removed (to be put in the +inf atom)."""
+    return move_mass_down(pmf[::-1], amount)[::-1].copy()
+
+
 class GridDistribution(Distribution):
     """A distribution known through its rounding sandwich on the lattice ``k * h``.
 
@@ -52,6 +74,12 @@ class GridDistribution(Distribution):
         Mass of the upper variable at +inf (probability above the grid).
     policy : GridPolicy
         The policy that produced this grid (recorded for reports).
+    moments : tuple of float, optional
+        The exact (mean, variance) of the variable the grid stands for, when an operation
+        knows them (sums add them); otherwise they are estimated from the lattice.
+    tail_index : float
+        Moments of order >= ``tail_index`` are infinite (see :mod:`.tails`); ``inf`` for laws
+        with every moment.
     """
 
     is_exact = False
@@ -65,6 +93,8 @@ class GridDistribution(Distribution):
         below: float = 0.0,
         above: float = 0.0,
         policy: GridPolicy = DEFAULT_POLICY,
+        moments: tuple[float, float] | None = None,
+        tail_index: float = np.inf,
     ) -> None:
         lo = np.asarray(lo, dtype=float)
         hi = np.asarray(hi, dtype=float)
@@ -79,7 +109,32 @@ class GridDistribution(Distribution):
         self.below = float(below)
         self.above = float(above)
         self.policy = policy
+        self.moments = None if moments is None else (float(moments[0]), float(moments[1]))
+        self.tail_index = float(tail_index)
         self._cache: dict[str, np.ndarray] = {}
+
+    def _derived(
+        self,
+        h: float,
+        k0: int,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        below: float | None = None,
+        above: float | None = None,
+        moments: tuple[float, float] | None | str = "same",
+    ) -> GridDistribution:
+        """A new grid for the same variable (re-binned, trimmed): carries what is known."""
+        return GridDistribution(
+            h,
+            k0,
+            lo,
+            hi,
+            self.below if below is None else below,
+            self.above if above is None else above,
+            self.policy,
+            self.moments if moments == "same" else moments,
+            self.tail_index,
+        )
 
     def __repr__(self) -> str:
         return (
@@ -237,14 +292,21 @@ class GridDistribution(Distribution):
         est = np.interp(q, f, k)
         low = self._q_lower_var(q)
         high = self._q_upper_var(q)
-        return np.clip(est, low, high)
+        # Inside a tail atom the grid does not know where the quantile is: say so.
+        return np.where(np.isfinite(low) & np.isfinite(high), np.clip(est, low, high), np.nan)
 
     def _isf(self, p: np.ndarray) -> np.ndarray:
         k, _, s = self._knots()
         est = np.interp(-p, -s, k)
-        return np.clip(est, self._isf_var(p, "lo"), self._isf_var(p, "hi"))
+        low, high = self._isf_var(p, "lo"), self._isf_var(p, "hi")
+        return np.where(np.isfinite(low) & np.isfinite(high), np.clip(est, low, high), np.nan)
 
     def _moments(self) -> tuple[float, float]:
+        if self.tail_index <= 1:
+            return np.inf, np.inf
+        if self.moments is not None:
+            mean, var = self.moments
+            return mean, (np.inf if self.tail_index <= 2 else var)
         if "moments" not in self._cache:
             w = 0.5 * (self.lo + self.hi) / max(0.5 * (self.lo.sum() + self.hi.sum()), 1e-300)
             # Lower variable's atoms sit at left edges, upper's at right edges: the average is
@@ -253,7 +315,8 @@ class GridDistribution(Distribution):
             # Each atom stands for mass spread over a cell: add the within-cell variance h^2/12
             # minus the h^2/4 introduced by averaging a left- and a right-shifted copy.
             raw = float(np.dot(w, (self.points - m) ** 2))
-            self._cache["moments"] = (m, max(raw - self.h * self.h / 6.0, 0.0))
+            var = np.inf if self.tail_index <= 2 else max(raw - self.h * self.h / 6.0, 0.0)
+            self._cache["moments"] = (m, var)
         return self._cache["moments"]
 
     def _mean(self) -> float:
@@ -297,27 +360,23 @@ class GridDistribution(Distribution):
         n = int(k_hi[-1]) - base + 1
         lo = np.bincount(k_lo - base, weights=self.lo, minlength=n)
         hi = np.bincount(k_hi - base, weights=self.hi, minlength=n)
-        return GridDistribution(h, base, lo, hi, self.below, self.above, self.policy)
+        return self._derived(h, base, lo, hi)
 
     def scaled(self, a: float) -> GridDistribution:
         """The grid of a X for a > 0 (exact: the lattice scales with it)."""
-        return GridDistribution(
-            self.h * a, self.k0, self.lo, self.hi, self.below, self.above, self.policy
-        )
+        moments = None if self.moments is None else (a * self.moments[0], a * a * self.moments[1])
+        return self._derived(self.h * a, self.k0, self.lo, self.hi, moments=moments)
 
     def shifted(self, c: float) -> GridDistribution:
         """The grid of X + c; a shift off the lattice rounds lo down and hi up by one cell."""
         steps = c / self.h
         whole = int(np.floor(steps))
+        moments = None if self.moments is None else (self.moments[0] + c, self.moments[1])
         if steps == whole:
-            return GridDistribution(
-                self.h, self.k0 + whole, self.lo, self.hi, self.below, self.above, self.policy
-            )
+            return self._derived(self.h, self.k0 + whole, self.lo, self.hi, moments=moments)
         lo = np.concatenate((self.lo, [0.0]))
         hi = np.concatenate(([0.0], self.hi))
-        return GridDistribution(
-            self.h, self.k0 + whole, lo, hi, self.below, self.above, self.policy
-        )
+        return self._derived(self.h, self.k0 + whole, lo, hi, moments=moments)
 
     def trimmed(self) -> GridDistribution:
         """Drop negligible tails into the atoms and cap the length at ``policy.max_cells``."""
@@ -336,7 +395,7 @@ class GridDistribution(Distribution):
         new_lo[-1] += lo[end + 1 :].sum()  # lower variable may only move mass down
         new_hi[0] += hi[:start].sum()  # upper variable may only move mass up
         below, above = self.below + cut_below, self.above + cut_above
-        out = GridDistribution(self.h, self.k0 + start, new_lo, new_hi, below, above, self.policy)
+        out = self._derived(self.h, self.k0 + start, new_lo, new_hi, below, above)
         factor = 1
         while out.lo.size > self.policy.max_cells:  # an off-lattice start can add a cell or two
             factor = max(factor + 1, int(np.ceil(out.lo.size * factor / self.policy.max_cells)))
@@ -350,18 +409,26 @@ def discretize(
 ) -> GridDistribution:
     """Discretise an exact distribution from its CDF and SF on the lattice ``k * h``.
 
-    The range is [Q(tail), Q(1 - tail)], capped at ``policy.max_cells`` cells (heavy tails
-    beyond the cap become explicit atoms, never silently dropped).
+    The range is [Q(tail), Q(1 - tail)], capped at ``policy.max_cells`` cells. A heavy tail
+    does not coarsen the lattice beyond what the bulk can bear (16 times the requested spacing
+    or 1e-3 of the interquartile range): the mass beyond the window becomes explicit atoms
+    (the lower side keeps it at the top point, the upper side at +inf), never silently dropped,
+    and quantiles inside it are reported as unresolved.
     """
     tail = policy.tail_mass
     x_min = float(dist._quantile(np.array([tail]))[0])
     x_max = float(dist._isf(np.array([tail]))[0])
-    if not (np.isfinite(x_min) and np.isfinite(x_max)):
-        raise ValueError(f"cannot discretise {dist!r}: quantiles at the tails are not finite")
-    # A spacing too fine for the bulk to fit is coarsened; only heavy tails beyond the cap
-    # become atoms (reported as infinite bounds at extreme levels).
-    bulk = float(dist._isf(np.array([1e-9]))[0] - dist._quantile(np.array([1e-9]))[0])
-    h = max(h, bulk / (policy.max_cells - 4))  # room for the margin cells at both ends
+    if not np.isfinite(x_min):
+        raise ValueError(f"cannot discretise {dist!r}: its lower tail quantile is not finite")
+    q1, q3 = (float(v) for v in dist._quantile(np.array([0.25, 0.75])))
+    # A spacing too fine for the bulk to fit is coarsened, but only as far as the bulk stays
+    # resolved; a heavy tail beyond the cap becomes an atom (an infinite bound at its levels).
+    with np.errstate(over="ignore", invalid="ignore"):
+        bulk = float(dist._isf(np.array([1e-9]))[0] - dist._quantile(np.array([1e-9]))[0])
+    h_bulk = bulk / (policy.max_cells - 4) if np.isfinite(bulk) else np.inf
+    h = max(h, min(h_bulk, max(16.0 * h, 1e-3 * (q3 - q1))))
+    if not np.isfinite(x_max):
+        x_max = x_min + (policy.max_cells - 4) * h
     # One cell of margin below: an atom exactly at x_min (e.g. a point mass at zero inside a
     # mixture) must fall inside the first cell, not into the -inf atom.
     k_start = int(np.floor(x_min / h)) - 1
@@ -378,8 +445,18 @@ def discretize(
     cell = _pmf_from_cdf_sf(cdf, sf, cdf[0])[1:]  # mass of (x_i, x_{i+1}]
     lo = np.concatenate((cell, [sf[-1]]))  # left edges; mass above the grid kept at the top
     hi = np.concatenate(([cdf[0]], cell))  # right edges; mass below the grid kept at the bottom
+    from .tails import tail_index
+
     return GridDistribution(
-        h, k_start, lo, hi, below=float(cdf[0]), above=float(sf[-1]), policy=policy
+        h,
+        k_start,
+        lo,
+        hi,
+        below=float(cdf[0]),
+        above=float(sf[-1]),
+        policy=policy,
+        moments=(dist.mean(), dist.var()),
+        tail_index=tail_index(dist),
     )
 
 
@@ -398,7 +475,7 @@ def to_grid(dist: Distribution, h: float, policy: GridPolicy = DEFAULT_POLICY) -
         hi = np.zeros_like(lo)
         lo[0] = 1.0
         hi[-1] = 1.0
-        return GridDistribution(h, k_lo, lo, hi, policy=policy)
+        return GridDistribution(h, k_lo, lo, hi, policy=policy, moments=(dist.value, 0.0))
     if isinstance(dist, Mixture) and not dist.is_exact:
         grids = [to_grid(c, h, policy) for c in dist.components]
         return mix_grids(grids, dist.weights)
@@ -438,7 +515,18 @@ def mix_grids(grids: list[GridDistribution], weights: np.ndarray) -> GridDistrib
     hi = sum(w * a for w, a in zip(weights, his))
     below = float(sum(w * g.below for w, g in zip(weights, grids)))
     above = float(sum(w * g.above for w, g in zip(weights, grids)))
-    return GridDistribution(h, k0, lo, hi, below, above, grids[0].policy).trimmed()
+    moments = None
+    if all(g.moments is not None for g in grids):
+        means = np.array([g.moments[0] for g in grids])
+        variances = np.array([g.moments[1] for g in grids])
+        w = np.asarray(weights, dtype=float)
+        if np.isfinite(means).all() and np.isfinite(variances).all():
+            mean = float(np.dot(w, means))
+            moments = (mean, float(np.dot(w, variances + (means - mean) ** 2)))
+        else:
+            moments = (np.inf, np.inf)
+    tail = min(g.tail_index for g in grids)
+    return GridDistribution(h, k0, lo, hi, below, above, grids[0].policy, moments, tail).trimmed()
 
 
 def convolve_grids(a: GridDistribution, b: GridDistribution) -> GridDistribution:
@@ -457,6 +545,17 @@ def convolve_grids(a: GridDistribution, b: GridDistribution) -> GridDistribution
     )
     below = 1.0 - (1.0 - a.below) * (1.0 - b.below)
     above = 1.0 - (1.0 - a.above) * (1.0 - b.above)
+    moments = None
+    if a.moments is not None and b.moments is not None:  # independent: means and variances add
+        moments = (a.moments[0] + b.moments[0], a.moments[1] + b.moments[1])
     return GridDistribution(
-        h, a.k0 + b.k0, np.maximum(lo, 0.0), np.maximum(hi, 0.0), below, above, a.policy
+        h,
+        a.k0 + b.k0,
+        np.maximum(lo, 0.0),
+        np.maximum(hi, 0.0),
+        below,
+        above,
+        a.policy,
+        moments,
+        min(a.tail_index, b.tail_index),
     ).trimmed()

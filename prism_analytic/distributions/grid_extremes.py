@@ -33,13 +33,21 @@ def _log_sf(cdf: np.ndarray, sf: np.ndarray) -> np.ndarray:
 
 
 def _from_log_cdf(
-    h: float, k0: int, lc_lo: np.ndarray, lc_hi: np.ndarray, below: float, policy
+    h: float,
+    k0: int,
+    lc_lo: np.ndarray,
+    lc_hi: np.ndarray,
+    below: float,
+    policy,
+    tail_index: float = np.inf,
 ) -> GridDistribution:
     f_lo, s_lo = np.exp(lc_lo), -np.expm1(lc_lo)
     f_hi, s_hi = np.exp(lc_hi), -np.expm1(lc_hi)
     lo = _pmf_from_cdf_sf(f_lo, s_lo, below)
     hi = _pmf_from_cdf_sf(f_hi, s_hi, 0.0)
-    return GridDistribution(h, k0, lo, hi, below, float(s_hi[-1]), policy).trimmed()
+    return GridDistribution(
+        h, k0, lo, hi, below, float(s_hi[-1]), policy, tail_index=tail_index
+    ).trimmed()
 
 
 def max_grids(grids: list[GridDistribution]) -> GridDistribution:
@@ -48,7 +56,8 @@ def max_grids(grids: list[GridDistribution]) -> GridDistribution:
     lc_lo = sum(_log_cdf(*_cdf_sf(lo, g.below, 0.0)) for lo, g in zip(los, grids))
     lc_hi = sum(_log_cdf(*_cdf_sf(hi, 0.0, g.above)) for hi, g in zip(his, grids))
     below = float(np.prod([g.below for g in grids]))
-    return _from_log_cdf(h, k0, lc_lo, lc_hi, below, grids[0].policy)
+    tail = min(g.tail_index for g in grids)
+    return _from_log_cdf(h, k0, lc_lo, lc_hi, below, grids[0].policy, tail)
 
 
 def iid_max_grid(g: GridDistribution, n: int) -> GridDistribution:
@@ -56,7 +65,7 @@ def iid_max_grid(g: GridDistribution, n: int) -> GridDistribution:
     lc_lo = n * _log_cdf(*_cdf_sf(g.lo, g.below, 0.0))
     lc_hi = n * _log_cdf(*_cdf_sf(g.hi, 0.0, g.above))
     below = float(np.exp(n * np.log(g.below))) if g.below > 0 else 0.0
-    return _from_log_cdf(g.h, g.k0, lc_lo, lc_hi, below, g.policy)
+    return _from_log_cdf(g.h, g.k0, lc_lo, lc_hi, below, g.policy, g.tail_index)
 
 
 def min_grids(grids: list[GridDistribution]) -> GridDistribution:
@@ -70,7 +79,8 @@ def min_grids(grids: list[GridDistribution]) -> GridDistribution:
     f_hi, s_hi = -np.expm1(ls_hi), np.exp(ls_hi)
     lo = _pmf_from_cdf_sf(f_lo, s_lo, below)
     hi = _pmf_from_cdf_sf(f_hi, s_hi, 0.0)
-    return GridDistribution(h, k0, lo, hi, below, above, grids[0].policy).trimmed()
+    tail = float(sum(g.tail_index for g in grids))  # S = prod S_i: the tail indices add
+    return GridDistribution(h, k0, lo, hi, below, above, grids[0].policy, tail_index=tail).trimmed()
 
 
 def order_statistic_grid(g: GridDistribution, k: int, n: int) -> GridDistribution:
@@ -88,4 +98,5 @@ def order_statistic_grid(g: GridDistribution, k: int, n: int) -> GridDistributio
     above = float(special.betainc(n - k + 1, k, g.above))
     lo = _pmf_from_cdf_sf(*out[0], below)
     hi = _pmf_from_cdf_sf(*out[1], 0.0)
-    return GridDistribution(g.h, g.k0, lo, hi, below, above, g.policy).trimmed()
+    tail = (n - k + 1) * g.tail_index  # exceeding x needs n - k + 1 copies above x
+    return GridDistribution(g.h, g.k0, lo, hi, below, above, g.policy, tail_index=tail).trimmed()

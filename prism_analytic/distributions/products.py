@@ -57,7 +57,9 @@ def _relattice(g: GridDistribution, transform, h: float) -> GridDistribution:
     n = int(k_hi[-1]) - base + 1
     lo = np.bincount(k_lo - base, weights=g.lo, minlength=n)
     hi = np.bincount(k_hi - base, weights=g.hi, minlength=n)
-    return GridDistribution(h, base, lo, hi, g.below, g.above, g.policy).trimmed()
+    return GridDistribution(
+        h, base, lo, hi, g.below, g.above, g.policy, tail_index=g.tail_index
+    ).trimmed()
 
 
 def scale_mixture(body: GridDistribution, speed: Distribution) -> GridDistribution:
