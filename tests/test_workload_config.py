@@ -11,6 +11,7 @@ from prism_analytic.workload.config import (
     JobConfig,
     LayoutWarning,
     ModelConfig,
+    NetworkVariability,
     ParallelConfig,
     RegimeConfig,
     TierNoise,
@@ -123,7 +124,9 @@ def test_merge_config_rejects_preset_in_overrides():
 def test_partial_nested_table_keeps_that_fields_defaults():
     job = load_config(_with("variability.network.inter_node", "sigma = 0.5"))
     tier = job.variability.network.inter_node
-    assert tier.sigma == 0.5 and tier.tail_factor == 10.0 and tier.tail_prob == 0.01
+    default = NetworkVariability().inter_node
+    assert tier.sigma == 0.5
+    assert (tier.tail_factor, tier.tail_prob) == (default.tail_factor, default.tail_prob)
 
 
 def test_configs_are_frozen():

@@ -157,7 +157,9 @@ def _from_csv(text: str, source: str, drop_first: int) -> StepLog:
         try:
             times.append(float(r[col]))
         except (ValueError, IndexError):
-            raise StepLogError(f"{source}: row {k} has no numeric step time in column {col + 1}")
+            raise StepLogError(
+                f"{source}: row {k} has no numeric step time in column {col + 1}"
+            ) from None
     if not times:
         raise StepLogError(f"{source}: no step records under the header")
     _check_times(times, source)

@@ -12,15 +12,26 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 from ..workload.jobs import build_job
 from .argtypes import positive_int, sample_count
 from .output import check_plot_path, jsonable, progress_printer, save_figure
 
-__all__ = ["register", "build_job", "run_prediction", "METHODS"]
+__all__ = ["register", "build_job", "apply_overlay", "run_prediction", "METHODS"]
 
 METHODS = ("analytic", "montecarlo", "bounds")
+
+
+def apply_overlay(job, path: str | Path):
+    """``job`` with a TOML overlay file (e.g. written by ``prism calibrate``) merged on top."""
+    from ..workload.config import ConfigError
+    from ..workload.jobs import merge_config
+
+    if not Path(path).is_file():
+        raise ConfigError("--config", f"no such config file: {str(path)!r}")
+    return merge_config(job, Path(path))
 
 
 def run_prediction(
@@ -72,7 +83,10 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     from ..workload.builder import layout_dict
 
     plot = check_plot_path(args.plot)
-    job = build_job(args.preset, args.gpus, args.config)
+    configs = args.config or [None]
+    job = build_job(args.preset, args.gpus, configs[0])
+    for extra in configs[1:]:  # later files (e.g. a `prism calibrate` overlay) merge on top
+        job = apply_overlay(job, extra)
     try:
         result, _, info = run_prediction(
             job, method=args.method, samples=args.samples, seed=args.seed, verify=args.verify
@@ -126,7 +140,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--config",
         metavar="FILE",
-        help="TOML overrides on top of the preset; alone: a whole job file",
+        action="append",
+        help="TOML overrides on top of the preset; alone: a whole job file; repeat to merge"
+        " more files on top (e.g. a `prism calibrate` overlay)",
     )
     p.add_argument(
         "--method", choices=METHODS, default="analytic", help="engine (default: analytic)"

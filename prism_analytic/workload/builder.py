@@ -285,8 +285,17 @@ class _Ctx:
         return self.max_cache[key]
 
     def comm(self, o: OpMean) -> tuple[float, float]:
-        """(mean, variance) of one comm op's exposed part, ``count`` executions."""
-        m1, v1 = _multiplier_moments(_tier(self.job, o.tier))
+        """(mean, variance) of one comm op's exposed part, ``count`` executions.
+
+        Noise comes before overlap: an instance with what overlap can hide
+        (``o.hidden_s``) is exposed for ``max(0, seconds * M - hidden)``, so a slow
+        instance of otherwise hidden communication still delays the step.
+        """
+        tier = _tier(self.job, o.tier)
+        if o.hidden_s is not None and o.hidden_s > 0 and o.seconds > 0:
+            law = comm_law(o.seconds, tier, o.hidden_s)
+            return o.count * float(law.mean()), o.count * float(law.var())
+        m1, v1 = _multiplier_moments(tier)
         e = o.exposed_s
         return o.count * e * m1, o.count * e * e * v1
 

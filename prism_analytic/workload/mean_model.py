@@ -80,6 +80,11 @@ class OpMean:
     flops : float
     count : int
         Executions per container unit (e.g. ``cp-1`` ring steps folded into one op).
+    hidden_s : float or None
+        Communication only: the compute time one execution can hide behind (overlap
+        efficiency times window), so that a noisy instance is exposed for
+        ``max(0, seconds * noise - hidden_s)`` (the step builder draws the noise per
+        instance); None for compute and where nothing overlaps.
     """
 
     name: str
@@ -94,6 +99,7 @@ class OpMean:
     nbytes: float = 0.0
     flops: float = 0.0
     count: int = 1
+    hidden_s: float | None = None
 
 
 def _total(ops: Iterable[OpMean], exposed: bool = True) -> float:
@@ -322,6 +328,7 @@ def _comm(
     levels: tuple[coll.Level, ...],
     nbytes: float,
     count: int = 1,
+    hidden: float | None = None,
 ) -> OpMean:
     size = math.prod(lv.size for lv in levels)
     return OpMean(
@@ -337,6 +344,7 @@ def _comm(
         nbytes,
         0.0,
         count,
+        hidden,
     )
 
 
@@ -409,7 +417,17 @@ def _layer_comms(job: JobConfig, comp: dict[str, OpMean], phase: str) -> dict[st
                 else {"allgather": "reduce_scatter", "reduce_scatter": "allgather"}.get(kind, kind)
             )
             out.setdefault(f"{anchor}:{where}", []).append(
-                _comm(f"tp_{k}_{block}", k, phase, c, e, "tp", lv, size[block])
+                _comm(
+                    f"tp_{k}_{block}",
+                    k,
+                    phase,
+                    c,
+                    e,
+                    "tp",
+                    lv,
+                    size[block],
+                    hidden=ov.tp * comp[anchor].seconds,
+                )
             )
     if p.cp > 1:
         lv = _levels(job, "cp")
@@ -429,6 +447,7 @@ def _layer_comms(job: JobConfig, comp: dict[str, OpMean], phase: str) -> dict[st
                 lv,
                 nbytes,
                 count=p.cp - 1,
+                hidden=ov.cp * comp["attention"].seconds / (p.cp - 1),
             )
         )
     if moe and p.ep > 1:
@@ -446,6 +465,7 @@ def _layer_comms(job: JobConfig, comp: dict[str, OpMean], phase: str) -> dict[st
                 "ep",
                 lv,
                 nbytes,
+                hidden=ov.ep * comp["expert_up"].seconds,
             )
         )
         out.setdefault("moe_unpermute:before", []).append(
@@ -458,6 +478,7 @@ def _layer_comms(job: JobConfig, comp: dict[str, OpMean], phase: str) -> dict[st
                 "ep",
                 lv,
                 nbytes,
+                hidden=ov.ep * comp["expert_down"].seconds,
             )
         )
     return out
@@ -554,7 +575,15 @@ def op_means(job: JobConfig) -> OpMeans:
         s = coll.p2p_time(act, tier)
         chunk_fwd = per_chunk * _total(layer_fwd)
         pp_send = _comm(
-            "pp_send", "p2p", "fwd", s, _exposed(s, p.overlap.pp, chunk_fwd), "pp", lv, act
+            "pp_send",
+            "p2p",
+            "fwd",
+            s,
+            _exposed(s, p.overlap.pp, chunk_fwd),
+            "pp",
+            lv,
+            act,
+            hidden=p.overlap.pp * chunk_fwd,
         )
 
     # data-parallel traffic
@@ -584,6 +613,7 @@ def op_means(job: JobConfig) -> OpMeans:
                     g,
                     lv,
                     grad,
+                    hidden=ov * stage_bwd_c,
                 )
             )
         elif p.sharding in ("zero1", "zero2"):
@@ -600,6 +630,7 @@ def op_means(job: JobConfig) -> OpMeans:
                     g,
                     lv,
                     grad,
+                    hidden=ov * stage_bwd_c,
                 )
             )
             dp_step.append(
@@ -612,6 +643,7 @@ def op_means(job: JobConfig) -> OpMeans:
                     g,
                     lv,
                     par,
+                    hidden=ov * stage_fwd_c,
                 )
             )
         else:  # fsdp: gather weights for forward and again for backward, scatter grads
@@ -629,6 +661,7 @@ def op_means(job: JobConfig) -> OpMeans:
                     g,
                     lv,
                     par,
+                    hidden=ov * stage_fwd_c,
                 ),
                 _comm(
                     f"{g}_param_allgather_bwd",
@@ -639,6 +672,7 @@ def op_means(job: JobConfig) -> OpMeans:
                     g,
                     lv,
                     par,
+                    hidden=ov * stage_bwd_c * share,
                 ),
                 _comm(
                     f"{g}_grad_reduce_scatter",
@@ -649,6 +683,7 @@ def op_means(job: JobConfig) -> OpMeans:
                     g,
                     lv,
                     grad,
+                    hidden=ov * stage_bwd_c * (1 - share),
                 ),
             ]
 

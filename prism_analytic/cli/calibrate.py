@@ -1,0 +1,138 @@
+"""``prism calibrate``: fit the stochastic model to step logs or published throughput.
+
+``prism calibrate --config JOB.toml --steps LOG [LOG ...] --out fit.toml`` fits the job's
+free parameters to measured step times (MLPerf ``:::MLLOG``, CSV, JSON); ``--mfu F`` or
+``--tokens-per-s R`` fits to a published rate instead. The overlay it writes is taken by
+``prism predict --config JOB.toml --config fit.toml``. ``--check`` does not fit: it predicts
+the job (with ``--overlay`` files merged on top) and compares it with the logs, out of sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..workload.jobs import build_job
+from .argtypes import positive_float, positive_int
+from .output import jsonable
+from .predict import apply_overlay
+
+__all__ = ["register"]
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1), got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a fraction strictly between 0 and 1 (41% MFU is 0.41), got {text}"
+        )
+    return value
+
+
+def _above_one(text: str) -> float:
+    value = positive_float(text)
+    if value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number > 1, got {text}")
+    return value
+
+
+def _check_out(path: str | None) -> Path | None:
+    if path is None:
+        return None
+    p = Path(path)
+    if p.is_dir() or not p.parent.exists():
+        raise ValueError(f"--out {path!r}: not a writable file path")
+    return p
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from ..calibration import (
+        calibrate_to_logs,
+        calibrate_to_throughput,
+        check_against_logs,
+        read_step_log,
+    )
+
+    out = _check_out(args.out)
+    targets = sum(x is not None for x in (args.steps, args.mfu, args.tokens_per_s))
+    if targets != 1:
+        raise ValueError("give exactly one target: --steps LOG..., --mfu F or --tokens-per-s R")
+    if args.check and not args.steps:
+        raise ValueError("--check compares a prediction with measured --steps logs")
+    job = build_job(args.preset, args.gpus, args.config)
+    for extra in args.overlay or []:
+        job = apply_overlay(job, extra)
+    if args.steps:
+        logs = [read_step_log(f, drop_first=args.drop_first) for f in args.steps]
+        if args.check:
+            report = check_against_logs(job, logs, seed=args.seed)
+            if args.json:
+                print(json.dumps(jsonable(report), indent=2))
+            else:
+                for k, v in report.items():
+                    print(f"{k}: {v}")
+            return 0
+        result = calibrate_to_logs(
+            job,
+            logs,
+            stall_threshold=args.stall_threshold,
+            n_resamples=args.bootstrap,
+            seed=args.seed,
+        )
+    else:
+        result = calibrate_to_throughput(job, mfu=args.mfu, tokens_per_s=args.tokens_per_s)
+    if out is not None:
+        out.write_text(result.to_toml())
+    if args.json:
+        print(json.dumps(jsonable(result.to_dict()), indent=2))
+    else:
+        print(result.summary())
+        if out is not None:
+            print(f"overlay written to {out} (use: prism predict ... --config {out})")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``prism calibrate`` to the command's subparsers."""
+    p = subparsers.add_parser(
+        "calibrate",
+        help="fit the stochastic model to step logs or a published MFU / throughput",
+        description="Fit the free parameters of the stochastic step-time model (GEMM "
+        "efficiency on the *predicted* median or mean, rare stalls; others reported as not "
+        "identified) to measured step logs or a published rate, with intervals, and write a "
+        "TOML overlay for `prism predict --config`. With --check: compare a prediction with "
+        "logs instead (out of sample).",
+    )
+    p.add_argument("--preset", metavar="NAME", help="model preset (see `prism presets`)")
+    p.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs")
+    p.add_argument("--config", metavar="FILE", help="job TOML (overrides, or a whole job)")
+    p.add_argument(
+        "--overlay",
+        metavar="FILE",
+        action="append",
+        help="TOML merged on top of the job before fitting or checking (repeatable)",
+    )
+    p.add_argument("--steps", nargs="+", metavar="LOG", help="step logs of the job (runs pooled)")
+    p.add_argument("--mfu", type=_fraction, help="published MFU (fraction of the BF16 peak)")
+    p.add_argument("--tokens-per-s", type=positive_float, help="published tokens per second")
+    p.add_argument("--check", action="store_true", help="compare with --steps, do not fit")
+    p.add_argument("--out", metavar="FILE", help="write the fitted overlay (TOML) here")
+    p.add_argument(
+        "--drop-first", type=int, default=2, help="warm-up steps dropped per log (default 2)"
+    )
+    p.add_argument(
+        "--stall-threshold",
+        type=_above_one,
+        default=1.1,
+        help="a step above this multiple of its run's median is a stall (default 1.1)",
+    )
+    p.add_argument(
+        "--bootstrap", type=positive_int, default=2000, help="bootstrap resamples (default 2000)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_calibrate)
