@@ -29,6 +29,8 @@ COMMAND_MODULES = (
     "crossdc",
     "figures",
     "calibrate",
+    "trace_predict",
+    "validate",
 )
 
 

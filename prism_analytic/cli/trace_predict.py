@@ -1,0 +1,85 @@
+"""``prism trace-predict``: fit a step model on some steps of a real trace, predict the others."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .argtypes import sample_count
+from .output import check_plot_path, jsonable, save_figure
+
+__all__ = ["register"]
+
+
+def _cmd(args: argparse.Namespace) -> int:
+    target = check_plot_path(args.plot)
+    from ..traces.predict import predict_trace
+
+    warmup = "auto" if args.warmup == "auto" else _warmup(args.warmup)
+    result = predict_trace(
+        args.trace,
+        measured=args.measured,
+        fit_steps=args.fit_steps,
+        samples=args.samples,
+        seed=args.seed,
+        warmup=warmup,
+    )
+    if args.json:
+        print(json.dumps(jsonable(result.to_dict()), indent=2))
+    else:
+        print(result.summary())
+    if target is not None:
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        result.plot(ax)
+        save_figure(fig, target)
+    return 0
+
+
+def _warmup(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"--warmup: expected 'auto' or an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise ValueError(f"--warmup: expected 'auto' or an integer >= 0, got {text}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``trace-predict`` subcommand."""
+    p = sub.add_parser(
+        "trace-predict",
+        help="fit a step model on part of a real trace and predict the held-out steps",
+        description=(
+            "Read a per-op trace (parquet/CSV) or Kineto JSON, recover the step's dependency "
+            "graph, fit per-op latency laws and shared factors on some steps, and predict the "
+            "step-time distribution of the steps not used for fitting; compare with the "
+            "measured step times."
+        ),
+    )
+    p.add_argument("trace", help="per-op .parquet/.csv table, Kineto .json[.gz], or a folder")
+    p.add_argument(
+        "--measured",
+        metavar="RESULT.json",
+        help="measured step times (JSON list/object or CSV); default: from the trace",
+    )
+    p.add_argument(
+        "--fit-steps",
+        choices=("first-half", "second-half", "all"),
+        default="first-half",
+        help="steps to fit on; the others are predicted (all: in-sample)",
+    )
+    p.add_argument(
+        "--samples", type=sample_count, default=4000, help="Monte Carlo samples (default 4000)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument(
+        "--warmup",
+        default="auto",
+        help="leading warm-up steps to leave out: auto (detected) or a number",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--plot", metavar="FILE", help="save predicted vs measured CDFs")
+    p.set_defaults(func=_cmd)
