@@ -42,6 +42,7 @@ def run_prediction(
     seed: int = 0,
     verify: bool = False,
     verify_budget_s: float = 1.5,
+    executor: Any = None,
 ) -> tuple[Any, Any, dict[str, Any]]:
     """Build the step graph of ``job`` and predict its step time.
 
@@ -50,6 +51,9 @@ def run_prediction(
     :func:`~prism_analytic.engines.predict.predict` (the same as a library call).
     ``verify=True`` cross-checks an approximate analytic result
     (:func:`~prism_analytic.engines.crosscheck.verify`) within ``verify_budget_s`` seconds.
+    ``executor`` (a ``concurrent.futures.Executor``, e.g. from
+    :func:`~prism_analytic.sweep.executor.open_executor`) runs Monte Carlo sample blocks;
+    the result is the same for the same seed.
     """
     from ..engines.crosscheck import verify as cross_check
     from ..engines.predict import predict
@@ -65,6 +69,7 @@ def run_prediction(
         method,
         samples=samples,
         seed=seed,
+        executor=executor,
         progress=progress_printer("Monte Carlo steps") if method == "montecarlo" else None,
     )
     if verify and method == "analytic":
@@ -87,10 +92,25 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     job = build_job(args.preset, args.gpus, configs[0])
     for extra in configs[1:]:  # later files (e.g. a `prism calibrate` overlay) merge on top
         job = apply_overlay(job, extra)
-    try:
-        result, _, info = run_prediction(
-            job, method=args.method, samples=args.samples, seed=args.seed, verify=args.verify
+    if args.scheduler is not None and args.method != "montecarlo":
+        raise ValueError(
+            "--scheduler distributes Monte Carlo blocks: use it with --method montecarlo"
         )
+    from contextlib import nullcontext
+
+    from ..sweep.executor import open_executor
+
+    where = nullcontext() if args.scheduler is None else open_executor(args.scheduler, args.workers)
+    try:
+        with where as executor:
+            result, _, info = run_prediction(
+                job,
+                method=args.method,
+                samples=args.samples,
+                seed=args.seed,
+                verify=args.verify,
+                executor=executor,
+            )
     except (ValueError, TypeError) as exc:
         raise type(exc)(f"cannot evaluate {job.name}: {exc}") from exc
     if plot is not None:
@@ -158,6 +178,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="skip the default cross-check of an approximate analytic answer (Monte Carlo of "
         "the approximated pipeline body against its DKW band, plus guaranteed bounds when cheap)",
     )
+    from .sweep import add_executor_arguments
+
+    add_executor_arguments(p, default=None)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--plot", metavar="FILE", help="write a CDF plot to FILE (png, pdf, svg)")
     p.set_defaults(func=_cmd_predict)
