@@ -97,6 +97,21 @@ def replica_group(body: GridDistribution, node: dict[str, Any]) -> GridDistribut
     return parts[0] if len(parts) == 1 else max_grids(parts)
 
 
+_PIPELINE_CACHE: dict[tuple, tuple[float, float, dict]] = {}
+
+
+def _pipeline_cached(key: tuple, spec: Any, method: str, window: int | None) -> tuple:
+    """Pipeline makespans by spec identity (regime states and re-evaluations share them)."""
+    from .pipeline_core import pipeline_makespan
+
+    full = (key, method, window)
+    if full not in _PIPELINE_CACHE:
+        if len(_PIPELINE_CACHE) > 64:
+            _PIPELINE_CACHE.clear()
+        _PIPELINE_CACHE[full] = pipeline_makespan(spec, method=method, window=window)
+    return _PIPELINE_CACHE[full]
+
+
 def _spec_key(spec: Any) -> tuple:
     """A hashable identity of a pipeline spec by its sizes and its laws' moments."""
     laws = tuple(sorted(spec.moments.items()))
@@ -132,6 +147,7 @@ class _Evaluator:
         self.report = AnalyticReport(core_method=core_method)
         self.weight = 1.0  # probability of the regime state being evaluated
         self._pipelines: dict[tuple, tuple[float, float, dict]] = {}
+        self.overrides: dict[tuple, GridDistribution] = {}
 
     def graph(self, g: StepGraph, path: str = "") -> GridDistribution:
         mean, depth = mean_critical_path(g, self._means)
@@ -154,24 +170,17 @@ class _Evaluator:
             return result if result is not None else to_grid(point_mass(0.0), h, self.policy)
         result = self.core(reduction.graph, h, path or g.name)
         self.report.approximated.append((path or g.name, g, result, self.weight))
-        return result
+        return self.overrides.get(part_key(path or g.name, result), result)
 
     def pipeline(
         self, d: dict[str, Any], h: float, where: str, g: StepGraph, name: str
     ) -> GridDistribution:
         """A compact pipeline's makespan: canonical form, truncated and extrapolated if long."""
-        from .pipeline_core import pipeline_makespan
-
         spec = d["spec"]
         if spec.stages == 1 or spec.microbatches == 1:
             # one stage, or one microbatch: the schedule is a chain, evaluated exactly
             return self.graph(spec.explicit(name), where)
-        key = (_spec_key(spec), self.core_method, self.window)
-        if key not in self._pipelines:  # regime states that leave compute alone share it
-            self._pipelines[key] = pipeline_makespan(
-                spec, method=self.core_method, window=self.window
-            )
-        mean, std, info = self._pipelines[key]
+        mean, std, info = _pipeline_cached(_spec_key(spec), spec, self.core_method, self.window)
         self.report.exact = False
         self.report.cores.append(
             {"where": where, "edges": spec.n_ops, "mean_s": mean, "std_s": std, **info}
@@ -184,7 +193,7 @@ class _Evaluator:
         sub = StepGraph(name)
         sub.add_pipeline(name, spec, kind=d["kind"], tags=d["tags"])
         self.report.approximated.append((where, sub, law, self.weight))
-        return law
+        return self.overrides.get(part_key(where, law), law)
 
     def group(self, d: dict[str, Any], path: str) -> GridDistribution:
         return replica_group(self.graph(d["body"], path), d)
@@ -309,6 +318,11 @@ def _independent_template(m: nx.MultiDiGraph, h: float) -> tuple[int, np.ndarray
     return finish[SINK]
 
 
+def part_key(where: str, law: GridDistribution) -> tuple:
+    """Identity of an approximated part: where it sits and its analytic law's moments."""
+    return (where, round(float(law.mean()), 15), round(float(law.std()), 15))
+
+
 def analytic_distribution(
     graph: StepGraph,
     policy: GridPolicy | None = None,
@@ -316,10 +330,16 @@ def analytic_distribution(
     core_method: str = "clark-mehler",
     window: int | None = None,
     shape: str = "normal",
+    overrides: dict[tuple, GridDistribution] | None = None,
 ) -> tuple[GridDistribution, AnalyticReport]:
-    """The step-time distribution of ``graph`` and a report of how it was obtained."""
+    """The step-time distribution of ``graph`` and a report of how it was obtained.
+
+    ``overrides`` replaces the law of approximated parts, keyed by :func:`part_key` (used by
+    :func:`~.crosscheck.verify` to propagate a Monte Carlo band through the exact rest).
+    """
     graph.validate()
     ev = _Evaluator(policy or DEFAULT_POLICY, core_method, window, shape)
+    ev.overrides = overrides or {}
     states = list(graph.regime_states())
     if len(states) == 1:
         return ev.graph(graph.conditioned(states[0][1]) if graph.regimes else graph), ev.report

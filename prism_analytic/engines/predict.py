@@ -95,7 +95,12 @@ def predict(
             distribution=dist,
             method=method,
             compute_time_s=time.perf_counter() - start,
-            diagnostics={**report.to_dict(), "policy": policy.to_dict()},
+            diagnostics={
+                **report.to_dict(),
+                "policy": policy.to_dict(),
+                "window": window,
+                "core_shape": core_shape,
+            },
             cores=tuple(report.approximated),
         )
     if method == "bounds":

@@ -214,6 +214,24 @@ class AnalyticResult(StepTimeResult):
             lines.append(f"  guaranteed bounds: {ver.get('bounds_note', 'not computed')}")
         for c in ver.get("cores", []):
             lines.append("  " + c["summary"])
+        band = ver.get("step_band")
+        if band:
+            conf = ver.get("step_band_confidence", 0.0)
+            lines.append(
+                f"  step quantiles with the approximated part(s) replaced by Monte Carlo "
+                f"(estimate; {conf:.1%} band, '-' = not resolved by the samples):"
+            )
+            for q in levels:
+                r = band.get(str(q))
+                if r is None:
+                    continue
+                low, high = (f"{v:.6g}" if v is not None else "-" for v in r["band_s"])
+                flag = "" if r["inside"] else "  <-- analytic OUTSIDE"
+                lines.append(
+                    f"    p{_pct(q):<5} {r['montecarlo_propagated_s']:.6g} s  [{low}, {high}]{flag}"
+                )
+        if ver.get("note"):
+            lines.append("  note: " + ver["note"])
         if ver.get("warning"):
             lines.append("  WARNING: " + ver["warning"])
         return lines
