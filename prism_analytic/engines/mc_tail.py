@@ -29,11 +29,12 @@ maximum of ``n`` copies via ``|a^n - b^n| <= n |a - b| max(a, b)^(n - 1)``.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
+from scipy import cluster, special
 
 __all__ = ["TailPool", "ColumnSource", "build_tail_pool", "PLAIN", "JUMP", "SHIFT", "Z_BAND"]
 
@@ -48,6 +49,12 @@ Z_BAND = 3.0
 #: Rows evaluated at once (times the dimension), to bound memory.
 CHUNK_CELLS = 2**22
 TINY = 1e-300
+#: Cross-entropy adaptation: elite fraction, most stages, most clusters per stage.
+ELITE = 0.05
+MAX_STAGES = 12
+MAX_CLUSTERS = 3
+#: Survival levels, in units of the target, that get their own components at the end.
+FINAL_LEVELS = (1.0, 30.0, 1000.0)
 
 
 class ColumnSource:
@@ -69,37 +76,116 @@ class ColumnSource:
         return self.columns[:, j]
 
 
-def _shifts(dim: int) -> np.ndarray:
-    return np.geomspace(0.5 / np.sqrt(dim), MAX_SHIFT, N_SHIFTS)
+def _isotropic(dim: int) -> np.ndarray:
+    """Equal shifts of every coordinate, geometric from 0.5 / sqrt(dim) to MAX_SHIFT."""
+    return np.geomspace(0.5 / np.sqrt(dim), MAX_SHIFT, N_SHIFTS)[:, None] * np.ones((1, dim))
 
 
-def _draw(size: int, dim: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Draw ``size`` rows of survival probabilities from the proposal; return (V, weights)."""
-    mus = _shifts(dim)
+def _draw(
+    size: int, mus: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Draw ``size`` rows from the proposal with shift means ``mus`` (K x dim).
+
+    Returns the survival probabilities V, their normal scores Z and the likelihood ratios.
+    """
+    k, dim = mus.shape
     comp = rng.choice(3, size=size, p=[PLAIN, JUMP, SHIFT])
     v = 1.0 - rng.random((size, dim))  # in (0, 1]
     jump = np.flatnonzero(comp == 1)
     cols = rng.integers(dim, size=jump.size)
     v[jump, cols] = 10.0 ** (-JUMP_DECADES * rng.random(jump.size))
     shift = np.flatnonzero(comp == 2)
-    which = rng.integers(N_SHIFTS, size=shift.size)
-    z = rng.standard_normal((shift.size, dim)) + mus[which][:, None]
-    v[shift] = special.ndtr(-z)
+    which = rng.integers(k, size=shift.size)
+    v[shift] = special.ndtr(-(rng.standard_normal((shift.size, dim)) + mus[which]))
     np.maximum(v, TINY, out=v)
-    # log density of the mixture at every row (the reference law is uniform: density 1)
-    zs = -special.ndtri(v)
+    z = -special.ndtri(v)
+    return v, z, np.exp(-_log_density(v, z, mus))
+
+
+def _log_density(v: np.ndarray, z: np.ndarray, mus: np.ndarray) -> np.ndarray:
+    """Log density of the proposal mixture (the reference law is uniform: density 1)."""
+    size, dim = v.shape
     in_range = v >= 10.0**-JUMP_DECADES
     with np.errstate(divide="ignore"):
         g_jump = np.where(in_range, 1.0 / (v * JUMP_DECADES * np.log(10.0)), 0.0).sum(axis=1)
-        terms = [
-            np.full(size, np.log(PLAIN)),
-            np.log(JUMP / dim) + np.log(g_jump),
-        ]
-    zsum = zs.sum(axis=1)
-    for mu in mus:
-        terms.append(np.log(SHIFT / N_SHIFTS) + mu * zsum - dim * mu * mu / 2.0)
-    log_g = special.logsumexp(np.vstack(terms), axis=0)
-    return v, np.exp(-log_g)
+        terms = [np.full(size, np.log(PLAIN)), np.log(JUMP / dim) + np.log(g_jump)]
+    shift = z @ mus.T - 0.5 * (mus * mus).sum(axis=1)[None, :]
+    terms.extend((np.log(SHIFT / mus.shape[0]) + shift).T)
+    return special.logsumexp(np.vstack(terms), axis=0)
+
+
+def _evaluate_rows(
+    evaluate: Callable[[ColumnSource], np.ndarray],
+    size: int,
+    mus: np.ndarray,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Durations, normal scores and weights of ``size`` proposal draws, in chunks."""
+    dim = mus.shape[1]
+    chunk = max(1, CHUNK_CELLS // dim)
+    xs, zs, ws = [], [], []
+    for start in range(0, size, chunk):
+        m = min(chunk, size - start)
+        v, z, w = _draw(m, mus, rng)
+        xs.append(np.asarray(evaluate(ColumnSource(v, m)), dtype=float))
+        zs.append(z)
+        ws.append(w)
+    return np.concatenate(xs), np.concatenate(zs), np.concatenate(ws)
+
+
+def _level_at(x: np.ndarray, w: np.ndarray, surv: float) -> float:
+    """Smallest draw whose estimated survival probability is <= ``surv``."""
+    order = np.argsort(x)
+    above = np.cumsum(w[order][::-1])[::-1] / w.sum()  # P(X >= x_i)
+    i = np.searchsorted(-above, -surv, side="left")
+    return float(x[order][min(i, x.size - 1)])
+
+
+def _cluster_means(z: np.ndarray, w: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+    """Weighted means of a few k-means clusters of normal scores (one per route to the tail)."""
+    k = int(min(MAX_CLUSTERS, max(1, z.shape[0] // 50)))
+    labels = np.zeros(z.shape[0], dtype=int)
+    if k > 1:
+        with warnings.catch_warnings():  # an empty cluster is harmless here
+            warnings.simplefilter("ignore")
+            _, labels = cluster.vq.kmeans2(z, k, seed=rng, minit="++")
+    return [
+        (w[labels == c, None] * z[labels == c]).sum(axis=0) / w[labels == c].sum()
+        for c in range(k)
+        if w[labels == c].sum() > 0
+    ]
+
+
+def _adapt(
+    evaluate: Callable[[ColumnSource], np.ndarray],
+    dim: int,
+    target: float,
+    stage_size: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Cross-entropy stages: shift means that reach the copy's survival level ``target``.
+
+    Each stage draws from the current mixture and takes as its level the lower of the top
+    :data:`ELITE` fraction of draws and the estimated ``target`` quantile; the weighted mean
+    normal scores of a few k-means clusters of the draws above it (a fork has one route per
+    branch) become new shift components. Once the level is the target one, components are
+    added for the levels between ``target`` and ``1000 * target`` (the body of the maximum)
+    and adaptation stops.
+    """
+    mus = _isotropic(dim)
+    for stage in range(MAX_STAGES):
+        x, z, w = _evaluate_rows(evaluate, stage_size, mus, rng)
+        x_target = _level_at(x, w, target)
+        level = min(float(np.quantile(x, 1 - ELITE)), x_target)
+        done = level >= x_target or stage == MAX_STAGES - 1
+        levels = [level] if not done else [_level_at(x, w, target * f) for f in FINAL_LEVELS]
+        for lv in levels:
+            elite = x >= lv
+            if elite.sum() >= 2 and w[elite].sum() > 0:
+                mus = np.vstack([mus, *_cluster_means(z[elite], w[elite], rng)])
+        if done:
+            break
+    return mus
 
 
 @dataclass(frozen=True)
@@ -162,6 +248,7 @@ def build_tail_pool(
     size: int,
     rng: np.random.Generator,
     *,
+    target: float = 1e-12,
     budget: int = 2**25,
     min_size: int = 2**14,
 ) -> TailPool:
@@ -175,20 +262,15 @@ def build_tail_pool(
     size : int
         Requested pool size; reduced so that ``size * dim <= budget`` (at least ``min_size``).
     rng : numpy.random.Generator
+    target : float
+        Smallest survival probability of one copy the pool must resolve (``1e-3 / n``).
     """
     counter = ColumnSource(None, 1)
     evaluate(counter)
     dim = max(counter.used, 1)
     size = int(min(size, max(min_size, budget // dim)))
-    chunk = max(1, CHUNK_CELLS // dim)
-    values, weights = [], []
-    for start in range(0, size, chunk):
-        m = min(chunk, size - start)
-        v, w = _draw(m, dim, rng)
-        values.append(np.asarray(evaluate(ColumnSource(v, m)), dtype=float))
-        weights.append(w)
-    x = np.concatenate(values)
-    w = np.concatenate(weights)
+    mus = _adapt(evaluate, dim, target, max(2000, size // 16), rng)
+    x, _, w = _evaluate_rows(evaluate, size, mus, rng)
     order = np.argsort(x, kind="stable")
     x, w = x[order], w[order]
     total = w.sum()

@@ -139,6 +139,7 @@ class _Sampler:
         self.settings = settings
         self.source: ColumnSource | None = None
         self.state = ""
+        self.mult = 1  # copies of the sampled graph the whole step holds
         # shared between a sampler and the samplers that build its nested pools
         self._pools: dict[str, TailPool] = {} if pools is None else pools
         self.report: dict[str, dict[str, Any]] = {}
@@ -236,7 +237,12 @@ class _Sampler:
                 inner.source = source
                 return inner.one_copy(d, source.size, rng, path)
 
-            self._pools[key] = build_tail_pool(evaluate, self.settings.pool_size, rng)
+            # resolve one copy's tail to 1e-3 / (copies in the whole step): p99.9 of the max
+            target = max(1e-14, 1e-3 / (self.mult * d["n"]))
+            inner.mult = self.mult * d["n"]
+            self._pools[key] = build_tail_pool(
+                evaluate, self.settings.pool_size, rng, target=target
+            )
             for k, info in inner.report.items():
                 self.report.setdefault(k, info)
         return self._pools[key]

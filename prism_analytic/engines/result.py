@@ -365,9 +365,11 @@ class MonteCarloResult(StepTimeResult):
         levels ``q -+ pool_error``; its joint confidence is :meth:`interval_confidence`.
         """
         d = self.pool_error
-        low = _order_statistic_ci(self.distribution.samples, max(q - d, 0.0), confidence)[0]
-        high = _order_statistic_ci(self.distribution.samples, min(q + d, 1.0), confidence)[1]
-        return low, high
+        samples = self.distribution.samples
+        # a level pushed to 0 or 1 by the pool error says nothing about the support's ends
+        low = _order_statistic_ci(samples, q - d, confidence)[0] if q - d > 0 else -np.inf
+        high = _order_statistic_ci(samples, q + d, confidence)[1] if q + d < 1 else np.inf
+        return float(low), float(high)
 
     def _label(self) -> str:
         return f"{self.interval_confidence():.0%} CI"
