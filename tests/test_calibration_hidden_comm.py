@@ -1,0 +1,69 @@
+"""Communication noise applied per instance before overlap (issue #10 item 4)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import prism_analytic as pa
+from prism_analytic.workload.builder import build_step_graph, comm_law
+from prism_analytic.workload.config import TierNoise
+from prism_analytic.workload.jobs import merge_config
+from prism_analytic.workload.mean_model import op_means, step_time
+from prism_analytic.workload.presets import preset_job
+
+QUIET = {"sigma": 0.0, "tail_prob": 0.0}
+# a near-certain 1000x tail with a near-zero body keeps the replica maximum additive, so the shift
+# of the mean is the per-instance exposure summed over the step
+HEAVY = {"sigma": 0.0, "tail_prob": 0.999999, "tail_factor": 1000.0}
+
+
+def _job(inter: dict):
+    net = {"inter_node": inter, "intra_node": QUIET}
+    return merge_config(preset_job("llama3-8b", 64), {"variability": {"network": net}})
+
+
+def _mc_exposure(a: float, hidden: float, tier: TierNoise, n: int, rng) -> np.ndarray:
+    """Direct samples of max(0, a * M - hidden), M = mean-one lognormal x rare factor."""
+    s = max(tier.sigma, 1e-6)  # the builder floors sigma at 1e-6 too
+    body = rng.lognormal(-0.5 * s**2, s, n)
+    tail = np.where(rng.uniform(size=n) < tier.tail_prob, tier.tail_factor, 1.0)
+    return np.maximum(a * body * tail - hidden, 0.0)
+
+
+@pytest.mark.parametrize("hidden", [0.0, 0.5, 2.0, 5.0])
+def test_exposed_law_matches_sampling(hidden):
+    tier = TierNoise(sigma=0.3, tail_prob=0.05, tail_factor=10.0)
+    x = _mc_exposure(1.0, hidden, tier, 400_000, np.random.default_rng(1))
+    law = comm_law(1.0, tier, hidden)
+    se = x.std() / np.sqrt(x.size)
+    assert abs(law.mean() - x.mean()) < 5 * se + 1e-12
+    assert law.std() == pytest.approx(x.std(), rel=0.03, abs=1e-9)
+
+
+def test_fsdp_hidden_comm_follows_per_instance_exposure():
+    quiet, heavy = _job(QUIET), _job(HEAVY)
+    om = op_means(heavy)
+    fsdp = [o for o in om.dp_microbatch if o.hidden_s]
+    assert fsdp and all(o.exposed_s == 0 for o in fsdp)  # hidden on average
+    rng = np.random.default_rng(2)
+    tier = heavy.variability.network.inter_node
+    # independent Monte Carlo of the per-step extra exposure (every microbatch, every op)
+    extra = (
+        sum(
+            _mc_exposure(o.seconds, o.hidden_s, tier, 200_000, rng).mean() - o.exposed_s
+            for o in fsdp
+        )
+        * om.microbatches
+    )
+    r_quiet = pa.predict(build_step_graph(quiet), "analytic")
+    r_heavy = pa.predict(build_step_graph(heavy), "analytic")
+    # quiet network: hidden communication stays hidden
+    assert r_quiet.mean() < step_time(quiet).step_s * 1.2
+    shift = r_heavy.mean() - r_quiet.mean()
+    assert extra > 10 * step_time(quiet).step_s  # the heavy tail matters ...
+    # ... by at least what per-instance exposure adds to one replica (the step is the slowest
+    # replica). Measured: shift 2,743 s vs 2,493 s from this Monte Carlo (+10%, not yet
+    # explained: reported in issue #10's closing note, not hidden by a loose tolerance).
+    assert shift >= 0.99 * extra
+    assert r_heavy.quantile(0.99) > r_quiet.quantile(0.99) + 0.9 * extra
