@@ -1,8 +1,8 @@
 """Effects detected in a trace: warm-up steps, slow ranks, stage imbalance, shared factors.
 
 Everything is read from the data: a slow rank is one whose per-microbatch work is slower than
-the median rank of its stage by more than 5% (and more than 5 robust standard deviations of
-the ranks' spread); stage imbalance compares each stage's per-microbatch work with the mean
+the median of the other ranks of its stage by more than 5%, and by more than 5 robust standard
+deviations (1.4826 MAD) of that relative difference over all ranks; stage imbalance compares each stage's per-microbatch work with the mean
 over stages; warm-up steps are a leading run of steps whose times lie more than 4 robust
 standard deviations (1.4826 MAD) from the median of the steps.
 """
@@ -68,17 +68,24 @@ def rank_effects(model) -> dict:
         sel = ranks == r
         n_mb = max(len(set(s.microbatch[first[sel]])), 1)
         per_rank[int(r)] = (float(work[sel].sum() / n_mb), int(stages[sel][0]), int(dps[sel][0]))
-    slow = []
     by_stage = {}
     for w, st, _dp in per_rank.values():
         by_stage.setdefault(st, []).append(w)
-    for r, (w, st, dp) in per_rank.items():
-        ref = np.array(by_stage[st])
-        med = np.median(ref)
-        spread = 1.4826 * np.median(np.abs(ref - med))
-        rel = w / med - 1
-        if rel > _SLOW_REL and (spread == 0 or (w - med) > _SLOW_Z * spread):
-            slow.append({"rank": r, "dp_rank": dp, "stage": st, "slowdown": float(1 + rel)})
+    rel = {}
+    for r, (w, st, _dp) in per_rank.items():
+        others = [x for x in by_stage[st]]
+        others.remove(w)
+        if others:
+            rel[r] = w / np.median(others) - 1
+    slow = []
+    if rel:
+        values = np.array(list(rel.values()))
+        centre = np.median(values)
+        spread = 1.4826 * np.median(np.abs(values - centre))
+        for r, x in rel.items():
+            if x > _SLOW_REL and x - centre > _SLOW_Z * spread:
+                w, st, dp = per_rank[r]
+                slow.append({"rank": r, "dp_rank": dp, "stage": st, "slowdown": float(1 + x)})
     stage_work = {int(st): float(np.median(v)) for st, v in sorted(by_stage.items())}
     values = np.array(list(stage_work.values()))
     return {

@@ -1,0 +1,152 @@
+"""Structure recovery, fitting, the step model and its comparison, on a known synthetic truth."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from _traces_synth import make_trace
+from scipy import stats
+
+from prism_analytic.traces import (
+    EventTable,
+    fit_latency,
+    fit_trace_model,
+    ljung_box,
+    recover_structure,
+    replay,
+    unit_values,
+)
+from prism_analytic.traces.compare import compare_steps
+from prism_analytic.traces.effects import warmup_steps
+from prism_analytic.traces.predict import predict_trace
+from prism_analytic.traces.readers import read_op_table
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory):
+    frame, times = make_trace(dp=2, pp=3, microbatches=4, steps=40, slow=((1, 1), 1.5), mb_sd=0.05)
+    path = tmp_path_factory.mktemp("tr") / "synth.parquet"
+    frame.to_parquet(path)
+    return read_op_table(path), times
+
+
+def test_structure_recovers_the_schedule(synth):
+    table, _ = synth
+    s = recover_structure(table)
+    # 2 dp x 2 stage boundaries x 4 microbatches x (forward + backward) hand-offs
+    assert s.diagnostics["pipeline hand-offs"] == 32
+    assert s.diagnostics["collective groups"] == {"grads-reduce-scatter": "same stage"}
+    gap, dur = unit_values(s)
+    np.testing.assert_allclose(replay(s, gap, dur), table.measured_step_times(), rtol=1e-9)
+
+
+def test_replay_is_monotone(synth):
+    table, _ = synth
+    s = recover_structure(table)
+    gap, dur = unit_values(s)
+    slower = replay(s, gap, dur * 1.1)
+    assert (slower >= replay(s, gap, dur)).all()
+
+
+def test_effects_and_factors_detected(synth):
+    table, _ = synth
+    r = predict_trace(table, samples=2000)
+    slow = r.effects["slow_ranks"]
+    assert [x["rank"] for x in slow] == [4]
+    assert slow[0]["slowdown"] == pytest.approx(1.5, rel=0.05)
+    assert r.effects["shared_factors"]["microbatch_factor"]["significant"]
+    assert r.effects["shared_factors"]["microbatch_factor"]["sd_rel"] == pytest.approx(
+        0.05, rel=0.3
+    )
+    assert r.effects["stage_imbalance"] > 1.1  # the last stage is 1.5x longer
+    d = r.to_dict()
+    for key in ("mean_s", "std_s", "p50_s", "p90_s", "p95_s"):
+        assert key in d["predicted"] and key in d["measured"]
+    assert d["out_of_sample"] and not set(d["fit_steps"]) & set(d["predicted_steps"])
+
+
+def test_prediction_matches_held_out_steps(synth):
+    table, _ = synth
+    r = predict_trace(table, samples=4000, fit_steps="second-half")
+    m = r.metrics
+    assert abs(m["mean_rel_err"]) < 0.01
+    assert 0.6 < m["std_ratio"] < 1.6
+    assert m["ks_shape_pvalue"] > 0.01
+
+
+def test_independent_draws_understate_the_spread(synth):
+    """Drawing each microbatch's ops independently loses the shared factor's spread."""
+    table, _ = synth
+    s = recover_structure(table)
+    model = fit_trace_model(s, np.arange(40))
+    full = model.sample(4000, 1).std()
+    indep = copy.copy(model)
+    indep.mb_factor = None
+    indep.rank_step_level = np.zeros_like(model.rank_step_level)
+    assert indep.sample(4000, 1).std() < 0.8 * full
+
+
+def test_typical_step_near_median(synth):
+    table, _ = synth
+    r = predict_trace(table, samples=500)
+    assert r.typical["per_rank_s"] == pytest.approx(r.typical["measured_median_s"], rel=0.03)
+
+
+def test_fit_latency_families():
+    rng = np.random.default_rng(2)
+    g = fit_latency(rng.gamma(5.0, 1.0, 400))
+    assert g.family != "empirical" and g.ks_pvalue > 0.01
+    assert g.mean_ci[0] < 5.0 < g.mean_ci[1]
+    bimodal = np.concatenate([rng.normal(1, 0.01, 300), rng.normal(2, 0.01, 300)])
+    assert fit_latency(bimodal).family == "empirical"
+    assert fit_latency(rng.normal(size=50), criterion="ks").criterion == "ks"
+    with pytest.raises(ValueError, match="at least 8"):
+        fit_latency([1.0, 2.0])
+    with pytest.raises(ValueError, match="finite"):
+        fit_latency([1.0] * 9 + [np.nan])
+    with pytest.raises(ValueError, match="unknown"):
+        fit_latency(rng.normal(size=20), families=["cauchy"])
+
+
+def test_fit_draws_stay_plausible():
+    """A tiny spiky sample must not yield a law with absurd draws (Cauchy-like fits refused)."""
+    x = np.r_[np.ones(12), 1.001, 0.999, 1.2]
+    fit = fit_latency(x)
+    draws = fit.sample(20000, np.random.default_rng(0))
+    assert draws.max() < x.max() + 3 * np.ptp(x)
+
+
+def test_ljung_box():
+    rng = np.random.default_rng(0)
+    assert ljung_box(rng.normal(size=60)) > 0.01
+    assert ljung_box(np.cumsum(rng.normal(size=60))) < 1e-6
+
+
+def test_compare_identical():
+    rng = np.random.default_rng(0)
+    x = rng.normal(10, 0.1, 400)
+    out = compare_steps(x, x)
+    assert out["mean_rel_err"] == 0 and out["std_ratio"] == pytest.approx(1.0)
+    assert out["p95_in_measured_ci"] and out["ks"] == 0
+    with pytest.raises(ValueError, match="at least 4"):
+        compare_steps(x, x[:3])
+
+
+def test_warmup_detection():
+    x = np.r_[3.0, 2.9, np.random.default_rng(0).normal(2.0, 0.01, 30)]
+    assert warmup_steps(x) == 2
+    assert warmup_steps(x[2:]) == 0
+
+
+def test_bad_arguments(synth):
+    table, _ = synth
+    with pytest.raises(ValueError, match="fit_steps"):
+        predict_trace(table, fit_steps="middle")
+    with pytest.raises(ValueError, match="samples"):
+        predict_trace(table, samples=10)
+    small = EventTable(table.frame[table.frame["step"] < 6], "small")
+    with pytest.raises(ValueError, match="need at least 8"):
+        predict_trace(small)
+    assert stats.kstest  # scipy available for the comparisons
