@@ -1,0 +1,128 @@
+"""Compact pipeline nodes: same answers as the explicit schedule, cost flat in the microbatches."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+from scipy import stats
+
+import prism_analytic as pa
+from prism_analytic.engines.montecarlo import sample_step
+from prism_analytic.engines.pipeline_core import pipeline_makespan, truncation
+from prism_analytic.graph import GraphError
+from prism_analytic.graph.pipeline import PipelineSpec, law_key, pipeline_step_graph
+from prism_analytic.schedules import pipeline_dag, schedule_levels
+
+
+def lat(phase, stage, mb, chunk):
+    base = 1.0 if phase == "F" else 2.0
+    return pa.normal(base * (1 + 0.05 * stage), 0.05 * base)
+
+
+@pytest.mark.parametrize(
+    "p,m,schedule,vpp", [(4, 8, "1f1b", 1), (4, 8, "interleaved", 2), (3, 5, "gpipe", 1)]
+)
+def test_schedule_levels_match_networkx_generations(p, m, schedule, vpp):
+    order, preds, sizes = schedule_levels(p, m, schedule, vpp)
+    dag = pipeline_dag(p, m, schedule, vpp)
+    gens = [set(g) for g in nx.topological_generations(dag)]
+    assert [len(g) for g in gens] == sizes
+    start = 0
+    for g, size in zip(gens, sizes):
+        assert set(order[start : start + size]) == g
+        start += size
+    for i, n in enumerate(order):
+        assert {order[j] for j in preds[i]} == set(dag.predecessors(n))
+
+
+@pytest.mark.parametrize("schedule,vpp", [("1f1b", 1), ("interleaved", 2)])
+def test_compact_equals_explicit_analytic(schedule, vpp):
+    explicit = pipeline_step_graph(4, 8, lat, schedule=schedule, vpp=vpp)
+    compact = pipeline_step_graph(4, 8, lat, schedule=schedule, vpp=vpp, compact=True)
+    a, b = pa.predict(explicit), pa.predict(compact)
+    assert a.exact is False and b.exact is False
+    assert b.mean() == pytest.approx(a.mean(), rel=1e-9)
+    assert b.std() == pytest.approx(a.std(), rel=1e-6)
+
+
+def test_compact_monte_carlo_samples_the_same_law():
+    explicit = pipeline_step_graph(4, 8, lat)
+    compact = pipeline_step_graph(4, 8, lat, compact=True)
+    x = sample_step(explicit, 20_000, settings=pa.MonteCarloSettings(seed=1))
+    y = sample_step(compact, 20_000, settings=pa.MonteCarloSettings(seed=2))
+    assert stats.ks_2samp(x, y).pvalue > 1e-3
+
+
+def test_single_stage_or_single_microbatch_is_exact():
+    for p, m in ((1, 6), (5, 1)):
+        g = pipeline_step_graph(p, m, lat, compact=True)
+        r = pa.predict(g)
+        assert r.exact is True
+        total = sum(lat(ph, s, 0, 0).mean() for ph in "FB" for s in range(p)) * (m if p == 1 else 1)
+        assert r.mean() == pytest.approx(total, rel=1e-6)
+
+
+def test_json_round_trip_and_regimes_on_compact_pipelines():
+    g = pa.StepGraph("step")
+    body = pipeline_step_graph(4, 8, lat, compact=True)
+    g.add_replica_group("dp", body, 64)
+    g.add_op("ar", pa.normal(0.5, 0.05), ["dp"], kind="comm")
+    g.add_regime("hot", {"ok": 0.9, "slow": 0.1}, {"ok": 1.0, "slow": 1.2}, applies_to="stage3")
+    back = pa.StepGraph.from_json(g.to_json())
+    assert back.to_dict() == g.to_dict()
+    assert g.total_ops() == 64 * 64 + 1
+    a, b = pa.predict(g), pa.predict(back)
+    assert float(a.quantile(0.99)) == pytest.approx(float(b.quantile(0.99)), rel=1e-12)
+    # the regime rescales the stage-3 ops of the compact node as it would the explicit ops
+    explicit = pa.StepGraph("step")
+    explicit.add_replica_group("dp", pipeline_step_graph(4, 8, lat), 64)
+    explicit.add_op("ar", pa.normal(0.5, 0.05), ["dp"], kind="comm")
+    explicit.add_regime(
+        "hot", {"ok": 0.9, "slow": 0.1}, {"ok": 1.0, "slow": 1.2}, applies_to="stage3"
+    )
+    c = pa.predict(explicit)
+    for q in (0.5, 0.95, 0.99):
+        assert float(a.quantile(q)) == pytest.approx(float(c.quantile(q)), rel=1e-6)
+
+
+def test_bad_pipeline_specs_are_rejected():
+    laws = {law_key(ph, s): pa.normal(1.0, 0.1) for ph in "FB" for s in range(4)}
+    with pytest.raises(GraphError, match="missing"):
+        PipelineSpec(4, 8, {k: v for k, v in laws.items() if k != "F s0 c0"})
+    with pytest.raises(GraphError, match="divisible by stages"):
+        PipelineSpec(
+            4,
+            6,
+            {
+                law_key(ph, s, c): pa.normal(1, 0.1)
+                for ph in "FB"
+                for s in range(4)
+                for c in range(2)
+            },
+            "interleaved",
+            2,
+        )
+    with pytest.raises(GraphError, match="schedule must be one of"):
+        PipelineSpec(4, 8, laws, "zigzag")
+    with pytest.raises(GraphError, match="spec must be a PipelineSpec"):
+        pa.StepGraph().add_pipeline("p", {"stages": 4})
+
+
+def test_long_pipelines_are_extrapolated_at_flat_cost():
+    laws = {law_key(ph, s): lat(ph, s, 0, 0) for ph in "FB" for s in range(4)}
+    short = PipelineSpec(4, 48, laws)
+    direct = pipeline_makespan(short, cap=10**9)
+    extrap = pipeline_makespan(short, cap=8 * 24)  # forces m = 20, 24 and 6 blocks of 4
+    assert extrap[2]["evaluated_microbatches"] == [20, 24]
+    assert extrap[0] == pytest.approx(direct[0], rel=2e-4)
+    assert extrap[1] == pytest.approx(direct[1], rel=0.1)
+    # the evaluated sizes do not depend on the microbatch count
+    long = PipelineSpec(4, 48_000, laws)
+    assert truncation(long, 8 * 24) == truncation(short, 8 * 24)
+    # and the long answer agrees with sampling that schedule op by op
+    mean, std, _ = pipeline_makespan(PipelineSpec(4, 400, laws), cap=8 * 24)
+    x = sample_step(pipeline_step_graph(4, 400, lat, compact=True), 2000)
+    se = x.std() / np.sqrt(x.size)
+    assert abs(mean - x.mean()) < 4 * se + 0.3 * x.std()
+    assert std == pytest.approx(x.std(), rel=0.25)
