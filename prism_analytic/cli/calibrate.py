@@ -69,7 +69,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     if args.steps:
         logs = [read_step_log(f, drop_first=args.drop_first) for f in args.steps]
         if args.check:
-            report = check_against_logs(job, logs, seed=args.seed)
+            report = check_against_logs(job, logs, seed=args.seed, shape=args.shape)
             if args.json:
                 print(json.dumps(jsonable(report), indent=2))
             else:
@@ -82,6 +82,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             stall_threshold=args.stall_threshold,
             n_resamples=args.bootstrap,
             seed=args.seed,
+            shape=args.shape,
         )
     else:
         result = calibrate_to_throughput(job, mfu=args.mfu, tokens_per_s=args.tokens_per_s)
@@ -134,5 +135,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--bootstrap", type=positive_int, default=2000, help="bootstrap resamples (default 2000)"
     )
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument(
+        "--shape",
+        choices=("within-run", "marginal"),
+        default="within-run",
+        help="predicted law compared with per-run-normalised steps: persistent GPU speeds held"
+        " fixed (within-run, default) or redrawn every step (marginal)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_calibrate)
