@@ -12,6 +12,7 @@ import prism_analytic as pa
 from prism_analytic import cli
 from prism_analytic.cli.predict import build_job
 from prism_analytic.policy import DEFAULT_POLICY
+from prism_analytic.workload import builder as pa_builder
 from prism_analytic.workload.builder import (
     MAX_REL_WIDTH,
     ExposedComm,
@@ -275,3 +276,12 @@ def test_build_job_config_overrides_and_whole_file(tmp_path):
     assert build_job(None, 128, whole).gpus == 128
     with pytest.raises(ConfigError):
         build_job(None, None, None)
+
+
+def test_step_model_names_its_parts():
+    job = build_job("llama3-8b", 1024)
+    model = pa_builder.build_step_model(job)
+    assert model.graph.node(model.replicas)["body"] is model.body
+    assert model.tail and "optimizer" in model.tail and model.replicas not in model.tail
+    assert model.layout.dp == job.parallelism.dp and model.layout.gpus == 1024
+    assert model.graph_nodes == len(model.graph) + len(model.body)

@@ -57,12 +57,12 @@ def run_prediction(
     """
     from ..engines.crosscheck import verify as cross_check
     from ..engines.predict import predict
-    from ..workload.builder import build_step_graph
-    from ..workload.mean_model import op_means, step_time
+    from ..workload.builder import build_step_model
+    from ..workload.mean_model import step_time
 
     start = time.perf_counter()
-    om = op_means(job)
-    graph = build_step_graph(job, means=om)
+    model = build_step_model(job)
+    graph = model.graph
     built = time.perf_counter() - start
     result = predict(
         graph,
@@ -74,12 +74,11 @@ def run_prediction(
     )
     if verify and method == "analytic":
         result = cross_check(graph, result, budget_s=verify_budget_s, seed=seed)
-    body = graph.node("replicas")["body"]
     info = {
-        "graph_nodes": len(graph) + len(body),
+        "graph_nodes": model.graph_nodes,
         "represented_ops": graph.total_ops(),
         "build_time_s": built,
-        "mean_model_step_s": step_time(job, om).step_s,
+        "mean_model_step_s": step_time(job, model.means).step_s,
     }
     return result, graph, info
 

@@ -67,6 +67,8 @@ from .config import JobConfig, Layout, TierNoise
 from .mean_model import OpMean, OpMeans, op_means
 
 __all__ = [
+    "StepModel",
+    "build_step_model",
     "build_step_graph",
     "graph_size",
     "layout_dict",
@@ -79,6 +81,8 @@ __all__ = [
 ]
 
 SPATIAL_MODELS = ("slowest-gpu", "per-copy")
+#: Name of the top-level replica group (the data-parallel copies of the pipeline body).
+REPLICAS = "replicas"
 _SYNC_GROUPS = ("tp", "cp", "ep")
 
 
@@ -508,7 +512,7 @@ def build_step_graph(
     )
     g = StepGraph(job.name)
     last = g.add_replica_group(
-        "replicas", body, p.dp, slow=_slow_replicas(job), speed=_replica_speed(job, spatial)
+        REPLICAS, body, p.dp, slow=_slow_replicas(job), speed=_replica_speed(job, spatial)
     )
     if om.pp_send is not None:
         hops = 2 * (p.pp - 1) * om.pp_send.seconds
@@ -541,3 +545,47 @@ def build_step_graph(
             applies_to="comm",
         )
     return g
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """A built job: its step graph with named handles to its parts.
+
+    Attributes
+    ----------
+    graph : StepGraph
+        The whole step (what :func:`~prism_analytic.engines.predict.predict` evaluates).
+    body : StepGraph
+        One data-parallel replica's pipeline (the replica group's body).
+    replicas : str
+        Name of the replica-group node in ``graph``.
+    tail : tuple of str
+        The step-level ops after the replicas, in order (fill/drain, data-parallel
+        collectives, optimizer, overhead, hiccup).
+    layout : Layout
+        The job's parallel layout.
+    means : OpMeans
+        The mean model's per-op costs the graph was built from.
+    """
+
+    graph: StepGraph
+    body: StepGraph
+    replicas: str
+    tail: tuple[str, ...]
+    layout: Layout
+    means: OpMeans
+
+    @property
+    def graph_nodes(self) -> int:
+        """Nodes held in memory: the top level plus one replica body."""
+        return len(self.graph) + len(self.body)
+
+
+def build_step_model(
+    job: JobConfig, *, spatial: str = "slowest-gpu", means: OpMeans | None = None
+) -> StepModel:
+    """:func:`build_step_graph` with handles to the parts (see :class:`StepModel`)."""
+    om = means if means is not None else op_means(job)
+    graph = build_step_graph(job, spatial=spatial, means=om)
+    tail = tuple(n for n in graph.topological_order() if n != REPLICAS)
+    return StepModel(graph, graph.node(REPLICAS)["body"], REPLICAS, tail, Layout.of(job), om)
