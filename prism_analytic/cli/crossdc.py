@@ -1,5 +1,91 @@
-"""Placeholder (being written)."""
+"""``prism crossdc``: p95 step time against inter-datacenter bandwidth and jitter."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .argtypes import positive_float, positive_int
+from .output import check_plot_path, jsonable, save_figure
+
+__all__ = ["register"]
 
 
-def register(subparsers):
-    """Not yet available."""
+def _numbers(text: str) -> list[float]:
+    """A comma-separated list of numbers (checked by the analysis, which names the argument)."""
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or any(not p for p in parts):
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of numbers, got {text!r}"
+        )
+    try:
+        return [float(p) for p in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers, got {text!r}") from None
+
+
+def _cmd(args: argparse.Namespace) -> int:
+    from ..analyses.crossdc import crossdc
+    from ..workload.jobs import build_job
+
+    plot = check_plot_path(args.plot)
+    job = build_job(args.preset, args.gpus, args.config)
+    res = crossdc(
+        job,
+        args.datacenters,
+        args.bandwidths,
+        args.jitter,
+        tolerance=args.tolerance,
+        bisect_steps=args.bisect_steps,
+    )
+    if plot is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 3.8))
+        res.plot(ax)
+        ax.set_title(f"{job.name} over {args.datacenters} datacenters")
+        save_figure(fig, plot)
+    if args.json:
+        print(json.dumps(jsonable(res.to_dict()), indent=2))
+        return 0
+    print(job.summary())
+    print(res.summary())
+    if plot is not None:
+        print(f"plot written to {plot}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``prism crossdc``."""
+    p = subparsers.add_parser(
+        "crossdc",
+        help="p95 step time vs inter-datacenter bandwidth and jitter",
+        description="Split the job over D datacenters and compute the p95 step time for each "
+        "inter-datacenter bandwidth (and cross-DC jitter), relative to one datacenter, and the "
+        "bandwidth above which the p95 degradation stays under the tolerance.",
+    )
+    p.add_argument("--preset", metavar="NAME", help="model preset (see `prism presets`)")
+    p.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs")
+    p.add_argument("--config", metavar="FILE", help="TOML overrides / whole job file")
+    p.add_argument("--datacenters", type=positive_int, default=2, metavar="D")
+    p.add_argument(
+        "--bandwidths",
+        type=_numbers,
+        required=True,
+        metavar="LIST",
+        help="strictly increasing aggregate inter-DC bandwidths in Tb/s, e.g. 1,10,100",
+    )
+    p.add_argument(
+        "--jitter",
+        type=_numbers,
+        metavar="LIST",
+        help="cross-DC noise sigma values, increasing (default: the job's)",
+    )
+    p.add_argument("--tolerance", type=positive_float, default=0.05, help="default 0.05")
+    p.add_argument("--bisect-steps", type=int, default=6, help="threshold bisection probes")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--plot", metavar="FILE", help="write the degradation curve to FILE")
+    p.set_defaults(func=_cmd)
