@@ -52,7 +52,7 @@ def test_replay_is_monotone(synth):
 
 def test_effects_and_factors_detected(synth):
     table, _ = synth
-    r = predict_trace(table, samples=2000)
+    r = predict_trace(table, samples=2000, analytic="off")
     slow = r.effects["slow_ranks"]
     assert [x["rank"] for x in slow] == [4]
     assert slow[0]["slowdown"] == pytest.approx(1.5, rel=0.05)
@@ -69,7 +69,7 @@ def test_effects_and_factors_detected(synth):
 
 def test_prediction_matches_held_out_steps(synth):
     table, _ = synth
-    r = predict_trace(table, samples=4000, fit_steps="second-half")
+    r = predict_trace(table, samples=4000, fit_steps="second-half", analytic="off")
     m = r.metrics
     assert abs(m["mean_rel_err"]) < 0.01
     assert 0.6 < m["std_ratio"] < 1.6
@@ -90,8 +90,22 @@ def test_independent_draws_understate_the_spread(synth):
 
 def test_typical_step_near_median(synth):
     table, _ = synth
-    r = predict_trace(table, samples=500)
+    r = predict_trace(table, samples=500, analytic="off")
     assert r.typical["per_rank_s"] == pytest.approx(r.typical["measured_median_s"], rel=0.03)
+
+
+def test_analytic_engine_agrees_with_replay(synth):
+    """The analytic mixture over fit-step states against the model's own Monte Carlo."""
+    table, _ = synth
+    small = EventTable(table.frame[table.frame["step"] < 20], "first 20 steps")
+    r = predict_trace(small, samples=4000, analytic="on")
+    a = r.analytic
+    assert a["states"] == 10
+    assert a["ks_vs_replay"] < 0.1
+    assert a["engine_ks_vs_montecarlo"] < 0.05
+    assert a["mean_s"] == pytest.approx(r.metrics["predicted"]["mean_s"], rel=0.005)
+    with pytest.raises(ValueError, match="analytic"):
+        predict_trace(small, analytic="maybe")
 
 
 def test_fit_latency_families():

@@ -23,6 +23,7 @@ def _cmd(args: argparse.Namespace) -> int:
         samples=args.samples,
         seed=args.seed,
         warmup=warmup,
+        analytic=args.analytic,
     )
     if args.json:
         print(json.dumps(jsonable(result.to_dict()), indent=2))
@@ -79,6 +80,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--warmup",
         default="auto",
         help="leading warm-up steps to leave out: auto (detected) or a number",
+    )
+    p.add_argument(
+        "--analytic",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="also compute the step law with the analytic engine and cross-check it with "
+        "Monte Carlo (auto: for graphs up to 400 units)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--plot", metavar="FILE", help="save predicted vs measured CDFs")

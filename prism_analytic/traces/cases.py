@@ -74,6 +74,7 @@ def _distribution(root: Path, name: str, fit_steps: str, samples: int, seed: int
         "p90_rel_err",
         "p95_rel_err",
         "p95_in_measured_ci",
+        "p95_in_order_stat_ci",
         "ks",
         "ks_shape_pvalue",
         "std_ratio",
@@ -82,6 +83,11 @@ def _distribution(root: Path, name: str, fit_steps: str, samples: int, seed: int
     metrics["predicted_std_s"] = d["predicted"]["std_s"]
     metrics["measured_std_s"] = d["measured"]["std_s"]
     metrics["warmup_steps_excluded"] = len(d["warmup_steps_excluded"])
+    analytic = d.get("analytic") or {}
+    if "ks_vs_replay" in analytic:
+        metrics["analytic_mean_rel_err"] = analytic["mean_s"] / d["measured"]["mean_s"] - 1
+        metrics["analytic_ks_vs_replay"] = analytic["ks_vs_replay"]
+        metrics["engine_ks_vs_montecarlo"] = analytic["engine_ks_vs_montecarlo"]
     checks = {
         "|mean err| <= 2%": _check(abs(d["mean_rel_err"]), hi=0.02),
         "|in-sample mean err| <= 1%": _check(abs(d["in_sample_mean_rel_err"]), hi=0.01),

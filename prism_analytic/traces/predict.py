@@ -23,6 +23,8 @@ from prism_analytic.traces.typical import typical_step_by_type, typical_step_per
 __all__ = ["TracePrediction", "predict_trace", "FIT_STEPS"]
 
 FIT_STEPS = ("first-half", "second-half", "all")
+#: Largest structure (units) for which ``analytic="auto"`` runs the analytic engine.
+ANALYTIC_AUTO_UNITS = 400
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,8 @@ class TracePrediction:
             "p95_rel_err",
             "measured_p95_ci90",
             "p95_in_measured_ci",
+            "measured_p95_ci90_order_stat",
+            "p95_in_order_stat_ci",
             "ks",
             "ks_pvalue",
             "ks_shape",
@@ -175,6 +179,7 @@ def predict_trace(
     samples: int = 4000,
     seed: int = 0,
     warmup: str | int = "auto",
+    analytic: str = "auto",
 ) -> TracePrediction:
     """Fit on some steps of a trace and predict the others.
 
@@ -193,11 +198,18 @@ def predict_trace(
         Random seed.
     warmup : "auto" or int
         Leading steps to leave out: detected (``"auto"``) or a given number.
+    analytic : {"auto", "on", "off"}
+        Also compute the step law with the analytic engine (a mixture over fit-step states,
+        see :mod:`prism_analytic.traces.graph`) and cross-check it with Monte Carlo.
+        ``"auto"``: only when the structure has at most :data:`ANALYTIC_AUTO_UNITS` units
+        (the engine takes seconds per state on graphs of thousands of nodes).
 
     Returns
     -------
     TracePrediction
     """
+    if analytic not in ("auto", "on", "off"):
+        raise ValueError(f"analytic must be 'auto', 'on' or 'off', got {analytic!r}")
     if fit_steps not in FIT_STEPS:
         raise ValueError(f"fit_steps must be one of {FIT_STEPS}, got {fit_steps!r}")
     if not isinstance(samples, (int, np.integer)) or samples < 100:
@@ -253,6 +265,16 @@ def predict_trace(
     }
     effects["fit_families"] = {k: v.family for k, v in model.residual.items()}
     effects["measured_fit_steps"] = describe(times[fit_rows])
+    analytic_out = None
+    if analytic == "on" or (analytic == "auto" and structure.n_units <= ANALYTIC_AUTO_UNITS):
+        from prism_analytic.traces.graph import analytic_crosscheck
+
+        analytic_out = analytic_crosscheck(model, draws, seed=seed)
+    elif analytic == "auto":
+        analytic_out = {
+            "skipped": f"{structure.n_units} units > {ANALYTIC_AUTO_UNITS}; pass analytic='on' "
+            "(--analytic on) to run it (seconds per fit step)"
+        }
     return TracePrediction(
         source=table.source,
         fit_steps=[int(steps[i]) for i in fit_rows],
@@ -265,4 +287,5 @@ def predict_trace(
         typical=typical,
         effects=effects,
         model=model,
+        analytic=analytic_out,
     )
