@@ -34,10 +34,18 @@ from .canonical import (
     _propagate_independent,
 )
 
-__all__ = ["pipeline_makespan", "pipeline_mean_path", "OPS_CAP"]
+__all__ = ["pipeline_makespan", "pipeline_mean_path", "OPS_CAP", "clear_caches"]
 
 #: Largest pipeline evaluated op by op; longer ones are truncated and extrapolated.
-OPS_CAP = 6144
+OPS_CAP = 2048
+
+
+def clear_caches() -> None:
+    """Forget cached schedule structures and makespans (for cold-start timing)."""
+    from . import analytic
+
+    _structure.cache_clear()
+    analytic._PIPELINE_CACHE.clear()
 
 
 @lru_cache(maxsize=32)
