@@ -22,7 +22,7 @@ from .distributions import (
     point_mass,
     uniform,
 )
-from .engines import MonteCarloSettings, StepTimeResult, predict
+from .engines import MonteCarloSettings, StepTimeResult, predict, verify
 from .evt import evt_family, evt_max
 from .graph import GraphError, StepGraph
 from .operations import (
@@ -47,6 +47,7 @@ __all__ = [
     "evt_family",
     "evt_max",
     "predict",
+    "verify",
     "Empirical",
     "GridDistribution",
     "GridPolicy",
