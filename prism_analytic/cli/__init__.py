@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "demo",
     "agreement",
     "sweep",
+    "optimize",
     "runtime",
     "slowdown",
     "placement",

@@ -90,6 +90,8 @@ class EvalSettings:
         Keep the preset's global batch (in sequences) at every layout: microbatches =
         global batch / (dp * micro_batch_size), unless the configuration sets microbatches;
         a layout whose dp * micro_batch_size does not divide it is an invalid row.
+    global_batch : int, optional
+        With ``keep_batch``: this global batch (sequences) instead of the preset's.
     """
 
     method: str = "analytic"
@@ -101,6 +103,7 @@ class EvalSettings:
     memory_gb: float | None = None
     reserve_gb: float = 0.0
     keep_batch: bool = False
+    global_batch: int | None = None
 
     def __post_init__(self) -> None:
         from ..engines.predict import METHODS
@@ -111,6 +114,10 @@ class EvalSettings:
             raise ValueError(f"steps: must be a positive integer, got {self.steps!r}")
         if not 0 < self.probability < 1:
             raise ValueError(f"probability: must be in (0, 1), got {self.probability!r}")
+        if self.global_batch is not None and (
+            isinstance(self.global_batch, bool) or self.global_batch < 1
+        ):
+            raise ValueError(f"global_batch: must be a positive integer, got {self.global_batch!r}")
 
     def identity(self) -> dict[str, Any]:
         """What changes a row's numbers (part of its config id); Monte Carlo keys only for MC."""
@@ -157,18 +164,21 @@ def _runtime(job: Any, steps: int, prob: float) -> tuple[float, float]:
     return float(rt.quantile(prob)), float(rt.mean())
 
 
-def _keep_batch(point: SweepPoint, job: Any) -> Any:
-    """The job with microbatches set so that the preset's global batch is kept."""
+def _keep_batch(point: SweepPoint, target: int | None) -> dict[str, Any]:
+    """The point's job mapping with microbatches = global batch / (dp * micro_batch_size)."""
     from ..workload.config import ConfigError
     from ..workload.jobs import load_config
     from ..workload.presets import default_layout
     from .spec import flatten
 
+    mapping = point.job_mapping()
     key = "parallelism.microbatches"
     if key in point.overrides or key in flatten(point.base):
-        return job
-    target = default_layout(point.preset, point.gpus).global_batch
-    p = job.parallelism
+        return mapping
+    if target is None:
+        target = default_layout(point.preset, point.gpus).global_batch
+    # dp first (the layout rules, e.g. interleaving, are checked once microbatches are set)
+    p = load_config(mapping, check_layout=False).parallelism
     per = p.dp * p.micro_batch_size
     if target % per:
         raise ConfigError(
@@ -176,9 +186,8 @@ def _keep_batch(point: SweepPoint, job: Any) -> Any:
             f"the global batch of {target} sequences does not split over dp*micro_batch_size"
             f" = {p.dp}*{p.micro_batch_size} = {per}",
         )
-    mapping = point.job_mapping()
     mapping.setdefault("parallelism", {})["microbatches"] = target // per
-    return load_config(mapping)
+    return mapping
 
 
 def evaluate_point(point: SweepPoint, settings: EvalSettings) -> dict[str, Any]:
@@ -239,9 +248,12 @@ def _evaluate(point: SweepPoint, settings: EvalSettings) -> dict[str, Any]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            job = load_config(point.job_mapping())
-            if settings.keep_batch:
-                job = _keep_batch(point, job)
+            mapping = (
+                _keep_batch(point, settings.global_batch)
+                if settings.keep_batch
+                else point.job_mapping()
+            )
+            job = load_config(mapping)
         except ConfigError as exc:
             row.update(status="invalid", error=str(exc))
             row["compute_time_s"] = time.perf_counter() - start
