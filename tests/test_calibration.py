@@ -41,7 +41,7 @@ def _stub(a: float = 10.0, b: float = 2.0):
     """Median step = a / gemm + b: a model with a known answer (no engine call)."""
 
     def evaluate(job) -> PredictedLaw:
-        med = a / job.hardware.efficiency.gemm + b
+        med = a / job.hardware.efficiency.for_precision(job.training.precision) + b
         law = _Law(med)
         q = law.quantile([0.5, 0.9, 0.99])
         return PredictedLaw(med * 1.0000125, q[0], q[1], q[2], 0.005 * med, result=law)
@@ -187,3 +187,33 @@ def test_cli_calibrate_errors_and_mfu(tmp_path, capsys):
     bad = _write(tmp_path, "bad.json", "[1.0, 2.0")
     assert main(["calibrate", "--preset", "llama3-8b", "--gpus", "8", "--steps", str(bad)]) == 2
     assert "truncated" in capsys.readouterr().err
+
+
+def test_fp8_job_fits_its_own_efficiency_key():
+    job = merge_config(
+        preset_job("llama3-8b", 8), {"training": {"precision": "fp8", "param_gather_bytes": 1}}
+    )
+    eff, _ = solve_gemm_efficiency(job, 22.0, "p50", evaluate=_stub())
+    from prism_analytic.calibration.fit import gemm_key
+
+    assert gemm_key(job) == "gemm_fp8" and eff == pytest.approx(0.5, rel=1e-3)
+    tuned = merge_config(job, {"hardware": {"efficiency": {"gemm_fp8": eff}}})
+    # the BF16 fraction is untouched, so a BF16 job is not changed by an FP8 calibration
+    assert tuned.hardware.efficiency.gemm == job.hardware.efficiency.gemm
+
+
+def test_precisions_run_at_their_peaks():
+    from prism_analytic.workload.config import ConfigError
+    from prism_analytic.workload.mean_model import op_means
+
+    base = preset_job("llama3-8b", 8, hardware="gb200-nvl72")
+    gemm = {}
+    for prec in ("bf16", "fp8", "mxfp8", "nvfp4"):
+        om = op_means(merge_config(base, {"training": {"precision": prec}}))
+        gemm[prec] = om.compute_by_class("fwd")["gemm"]
+        attn = om.compute_by_class("fwd")["attention"]
+        assert attn == pytest.approx(op_means(base).compute_by_class("fwd")["attention"])
+    # compute-bound GEMMs scale with the peak (memory-bound ones do not): ratios at most 2x
+    assert gemm["fp8"] == gemm["mxfp8"] < gemm["bf16"] and gemm["nvfp4"] < gemm["fp8"]
+    with pytest.raises(ConfigError, match="peak_flops.fp4"):
+        merge_config(preset_job("llama3-8b", 8), {"training": {"precision": "nvfp4"}})

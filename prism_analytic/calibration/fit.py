@@ -11,7 +11,7 @@ deterministic mean model alone:
 
 The fitted parameters (each reported with an interval, or as not identified):
 
-``hardware.efficiency.gemm``
+``hardware.efficiency.gemm`` (``gemm_fp8`` for FP8/MXFP8 jobs, ``gemm_fp4`` for NVFP4)
     Achieved fraction of the GEMM dtype's peak, found by a secant search on the predicted
     median/mean. Its interval is the target's interval mapped through that (monotone) map:
     for logs, the percentile-bootstrap interval of the pooled median (steps resampled as if
@@ -54,6 +54,7 @@ __all__ = [
     "PredictedLaw",
     "predicted_law",
     "solve_gemm_efficiency",
+    "gemm_key",
     "calibrate_to_throughput",
     "calibrate_to_logs",
     "check_against_logs",
@@ -121,8 +122,13 @@ def _with(job: Any, overrides: Mapping[str, Any]) -> Any:
     return merge_config(job, dict(overrides), check_layout=False)
 
 
-def _gemm_overlay(eff: float) -> dict:
-    return {"hardware": {"efficiency": {"gemm": float(eff)}}}
+def gemm_key(job: Any) -> str:
+    """Efficiency key of the job's GEMM precision: ``gemm`` (BF16), ``gemm_fp8``, ``gemm_fp4``."""
+    return job.hardware.efficiency.gemm_key(job.training.precision)
+
+
+def _gemm_overlay(job: Any, eff: float) -> dict:
+    return {"hardware": {"efficiency": {gemm_key(job): float(eff)}}}
 
 
 def solve_gemm_efficiency(
@@ -146,10 +152,10 @@ def solve_gemm_efficiency(
         raise CalibrationError(f"target step time must be a positive number, got {target_s!r}")
 
     def stat(eff: float) -> tuple[float, PredictedLaw]:
-        law = evaluate(_with(job, _gemm_overlay(eff)))
+        law = evaluate(_with(job, _gemm_overlay(job, eff)))
         return (law.p50_s if statistic == "p50" else law.mean_s), law
 
-    x0 = float(job.hardware.efficiency.gemm)
+    x0 = float(job.hardware.efficiency.for_precision(job.training.precision))
     y0, law0 = stat(x0)
     x1 = min(1.0, x0 * y0 / target_s)
     y1, law1 = stat(x1)
@@ -321,7 +327,7 @@ def calibrate_to_throughput(
     hi, _ = solve_gemm_efficiency(job, target / (1 + rel_precision), "mean", evaluate=evaluate)
     params = [
         FittedParameter(
-            "hardware.efficiency.gemm",
+            f"hardware.efficiency.{gemm_key(job)}",
             eff,
             (lo, hi),
             True,
@@ -481,14 +487,14 @@ def calibrate_to_logs(
     target = float(np.median(pooled.times_s))
     m_lo, m_hi = _bootstrap_ci(pooled.times_s, _median, n_resamples, confidence, seed)
     eff, law = solve_gemm_efficiency(base, target, "p50", evaluate=evaluate)
-    tuned = _with(base, _gemm_overlay(eff))
+    tuned = _with(base, _gemm_overlay(base, eff))
     # the percentile interval maps through the monotone median(eff): slower median -> lower eff
     e_lo, _ = solve_gemm_efficiency(tuned, m_hi, "p50", evaluate=evaluate)
     e_hi, _ = solve_gemm_efficiency(tuned, m_lo, "p50", evaluate=evaluate)
     params.insert(
         0,
         FittedParameter(
-            "hardware.efficiency.gemm",
+            f"hardware.efficiency.{gemm_key(job)}",
             eff,
             (e_lo, e_hi),
             True,

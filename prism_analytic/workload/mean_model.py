@@ -305,7 +305,8 @@ def _compute(job: JobConfig, op: OpCost, phase: str) -> OpMean:
     nbytes = op.fwd_bytes if phase == "fwd" else op.bwd_bytes
     mem_s = nbytes / (hw.hbm_bandwidth * eff.memory)
     if op.op_class == "gemm":
-        flop_s = flops / (hw.peak_flops.for_dtype(job.training.precision) * eff.gemm)
+        prec = job.training.precision
+        flop_s = flops / (hw.peak_flops.for_dtype(prec) * eff.for_precision(prec))
     elif op.op_class == "attention":
         flop_s = flops / (hw.peak_flops.bf16 * eff.attention)
     else:

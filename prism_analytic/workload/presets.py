@@ -157,12 +157,13 @@ HARDWARE: dict[str, HardwareConfig] = {
         inter_node_latency_s=8e-6,
     ),
     # GB200 NVL72 datasheet: 360 PFLOP/s BF16 and 720 FP8 *with sparsity* per 72 GPUs ->
-    # 2.5 / 5 PFLOP/s dense per GPU; HBM3e 8 TB/s; NVLink 5 1.8 TB/s bidirectional
+    # 2.5 / 5 PFLOP/s dense per GPU (FP4: 1,440 PFLOP/s sparse per rack -> 10 dense per GPU,
+    # used by NVFP4 GEMMs); HBM3e 8 TB/s; NVLink 5 1.8 TB/s bidirectional
     # (900 GB/s per direction) across the 72-GPU rack; compute trays of 4 GPUs with one
     # 400 Gb/s ConnectX-7 each (as on the MLPerf "Carina" system).
     "gb200-nvl72": HardwareConfig(
         name="gb200-nvl72",
-        peak_flops=PeakFlops(bf16=2.5e15, fp8=5.0e15),
+        peak_flops=PeakFlops(bf16=2.5e15, fp8=5.0e15, fp4=10.0e15),
         efficiency=Efficiency(gemm=GEMM_EFFICIENCY, attention=0.50, memory=0.80),
         hbm_bandwidth=8.0e12,
         gpus_per_node=4,

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 
 from .fields import ConfigError, LayoutWarning
 from .job import JobConfig
+from .sections import PRECISION_PEAK
 
 __all__ = ["Layout", "validate_layout"]
 
@@ -96,7 +97,7 @@ def validate_layout(job: JobConfig, gpus: int | None = None) -> tuple[str, ...]:
     * cp > 1: model.seq_len divisible by 2 * cp (causal load-balanced chunks);
     * ep > 1 needs model.moe; ep divides model.moe.experts and dp * cp;
     * datacenters > 1: dp divisible by hardware.datacenters (datacenters split dp);
-    * training.precision "fp8" needs hardware.peak_flops.fp8;
+    * training.precision needs the peak it runs at (fp8/mxfp8: peak_flops.fp8, nvfp4: fp4);
     * warnings: tp > nvlink_domain, tp * cp > nvlink_domain, sequence_parallel with tp 1,
       ZeRO/FSDP sharding with dp * cp == 1.
 
@@ -186,9 +187,11 @@ def validate_layout(job: JobConfig, gpus: int | None = None) -> tuple[str, ...]:
             f"datacenters split the data-parallel dimension: must divide dp ({p.dp}),"
             f" got {h.datacenters}",
         )
-    if t.precision == "fp8" and h.peak_flops.fp8 is None:
+    peak_key = PRECISION_PEAK[t.precision]
+    if getattr(h.peak_flops, peak_key) is None:
         raise ConfigError(
-            "training.precision", f"'fp8' needs hardware.peak_flops.fp8 (not set for {h.name})"
+            "training.precision",
+            f"{t.precision!r} needs hardware.peak_flops.{peak_key} (not set for {h.name})",
         )
     if p.tp > h.nvlink_domain:
         warns.append(

@@ -203,24 +203,32 @@ class ParallelConfig(_Section):
 # --------------------------------------------------------------------------------------
 # Hardware and cluster
 # --------------------------------------------------------------------------------------
+#: GEMM precision -> the tensor-core peak it runs at (and the efficiency key it uses).
+PRECISION_PEAK = {"bf16": "bf16", "fp8": "fp8", "mxfp8": "fp8", "nvfp4": "fp4"}
+
+
 @dataclass(frozen=True)
 class PeakFlops(_Section):
     """Dense (no sparsity) tensor-core peak FLOP/s per GPU, per dtype.
 
-    ``fp8`` is ``None`` on GPUs without FP8 tensor cores (A100).
+    ``fp8`` is ``None`` on GPUs without FP8 tensor cores (A100); ``fp4`` on GPUs without
+    FP4 tensor cores (everything before Blackwell). MXFP8 GEMMs run at the FP8 peak and
+    NVFP4 GEMMs at the FP4 peak (block scaling is applied inside the tensor core).
     """
 
     _SECTION: ClassVar[str] = "hardware.peak_flops"
     bf16: float = _f(kind="float", gt=0.0)
     fp8: float | None = _f(None, kind="float", gt=0.0, optional=True)
+    fp4: float | None = _f(None, kind="float", gt=0.0, optional=True)
 
     def for_dtype(self, dtype: str) -> float:
-        """Peak for ``"bf16"`` or ``"fp8"``; ConfigError when the GPU lacks it."""
-        value = {"bf16": self.bf16, "fp8": self.fp8}.get(dtype)
+        """Peak for a GEMM precision (``PRECISION_PEAK`` maps it to a peak key)."""
+        key = PRECISION_PEAK.get(dtype, dtype)
+        value = {"bf16": self.bf16, "fp8": self.fp8, "fp4": self.fp4}.get(key)
         if value is None:
             raise ConfigError(
                 "training.precision",
-                f"{dtype!r} has no peak on this hardware (set hardware.peak_flops." + dtype + ")",
+                f"{dtype!r} has no peak on this hardware (set hardware.peak_flops.{key})",
             )
         return value
 
@@ -238,6 +246,11 @@ class Efficiency(_Section):
     """Achieved fraction of peak, per op class.
 
     gemm : fraction of the dtype's tensor peak reached by the model's GEMMs.
+    gemm_fp8, gemm_fp4 : optional fractions for FP8/MXFP8 and NVFP4 GEMMs (of their own
+        peaks); unset, ``gemm`` is used. Low-precision GEMMs reach a smaller fraction of
+        their (higher) peak, so one fraction for every dtype over-predicts their speed
+        (MLPerf GB200 FP8 at the BF16-calibrated fraction: -20% step time).
+        ``prism calibrate`` fits the key of the job's precision.
     attention : fraction of the BF16 peak reached by fused (flash) attention.
     memory : fraction of HBM bandwidth reached by memory-bound kernels.
     """
@@ -248,6 +261,18 @@ class Efficiency(_Section):
     gemm: float = _f(GEMM_EFFICIENCY, kind="float", gt=0.0, le=1.0)
     attention: float = _f(0.5, kind="float", gt=0.0, le=1.0)
     memory: float = _f(0.8, kind="float", gt=0.0, le=1.0)
+    gemm_fp8: float | None = _f(None, kind="float", gt=0.0, le=1.0, optional=True)
+    gemm_fp4: float | None = _f(None, kind="float", gt=0.0, le=1.0, optional=True)
+
+    def gemm_key(self, precision: str) -> str:
+        """The key holding the GEMM efficiency of ``precision`` (``gemm``, ``gemm_fp8``...)."""
+        peak = PRECISION_PEAK.get(precision, precision)
+        return "gemm" if peak == "bf16" else f"gemm_{peak}"
+
+    def for_precision(self, precision: str) -> float:
+        """GEMM efficiency of ``precision``: its own key when set, else ``gemm``."""
+        value = getattr(self, self.gemm_key(precision), None)
+        return self.gemm if value is None else value
 
 
 @dataclass(frozen=True)
@@ -312,7 +337,7 @@ class TrainingConfig(_Section):
 
     Parameters
     ----------
-    precision : {"bf16", "fp8"}
+    precision : {"bf16", "fp8", "mxfp8", "nvfp4"}
         Dtype of the linear-layer GEMMs (attention stays BF16, as in Transformer Engine).
     recompute : {"none", "selective", "full"}
         Activation recomputation. "selective" recomputes only the attention core,
@@ -331,7 +356,7 @@ class TrainingConfig(_Section):
     """
 
     _SECTION: ClassVar[str] = "training"
-    precision: str = _f("bf16", kind="str", choices=("bf16", "fp8"))
+    precision: str = _f("bf16", kind="str", choices=tuple(PRECISION_PEAK))
     recompute: str = _f("selective", kind="str", choices=("none", "selective", "full"))
     grad_reduce_bytes: int = _f(4, kind="int", choices=(2, 4))
     param_gather_bytes: int = _f(2, kind="int", choices=(1, 2))
