@@ -96,6 +96,7 @@ def test_straggler_st_held_out(shared_data):
         measured=folder / "result-ST.json",
         samples=2000,
         analytic="off",
+        library=False,
     )
     m = r.to_dict()
     assert abs(m["mean_rel_err"]) <= 0.02 and abs(m["in_sample_mean_rel_err"]) <= 0.01

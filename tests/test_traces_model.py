@@ -52,7 +52,7 @@ def test_replay_is_monotone(synth):
 
 def test_effects_and_factors_detected(synth):
     table, _ = synth
-    r = predict_trace(table, samples=2000, analytic="off")
+    r = predict_trace(table, samples=2000, analytic="off", library=False)
     slow = r.effects["slow_ranks"]
     assert [x["rank"] for x in slow] == [4]
     assert slow[0]["slowdown"] == pytest.approx(1.5, rel=0.05)
@@ -69,7 +69,7 @@ def test_effects_and_factors_detected(synth):
 
 def test_prediction_matches_held_out_steps(synth):
     table, _ = synth
-    r = predict_trace(table, samples=4000, fit_steps="second-half", analytic="off")
+    r = predict_trace(table, samples=4000, fit_steps="second-half", analytic="off", library=False)
     m = r.metrics
     assert abs(m["mean_rel_err"]) < 0.01
     assert 0.6 < m["std_ratio"] < 1.6
@@ -90,7 +90,7 @@ def test_independent_draws_understate_the_spread(synth):
 
 def test_typical_step_near_median(synth):
     table, _ = synth
-    r = predict_trace(table, samples=500, analytic="off")
+    r = predict_trace(table, samples=500, analytic="off", library=False)
     assert r.typical["per_rank_s"] == pytest.approx(r.typical["measured_median_s"], rel=0.03)
 
 
@@ -98,7 +98,7 @@ def test_analytic_engine_agrees_with_replay(synth):
     """The analytic mixture over fit-step states against the model's own Monte Carlo."""
     table, _ = synth
     small = EventTable(table.frame[table.frame["step"] < 20], "first 20 steps")
-    r = predict_trace(small, samples=4000, analytic="on")
+    r = predict_trace(small, samples=4000, analytic="on", library=False)
     a = r.analytic
     assert a["states"] == 10
     assert a["ks_vs_replay"] < 0.1
@@ -106,6 +106,24 @@ def test_analytic_engine_agrees_with_replay(synth):
     assert a["mean_s"] == pytest.approx(r.metrics["predicted"]["mean_s"], rel=0.005)
     with pytest.raises(ValueError, match="analytic"):
         predict_trace(small, analytic="maybe")
+
+
+def test_latency_library_and_otsu(synth):
+    from prism_analytic.traces.library import fit_signatures, otsu_split, otsu_threshold
+
+    table, _ = synth
+    s = recover_structure(table)
+    lib = fit_signatures(s, np.arange(20))
+    kinds = {e["kind"] for e in lib}
+    assert kinds == {"op", "comm"}
+    fitted = [e for e in lib if e.get("ks") is not None]
+    assert fitted and all(0 <= e["ks"] <= 1 for e in fitted)
+    x = np.r_[np.full(50, 1.0), np.full(50, 5.0)]
+    assert 1.0 < otsu_threshold(x) < 5.0
+    split = otsu_split(table)
+    assert split["transfer"]["median_s"] < split["threshold_s"] < split["bubble_wait"]["median_s"]
+    with pytest.raises(ValueError, match="two distinct"):
+        otsu_threshold([1.0, 1.0])
 
 
 def test_fit_latency_families():

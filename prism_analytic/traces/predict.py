@@ -14,6 +14,7 @@ import numpy as np
 
 from prism_analytic.traces.compare import compare_steps, describe
 from prism_analytic.traces.effects import rank_effects, warmup_steps
+from prism_analytic.traces.library import fit_signatures, otsu_split
 from prism_analytic.traces.model import TraceModel, fit_trace_model
 from prism_analytic.traces.readers import read_step_series, read_trace
 from prism_analytic.traces.structure import recover_structure, replay, unit_values
@@ -51,6 +52,10 @@ class TracePrediction:
         Effects detected in the fit steps.
     model : TraceModel
         The fitted model.
+    analytic : dict or None
+        The analytic engine's law and its Monte Carlo cross-checks (or why it was skipped).
+    latency_library : list
+        A fitted law per op signature (:func:`~prism_analytic.traces.library.fit_signatures`).
     """
 
     source: str
@@ -65,6 +70,7 @@ class TracePrediction:
     effects: dict
     model: TraceModel = field(repr=False)
     analytic: dict | None = None
+    latency_library: list = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict:
         """JSON-ready result (the keys of ``prism trace-predict --json``)."""
@@ -98,6 +104,7 @@ class TracePrediction:
         out["typical_step_s"] = self.typical["per_rank_s"]
         out["typical_step_by_type_s"] = self.typical["by_type_s"]
         out["effects"] = self.effects
+        out["latency_library"] = self.latency_library
         if self.analytic is not None:
             out["analytic"] = self.analytic
         return out
@@ -180,6 +187,7 @@ def predict_trace(
     seed: int = 0,
     warmup: str | int = "auto",
     analytic: str = "auto",
+    library: bool = True,
 ) -> TracePrediction:
     """Fit on some steps of a trace and predict the others.
 
@@ -203,6 +211,8 @@ def predict_trace(
         see :mod:`prism_analytic.traces.graph`) and cross-check it with Monte Carlo.
         ``"auto"``: only when the structure has at most :data:`ANALYTIC_AUTO_UNITS` units
         (the engine takes seconds per state on graphs of thousands of nodes).
+    library : bool
+        Also fit a latency law per op signature (the latency library; a few seconds).
 
     Returns
     -------
@@ -265,6 +275,8 @@ def predict_trace(
     }
     effects["fit_families"] = {k: v.family for k, v in model.residual.items()}
     effects["measured_fit_steps"] = describe(times[fit_rows])
+    effects["pipeline_p2p_otsu"] = otsu_split(table, [steps[i] for i in fit_rows])
+    library_out = fit_signatures(structure, fit_rows, seed=seed) if library else []
     analytic_out = None
     if analytic == "on" or (analytic == "auto" and structure.n_units <= ANALYTIC_AUTO_UNITS):
         from prism_analytic.traces.graph import analytic_crosscheck
@@ -288,4 +300,5 @@ def predict_trace(
         effects=effects,
         model=model,
         analytic=analytic_out,
+        latency_library=library_out,
     )
