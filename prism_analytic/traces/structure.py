@@ -210,10 +210,12 @@ def _rank_predecessors(ranks, start, end):
     for r in np.unique(ranks):
         idx = np.flatnonzero(ranks == r)
         s, e = start[:, idx], end[:, idx]
+        # only ops that typically start earlier can be predecessors: an order that flips
+        # between steps (kernels on several streams) must not make a cycle
+        rank_order = np.argsort(np.argsort(np.nanmedian(s, axis=0), kind="stable"), kind="stable")
         votes = []
         for j in range(len(idx)):
-            ok = e <= s[:, [j]] + _EPS
-            ok[:, j] = False
+            ok = (e <= s[:, [j]] + _EPS) & (rank_order < rank_order[j])[None, :]
             cand = np.where(ok, e, -np.inf)
             best = np.argmax(cand, axis=1)
             has = np.isfinite(cand.max(axis=1))
