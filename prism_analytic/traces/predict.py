@@ -281,7 +281,12 @@ def predict_trace(
     if analytic == "on" or (analytic == "auto" and structure.n_units <= ANALYTIC_AUTO_UNITS):
         from prism_analytic.traces.graph import analytic_crosscheck
 
-        analytic_out = analytic_crosscheck(model, draws, seed=seed)
+        try:
+            analytic_out = analytic_crosscheck(model, draws, seed=seed)
+        except (ValueError, ArithmeticError, RuntimeError) as exc:
+            # the replay is the model's exact semantics; an engine failure on this graph is
+            # reported, not allowed to hide the prediction
+            analytic_out = {"error": f"analytic engine failed: {type(exc).__name__}: {exc}"}
     elif analytic == "auto":
         analytic_out = {
             "skipped": f"{structure.n_units} units > {ANALYTIC_AUTO_UNITS}; pass analytic='on' "
