@@ -41,7 +41,7 @@ def run_prediction(
     samples: int = 20_000,
     seed: int = 0,
     verify: bool = False,
-    verify_budget_s: float = 1.5,
+    verify_budget_s: float = 1.0,
     executor: Any = None,
 ) -> tuple[Any, Any, dict[str, Any]]:
     """Build the step graph of ``job`` and predict its step time.

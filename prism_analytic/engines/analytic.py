@@ -340,12 +340,35 @@ def analytic_distribution(
     graph.validate()
     ev = _Evaluator(policy or DEFAULT_POLICY, core_method, window, shape)
     ev.overrides = overrides or {}
+    return _evaluate(ev, graph), ev.report
+
+
+def analytic_variants(
+    graph: StepGraph,
+    policy: GridPolicy,
+    override_sets: list[dict[tuple, GridDistribution]],
+    *,
+    core_method: str = "clark-mehler",
+    window: int | None = None,
+    shape: str = "normal",
+) -> list[GridDistribution]:
+    """The step law once per set of overrides, sharing one evaluator's cached op grids."""
+    graph.validate()
+    ev = _Evaluator(policy, core_method, window, shape)
+    out = []
+    for overrides in override_sets:
+        ev.overrides = overrides
+        out.append(_evaluate(ev, graph))
+    return out
+
+
+def _evaluate(ev: _Evaluator, graph: StepGraph) -> GridDistribution:
     states = list(graph.regime_states())
     if len(states) == 1:
-        return ev.graph(graph.conditioned(states[0][1]) if graph.regimes else graph), ev.report
+        return ev.graph(graph.conditioned(states[0][1]) if graph.regimes else graph)
     weights = np.array([p for p, _ in states])
     grids = []
     for p, factors in states:
         ev.weight = p / weights.sum()
         grids.append(ev.graph(graph.conditioned(factors)))
-    return mix_grids(grids, weights / weights.sum()), ev.report
+    return mix_grids(grids, weights / weights.sum())

@@ -24,7 +24,7 @@ from ..distributions.grid import _pmf_from_cdf_sf, align, convolve_grids, mix_gr
 from ..distributions.grid_extremes import _cdf_sf, max_grids
 from ..graph import OP, PIPELINE, GraphError, StepGraph
 from ..policy import DEFAULT_POLICY, GridPolicy
-from .analytic import mean_critical_path, replica_group
+from .analytic import _dist_key, mean_critical_path, replica_group
 
 __all__ = ["bound_distributions", "MAX_PIPELINE_OPS"]
 
@@ -36,6 +36,14 @@ class _Bounds:
     def __init__(self, policy: GridPolicy, paths: int) -> None:
         self.policy = policy
         self.paths = paths
+        self._grids: dict[tuple, GridDistribution] = {}  # ops of a schedule share a few laws
+        self._bodies: dict[tuple, GridDistribution] = {}
+
+    def grid(self, latency: Any, h: float) -> GridDistribution:
+        key = (_dist_key(latency), h)
+        if key not in self._grids:
+            self._grids[key] = to_grid(latency, h, self.policy)
+        return self._grids[key]
 
     def spacing(self, g: StepGraph) -> float:
         mean, depth = mean_critical_path(g)
@@ -44,15 +52,18 @@ class _Bounds:
     def node(self, g: StepGraph, v: str, h: float, side: str) -> GridDistribution:
         d = g.graph.nodes[v]
         if d["type"] == OP:
-            return to_grid(d["latency"], h, self.policy)
+            return self.grid(d["latency"], h)
         if d["type"] == PIPELINE:  # bounds need every op: expand the schedule
             if d["spec"].n_ops > MAX_PIPELINE_OPS:
                 raise GraphError(
                     f"bounds: pipeline {v!r} has {d['spec'].n_ops:,} ops; the bounds engine "
                     f"expands pipelines op by op and accepts at most {MAX_PIPELINE_OPS:,}"
                 )
-            body = d["spec"].explicit(v)
-            return self.upper(body) if side == "upper" else self.lower(body)
+            key = (id(d["spec"]), side)
+            if key not in self._bodies:  # lower() and upper() of the parent both ask
+                body = d["spec"].explicit(v)
+                self._bodies[key] = self.upper(body) if side == "upper" else self.lower(body)
+            return self._bodies[key]
         body = self.upper(d["body"]) if side == "upper" else self.lower(d["body"])
         return replica_group(body, d)  # monotone in the body: bounds stay bounds
 
