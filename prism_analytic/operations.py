@@ -166,9 +166,14 @@ def iid_sum(dist: Distribution, m: int, policy: GridPolicy | None = None) -> Dis
     closed = closed_form_iid_sum(dist, m) if m >= CLOSED_FORM_MIN_COPIES else None
     if closed is not None:
         return closed
-    centred = iid_sum_grid(dist, m, policy)  # a bracket that follows the spread, not location
+    # A bracket that follows the spread (centred rounding), unless the location-relative
+    # sandwich is already narrower (few copies of a spread-out law).
+    centred = iid_sum_grid(dist, m, policy)
     if centred is not None:
-        return centred
+        mean, std = _scale(dist)
+        sandwich_width = policy.rel_width * max(abs(mean) * m, std * math.sqrt(m))
+        if centred.width(0.5) <= sandwich_width:
+            return centred
     base = to_grid(dist, sum_spacing([dist], m, policy), policy)
     result: GridDistribution | None = None
     while True:

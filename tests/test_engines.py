@@ -349,8 +349,12 @@ def test_analytic_cost_does_not_depend_on_n():
     huge = pa.predict(build(10**12))
     for q in LEVELS:
         values = [float(r.quantile(q)) for r in (small, big, huge)]
+        if not math.isfinite(huge.quantile_bracket(q)[1]):
+            # a level inside the grid's tail atom at n = 1e12 is unresolved: nan, not clipped
+            assert math.isnan(values[2]), q
+            values = values[:2]
         assert all(map(math.isfinite, values))
-        assert values[0] < values[1] < values[2], q
+        assert all(a < b for a, b in zip(values, values[1:])), q
 
 
 # ----- bounds --------------------------------------------------------------------------------------------

@@ -10,16 +10,19 @@ what they are: bounded, independent and of known mean. With ``S`` the exact sum,
 ``S = L + R`` where ``R`` is the sum of every rounding error made on the way (the initial
 discretisation of each copy, and each re-binning when the lattice is coarsened as the sum
 spreads). Errors made at one point of the computation appear in ``n`` independent copies of a
-partial sum; each such source obeys Bernstein's inequality, and a union bound over the sources
-gives ``|R - E[R]| <= T`` with probability at least ``1 - delta``. ``E[R] = E[S] - E[L]`` is
+partial sum. Re-binning uses stochastic rounding (a point goes to either end of its new cell
+with probabilities that keep its mean), so the centred errors form a martingale, and
+Freedman's inequality gives ``|R - E[R]| <= T`` with probability at least ``1 - delta``, with
+``T`` growing like the square root of the summed error variances. ``E[R] = E[S] - E[L]`` is
 known exactly: ``E[S] = m E[X]`` and ``E[L]`` from the lattice. So ``L + E[R] - T`` and
 ``L + E[R] + T`` bracket ``S`` except on an event of probability ``delta``, which goes into the
 grid's tail atoms (moving mass to -inf for the lower side, +inf for the upper side keeps the
 sandwich valid). The bracket then grows like ``h sqrt(m)``: the spread of the sum.
 
-Floating point is covered too: every FFT convolution adds a rigorous bound on its L1 error
+Floating point is bounded too: every FFT convolution adds a rigorous bound on its L1 error
 (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., Thm 24.2, with a factor-2
-margin) to ``delta``.
+margin) to ``roundoff``, folded into the tail atoms when ``GridPolicy.fold_roundoff`` is set and
+reported on the grid otherwise.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class _Lattice:
     # (copies in the final sum, width of one error, variance bound of one error)
     sources: list[tuple[int, float, float]] = field(default_factory=list)
     fail: float = 0.0  # probability of the events outside every bound so far
+    roundoff: float = 0.0  # L1 bound on the floating-point error of the lattice's law
 
     def mean(self) -> float:
         pts = (self.k0 + np.arange(self.pmf.size)) * self.h
@@ -84,35 +88,45 @@ class _Lattice:
 
 
 def _trim(lat: _Lattice, tail: float) -> None:
-    """Drop negligible end mass (counted as failure) so lattices do not grow needlessly."""
+    """Drop negligible end mass so lattices do not grow needlessly.
+
+    The dropped mass changes the lattice's law by that much in L1, like round-off, and is
+    counted with it (FFT noise of ~1e-19 a cell would otherwise never be trimmed).
+    """
     c = np.cumsum(lat.pmf)
     r = np.cumsum(lat.pmf[::-1])[::-1]
     start = int(np.searchsorted(c, tail, side="right"))
     end = int(np.nonzero(r > tail)[0][-1]) if (r > tail).any() else lat.pmf.size - 1
     start = min(start, end)
     dropped = (c[start - 1] if start > 0 else 0.0) + (r[end + 1] if end + 1 < r.size else 0.0)
-    lat.fail += float(dropped)
+    lat.roundoff += float(dropped)
     lat.pmf = lat.pmf[start : end + 1]
     lat.k0 += start
 
 
-def _rebin(lat: _Lattice, factor: int, copies: int) -> None:
-    """Coarsen by ``factor`` (floor): a rounding error in [0, (factor-1) h) per copy.
+def _rebin(lat: _Lattice, factor: float, copies: int) -> None:
+    """Coarsen by ``factor`` with *stochastic* rounding: a point at fraction ``f`` of a new
+    cell goes to its left end with probability ``1 - f`` and to its right end with ``f``.
 
-    The error's variance under the current law is computed exactly from the lattice.
+    The new lattice variable is then the old one plus an error of conditional mean zero given
+    everything before it (|error| < new h, conditional variance <= h^2 / 4): a martingale
+    increment, so the errors of every level add up like a random walk, not linearly.
     """
+    if factor <= 1:
+        return
     k = lat.k0 + np.arange(lat.pmf.size)
-    kk = np.floor_divide(k, factor)
-    err = (k - kk * factor) * lat.h  # what floor() removes, in seconds
-    w = lat.pmf / lat.pmf.sum()
-    mean_e = float(np.dot(w, err))
-    var_e = float(np.dot(w, (err - mean_e) ** 2))
+    y = k / factor  # position in new cells (factor may be any real > 1)
+    kk = np.floor(y).astype(np.int64)
+    frac = np.clip(y - kk, 0.0, 1.0)
     base = int(kk[0])
-    lat.pmf = np.bincount(kk - base, weights=lat.pmf)
+    n = int(kk[-1]) - base + 2
+    pmf = np.bincount(kk - base, weights=lat.pmf * (1.0 - frac), minlength=n)
+    pmf += np.bincount(kk - base + 1, weights=lat.pmf * frac, minlength=n)
+    lat.pmf = pmf
     lat.k0 = base
     lat.h *= factor
-    if factor > 1 and copies > 0:
-        lat.sources.append((copies, (factor - 1) * lat.h / factor, var_e))
+    if copies > 0:
+        lat.sources.append((copies, lat.h, lat.h * lat.h / 4.0))
 
 
 def _add(a: _Lattice, b: _Lattice, cap: int, copies: int, tail: float) -> _Lattice:
@@ -120,15 +134,18 @@ def _add(a: _Lattice, b: _Lattice, cap: int, copies: int, tail: float) -> _Latti
     if a.h != b.h:  # bring the finer one to the coarser lattice (h's are nested by factors)
         fine, coarse = (a, b) if a.h < b.h else (b, a)
         # a copy: this rounding belongs to this one use of the finer variable
-        fine = _Lattice(fine.pmf, fine.k0, fine.h, list(fine.sources), fine.fail)
-        _rebin(fine, int(round(coarse.h / fine.h)), 1)
+        fine = _Lattice(fine.pmf, fine.k0, fine.h, list(fine.sources), fine.fail, fine.roundoff)
+        _rebin(fine, coarse.h / fine.h, 1)
         a, b = fine, coarse
     pmf, err = _convolve(a.pmf, b.pmf)
-    out = _Lattice(pmf, a.k0 + b.k0, a.h, a.sources + b.sources, a.fail + b.fail + err)
-    # FFT noise sits at every cell: trimming up to the error already counted costs nothing
-    _trim(out, max(tail, err))
-    if out.pmf.size > cap:
-        _rebin(out, int(math.ceil(out.pmf.size / cap)), copies)
+    sources = _unique_sources(a.sources + b.sources)
+    roundoff = a.roundoff + b.roundoff + err  # L1 errors add under convolution
+    out = _Lattice(pmf, a.k0 + b.k0, a.h, sources, a.fail + b.fail, roundoff)
+    # FFT noise (~1e-19 a cell) sits at every cell and would keep the lattice from shrinking:
+    # trim ends holding under 1e-14; what is dropped is counted with the round-off.
+    _trim(out, max(tail, 1e-14))
+    if out.pmf.size > cap:  # powers of two keep every lattice nested in the coarser ones
+        _rebin(out, 2 ** math.ceil(math.log2(out.pmf.size / cap)), copies)
     return out
 
 
@@ -142,7 +159,9 @@ class LatticeSum:
     low, high : float
         Offsets (seconds) such that ``L + low <= S <= L + high`` outside the failure event.
     fail : float
-        Probability of the failure event (truncation, union bound, floating-point error).
+        Probability of the failure event (truncation, concentration bound).
+    roundoff : float
+        L1 bound on the floating-point error of the lattice's law (every FFT convolution).
     """
 
     pmf: np.ndarray
@@ -151,6 +170,7 @@ class LatticeSum:
     low: float
     high: float
     fail: float
+    roundoff: float = 0.0
 
 
 def centred_iid_sum(
@@ -188,7 +208,7 @@ def centred_iid_sum(
     """
     base = _Lattice(np.asarray(pmf, dtype=float), int(k0), float(h))
     base.pmf = base.pmf / base.pmf.sum()
-    base.fail = m * base_fail
+    base.fail = base_fail  # per copy: sums add their operands' failure probabilities
     if base_width > 0:  # one error per copy, in [0, w): variance at most w^2 / 4
         base.sources.append((m, base_width, base_width * base_width / 4.0))
     result: _Lattice | None = None
@@ -201,25 +221,40 @@ def centred_iid_sum(
             break
         level += 1
         # the squared base appears floor(m / 2^level) times in the final sum
-        base = _add(base, _Lattice(base.pmf, base.k0, base.h), cap, m >> level, tail)
+        twin = _Lattice(base.pmf, base.k0, base.h, list(base.sources), base.fail, base.roundoff)
+        base = _add(base, twin, cap, m >> level, tail)
     assert result is not None
-    # Every source was recorded once per creation with its final multiplicity; sources
-    # appearing in both operands of a squaring were recorded with the squared copy's count.
+    # Every source was recorded once per creation with its final multiplicity; a squaring
+    # copies its operand's list into both halves, so sources are counted by identity.
     sources = _unique_sources(result.sources)
-    n_src = max(len(sources), 1)
-    log_term = math.log(2.0 * n_src / delta)
-    t = 0.0
-    for copies, width, var in sources:
-        # Bernstein: P(|sum - mean| >= t) <= 2 exp(-t^2 / (2 (n v + c t / 3))), |e - Ee| <= c
-        c = width
-        a = c * log_term / 3.0
-        # never worse than the trivial bound: each centred error lies within [-c, c]
-        t += min(copies * c, a + math.sqrt(a * a + 2.0 * copies * var * log_term))
+    # Ordered base errors first (independent, centred by their mean), then each re-binning
+    # in the order it happened, the centred errors form a martingale with increments bounded
+    # by c and predictable quadratic variation at most V. Freedman's inequality:
+    # P(|R - E R| >= t) <= 2 exp(-t^2 / (2 (V + c t / 3))).
+    t = _deviation_bound(sources, math.log(2.0 / delta))
     l_mean = float(np.dot(result.pmf, (result.k0 + np.arange(result.pmf.size)) * result.h))
     l_mean /= float(result.pmf.sum())
     er = m * mean_one - l_mean
     fail = result.fail + delta
-    return LatticeSum(result.pmf, result.k0, result.h, er - t, er + t, fail)
+    return LatticeSum(result.pmf, result.k0, result.h, er - t, er + t, fail, result.roundoff)
+
+
+def _deviation_bound(sources: list[tuple[int, float, float]], log_term: float) -> float:
+    """Smallest bound on |R - E R|: Freedman for the errors up to a width cut, and the
+    trivial bound (copies x width) for the few wide ones (the last re-binnings, used once).
+    """
+    if not sources:
+        return 0.0
+    order = sorted(sources, key=lambda s: s[1])
+    best = math.fsum(n * c for n, c, _ in order)  # everything trivial
+    for i in range(1, len(order) + 1):
+        head, rest = order[:i], order[i:]
+        c = head[-1][1]
+        v = math.fsum(n * var for n, _, var in head)
+        a = c * log_term / 3.0
+        t = a + math.sqrt(a * a + 2.0 * v * log_term) + math.fsum(n * w for n, w, _ in rest)
+        best = min(best, t)
+    return best
 
 
 def _unique_sources(sources: list[tuple[int, float, float]]) -> list[tuple[int, float, float]]:
@@ -264,8 +299,12 @@ def _to_grid(side_lo: LatticeSum, side_hi: LatticeSum, policy, moments, tail):
     hi = np.pad(g_hi.hi, (g_hi.k0 - k0, k1 - g_hi.k0 - g_hi.hi.size))
     lo, hi = lo / lo.sum(), hi / hi.sum()
     below, above = min(side_lo.fail, 1.0), min(side_hi.fail, 1.0)
+    roundoff = max(side_lo.roundoff, side_hi.roundoff)
+    if policy.fold_roundoff:  # see GridPolicy.fold_roundoff
+        below, above = min(below + side_lo.roundoff, 1.0), min(above + side_hi.roundoff, 1.0)
+        roundoff = 0.0
     lo, hi = move_mass_down(lo, below), move_mass_up(hi, above)
-    return GridDistribution(h, k0, lo, hi, below, above, policy, moments, tail).trimmed()
+    return GridDistribution(h, k0, lo, hi, below, above, policy, moments, tail, roundoff).trimmed()
 
 
 def iid_sum_grid(dist, m: int, policy):

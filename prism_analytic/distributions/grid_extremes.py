@@ -40,13 +40,14 @@ def _from_log_cdf(
     below: float,
     policy,
     tail_index: float = np.inf,
+    roundoff: float = 0.0,
 ) -> GridDistribution:
     f_lo, s_lo = np.exp(lc_lo), -np.expm1(lc_lo)
     f_hi, s_hi = np.exp(lc_hi), -np.expm1(lc_hi)
     lo = _pmf_from_cdf_sf(f_lo, s_lo, below)
     hi = _pmf_from_cdf_sf(f_hi, s_hi, 0.0)
     return GridDistribution(
-        h, k0, lo, hi, below, float(s_hi[-1]), policy, tail_index=tail_index
+        h, k0, lo, hi, below, float(s_hi[-1]), policy, tail_index=tail_index, roundoff=roundoff
     ).trimmed()
 
 
@@ -57,7 +58,8 @@ def max_grids(grids: list[GridDistribution]) -> GridDistribution:
     lc_hi = sum(_log_cdf(*_cdf_sf(hi, 0.0, g.above)) for hi, g in zip(his, grids))
     below = float(np.prod([g.below for g in grids]))
     tail = min(g.tail_index for g in grids)
-    return _from_log_cdf(h, k0, lc_lo, lc_hi, below, grids[0].policy, tail)
+    roundoff = min(float(sum(g.roundoff for g in grids)), 1.0)  # |d prod F_i| <= sum |dF_i|
+    return _from_log_cdf(h, k0, lc_lo, lc_hi, below, grids[0].policy, tail, roundoff)
 
 
 def iid_max_grid(g: GridDistribution, n: int) -> GridDistribution:
@@ -65,7 +67,8 @@ def iid_max_grid(g: GridDistribution, n: int) -> GridDistribution:
     lc_lo = n * _log_cdf(*_cdf_sf(g.lo, g.below, 0.0))
     lc_hi = n * _log_cdf(*_cdf_sf(g.hi, 0.0, g.above))
     below = float(np.exp(n * np.log(g.below))) if g.below > 0 else 0.0
-    return _from_log_cdf(g.h, g.k0, lc_lo, lc_hi, below, g.policy, g.tail_index)
+    roundoff = min(n * g.roundoff, 1.0)  # |d F^n / dF| <= n
+    return _from_log_cdf(g.h, g.k0, lc_lo, lc_hi, below, g.policy, g.tail_index, roundoff)
 
 
 def min_grids(grids: list[GridDistribution]) -> GridDistribution:
@@ -80,7 +83,10 @@ def min_grids(grids: list[GridDistribution]) -> GridDistribution:
     lo = _pmf_from_cdf_sf(f_lo, s_lo, below)
     hi = _pmf_from_cdf_sf(f_hi, s_hi, 0.0)
     tail = float(sum(g.tail_index for g in grids))  # S = prod S_i: the tail indices add
-    return GridDistribution(h, k0, lo, hi, below, above, grids[0].policy, tail_index=tail).trimmed()
+    roundoff = min(float(sum(g.roundoff for g in grids)), 1.0)
+    return GridDistribution(
+        h, k0, lo, hi, below, above, grids[0].policy, tail_index=tail, roundoff=roundoff
+    ).trimmed()
 
 
 def order_statistic_grid(g: GridDistribution, k: int, n: int) -> GridDistribution:
@@ -99,4 +105,7 @@ def order_statistic_grid(g: GridDistribution, k: int, n: int) -> GridDistributio
     lo = _pmf_from_cdf_sf(*out[0], below)
     hi = _pmf_from_cdf_sf(*out[1], 0.0)
     tail = (n - k + 1) * g.tail_index  # exceeding x needs n - k + 1 copies above x
-    return GridDistribution(g.h, g.k0, lo, hi, below, above, g.policy, tail_index=tail).trimmed()
+    roundoff = min(n * g.roundoff, 1.0)  # the binomial tail's derivative in F is at most n
+    return GridDistribution(
+        g.h, g.k0, lo, hi, below, above, g.policy, tail_index=tail, roundoff=roundoff
+    ).trimmed()
