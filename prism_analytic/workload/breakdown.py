@@ -64,6 +64,7 @@ from ..policy import GridPolicy
 from .builder import SPATIAL_MODELS, build_step_graph, grid_policy
 from .config import JobConfig
 from .mean_model import OpMeans, op_means
+from .scale_variability import apply_scale_variability
 
 __all__ = [
     "Breakdown",
@@ -304,6 +305,7 @@ def rank_breakdown(
         raise ValueError(f"spatial must be one of {SPATIAL_MODELS}, got {spatial!r}")
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 2:
         raise ValueError(f"samples must be an integer >= 2, got {samples!r}")
+    job = apply_scale_variability(job)  # variability.scale folded in (no-op when off)
     om = op_means(job)
     graph = build_step_graph(job, spatial=spatial, means=om)
     policy = policy or grid_policy(graph)

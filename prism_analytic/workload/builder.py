@@ -65,6 +65,7 @@ from ..operations import iid_max
 from ..policy import GridPolicy
 from .config import JobConfig, Layout, TierNoise
 from .mean_model import OpMean, OpMeans, op_means
+from .scale_variability import apply_scale_variability
 
 __all__ = [
     "StepModel",
@@ -486,6 +487,7 @@ def build_step_graph(
         raise ValueError(f"spatial must be one of {SPATIAL_MODELS}, got {spatial!r}")
     if not isinstance(job, JobConfig):
         raise TypeError(f"job must be a JobConfig, got {type(job).__name__}")
+    job = apply_scale_variability(job)  # variability.scale folded in (no-op when off)
     om = means if means is not None else op_means(job)
     p, var, t = job.parallelism, job.variability, job.training
     ctx = _Ctx(job, om, p.tp * p.cp, var.temporal.kernel_cv, {})

@@ -140,6 +140,54 @@ class HiccupConfig(_Section):
 
 
 @dataclass(frozen=True)
+class ScaleVariability(_Section):
+    """Mechanisms that make variability grow with the job's size; every one is off by default.
+
+    Applied by :func:`prism_analytic.workload.scale_variability.apply_scale_variability`
+    (which the step builder calls): each is folded into the sections above for the job's
+    GPU, node and rack counts.
+
+    * ``population_gpus`` / ``population_cv``: fleet heterogeneity. The fleet is made of
+      populations (hardware batches, power domains, halls) of ``population_gpus`` GPUs whose
+      mean speeds differ with CV ``population_cv``; a job of G GPUs spans
+      ``m = ceil(G / population_gpus)`` of them, which adds ``(1 - 1/m) population_cv^2``
+      to the across-GPU variance (the expected spread of m draws). 0 = off.
+    * ``node_tail_prob``: per node, per collective instance, probability of a hiccup of the
+      inter-node tier's ``tail_factor``; a collective spanning n nodes is hit with
+      probability ``1 - (1 - p)^n`` (slowest of n nodes). 0 = off.
+    * ``rack_throttle_prob`` / ``rack_throttle``: per rack (``rack_gpus`` GPUs) and step,
+      a correlated thermal/power throttle slowing the step by the fraction ``rack_throttle``;
+      a job over r racks is hit with probability ``1 - (1 - p)^r``. 0 = off.
+    * ``fail_slow_prob`` / ``fail_slow_factor``: fraction of GPU-time a GPU spends in a
+      fail-slow episode (minutes to hours) at ``fail_slow_factor``; a job of G GPUs runs a
+      step with one with probability ``1 - (1 - p)^G``. 0 = off.
+
+    No default is on: none of these has a public per-unit rate in ``shared/data`` (see
+    ``validation/calibration_scale_std.py`` for what the data do and do not support).
+    """
+
+    _SECTION: ClassVar[str] = "variability.scale"
+    population_gpus: int = _f(16384, kind="int", ge=1)
+    population_cv: float = _f(0.0, kind="float", ge=0.0, lt=1.0)
+    node_tail_prob: float = _f(0.0, kind="float", ge=0.0, lt=1.0)
+    rack_gpus: int = _f(72, kind="int", ge=1)
+    rack_throttle_prob: float = _f(0.0, kind="float", ge=0.0, lt=1.0)
+    rack_throttle: float = _f(0.1, kind="float", ge=0.0, le=10.0)
+    fail_slow_prob: float = _f(0.0, kind="float", ge=0.0, lt=1.0)
+    fail_slow_factor: float = _f(1.5, kind="float", ge=1.0, le=100.0)
+
+    @property
+    def active(self) -> bool:
+        """True when any mechanism is switched on."""
+        return (
+            self.population_cv > 0
+            or self.node_tail_prob > 0
+            or self.rack_throttle_prob > 0
+            or self.fail_slow_prob > 0
+        )
+
+
+@dataclass(frozen=True)
 class VariabilityConfig(_Section):
     """All sources of randomness the step-DAG builder draws from."""
 
@@ -155,3 +203,6 @@ class VariabilityConfig(_Section):
     )
     regimes: RegimeConfig = _f(kind="section", section=RegimeConfig, default_factory=RegimeConfig)
     hiccups: HiccupConfig = _f(kind="section", section=HiccupConfig, default_factory=HiccupConfig)
+    scale: ScaleVariability = _f(
+        kind="section", section=ScaleVariability, default_factory=ScaleVariability
+    )

@@ -1,0 +1,92 @@
+"""Variability that grows with the job's size: fold ``variability.scale`` into a job.
+
+Each mechanism of :class:`~.config.ScaleVariability` is turned into the sections the step
+builder already understands, for the job's own GPU, node and rack counts, so the builder and
+every engine see one ordinary job. :func:`apply_scale_variability` returns the job with the
+mechanisms folded in and ``variability.scale`` reset to all-off, so applying it twice changes
+nothing.
+
+* fleet heterogeneity -> ``spatial.cv`` becomes ``sqrt(cv^2 + (1 - 1/m) population_cv^2)``
+  with ``m = ceil(G / population_gpus)`` (a lognormal with the combined spread stands in for
+  the mixture of populations);
+* per-node collective tail -> the inter-node tier's ``tail_prob`` becomes
+  ``1 - (1 - tail_prob) (1 - p)^n`` with n the nodes spanned by the data-parallel group
+  (the largest inter-node group; :func:`nodes_spanned`);
+* rack throttling and fail-slow GPUs -> a rare whole-step delay (``hiccups``): probability
+  ``1 - (1 - p)^units`` and size ``fraction * mean-model step``, merged with the configured
+  hiccup into one with the combined probability and the same mean delay (the merge keeps
+  the mean and the probability of any delay; it narrows the two sizes into one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from .config import JobConfig, ScaleVariability
+
+__all__ = ["apply_scale_variability", "nodes_spanned", "scale_factors"]
+
+
+def nodes_spanned(job: JobConfig) -> int:
+    """Nodes the data-parallel group spans: ``dp * cp`` ranks, one per node when
+    ``tp * cp`` fills a node, never more than the job's nodes.
+    """
+    p, hw = job.parallelism, job.hardware
+    nodes = max(1, job.gpus // hw.gpus_per_node)
+    per_node = max(1, hw.gpus_per_node // max(1, p.tp))  # dp ranks sharing a node
+    return max(1, min(nodes, math.ceil(p.dp * p.cp / per_node)))
+
+
+def _any(p: float, units: int) -> float:
+    """P(at least one of ``units`` independent units is hit), each with probability p."""
+    return -math.expm1(units * math.log1p(-p)) if p > 0 else 0.0
+
+
+def scale_factors(job: JobConfig) -> dict[str, float]:
+    """What each mechanism becomes for this job (for reports and tests)."""
+    sc: ScaleVariability = job.variability.scale
+    racks = max(1, math.ceil(job.gpus / sc.rack_gpus))
+    m = max(1, math.ceil(job.gpus / sc.population_gpus))
+    return {
+        "populations": m,
+        "extra_spatial_var": (1 - 1 / m) * sc.population_cv**2,
+        "nodes_spanned": nodes_spanned(job),
+        "collective_hit_prob": _any(sc.node_tail_prob, nodes_spanned(job)),
+        "racks": racks,
+        "rack_hit_prob": _any(sc.rack_throttle_prob, racks),
+        "fail_slow_hit_prob": _any(sc.fail_slow_prob, job.gpus),
+    }
+
+
+def apply_scale_variability(job: JobConfig) -> JobConfig:
+    """``job`` with its ``variability.scale`` mechanisms folded in (module notes)."""
+    sc = job.variability.scale
+    if not sc.active:
+        return job
+    from .mean_model import step_time
+
+    f = scale_factors(job)
+    v = job.variability
+    spatial = dataclasses.replace(v.spatial, cv=math.sqrt(v.spatial.cv**2 + f["extra_spatial_var"]))
+    inter = v.network.inter_node
+    if f["collective_hit_prob"] > 0:
+        q = 1 - (1 - inter.tail_prob) * (1 - f["collective_hit_prob"])
+        inter = dataclasses.replace(inter, tail_prob=min(q, 1 - 1e-12))
+    network = dataclasses.replace(v.network, inter_node=inter)
+    hic = v.hiccups
+    events = [(hic.probability, hic.size_s)] if hic.probability > 0 else []
+    if f["rack_hit_prob"] > 0 or f["fail_slow_hit_prob"] > 0:
+        base = step_time(job).step_s
+        events.append((f["rack_hit_prob"], sc.rack_throttle * base))
+        events.append((f["fail_slow_hit_prob"], (sc.fail_slow_factor - 1) * base))
+    events = [(p, s) for p, s in events if p > 0 and s > 0]
+    if events:
+        p_none = math.prod(1 - p for p, _ in events)
+        p_any = 1 - p_none
+        mean_delay = sum(p * s for p, s in events)
+        hic = dataclasses.replace(hic, probability=min(p_any, 1.0), size_s=mean_delay / p_any)
+    var = dataclasses.replace(
+        v, spatial=spatial, network=network, hiccups=hic, scale=ScaleVariability()
+    )
+    return job.replace(variability=var)
