@@ -510,6 +510,7 @@ def calibrate_to_logs(
     params += _not_identified_from_one_size()
     goodness = _goodness(_shape_law(tuned, law, shape, evaluate), norm, pooled.n, seed)
     goodness["shape"] = shape
+    goodness.update(_after_pause(logs))
     goodness["measured_p90_over_p50_ci"] = r90_ci
     goodness["measured_p90_over_p50"] = r90
     return CalibrationResult(
@@ -547,6 +548,21 @@ def _body_identifiability(
         else f"moves the predicted p90/p50 by {move:.2g} (> interval width {width:.2g}) but is"
         " not fitted by this version; left at its default",
     )
+
+
+def _after_pause(logs: list[StepLog]) -> dict:
+    """The first steps after an evaluation pause, relative to their run's median.
+
+    Reported, not modelled: the step model has no evaluation pauses, so these steps count
+    as stalls when they exceed the stall threshold.
+    """
+    ratios = np.concatenate(
+        [lg.times_s[lg.after_pause] / np.median(lg.times_s) for lg in logs if lg.n]
+    )
+    return {
+        "steps_after_eval_pause": int(ratios.size),
+        "after_pause_median_ratio": float(np.median(ratios)) if ratios.size else None,
+    }
 
 
 SHAPES = ("within-run", "marginal")
