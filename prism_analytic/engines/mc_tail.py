@@ -36,7 +36,17 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import cluster, special
 
-__all__ = ["TailPool", "ColumnSource", "build_tail_pool", "PLAIN", "JUMP", "SHIFT", "Z_BAND"]
+__all__ = [
+    "TailPool",
+    "ColumnSource",
+    "build_tail_pool",
+    "is_rows",
+    "PLAIN",
+    "JUMP",
+    "SHIFT",
+    "Z_BAND",
+    "MAX_IS_DIM",
+]
 
 PLAIN, JUMP, SHIFT = 0.25, 0.35, 0.40
 #: Decades of survival probability the one-coordinate jump covers (down to 1e-13).
@@ -49,6 +59,9 @@ Z_BAND = 3.0
 #: Rows evaluated at once (times the dimension), to bound memory.
 CHUNK_CELLS = 2**22
 TINY = 1e-300
+#: Copies with more random inputs than this are pooled plainly (no importance sampling).
+MAX_IS_DIM = 1024
+PLAIN_CHUNK = 8192
 #: Cross-entropy adaptation: elite fraction, most stages, most clusters per stage.
 ELITE = 0.05
 MAX_STAGES = 12
@@ -74,6 +87,14 @@ class ColumnSource:
         if j >= self.columns.shape[1]:
             raise RuntimeError("replica body consumed more random inputs than counted")
         return self.columns[:, j]
+
+
+def is_rows(size: int, dim: int, budget: int = 2**25, min_size: int = 2**14) -> int:
+    """Copies a pool of requested ``size`` evaluates (adaptation stages included)."""
+    if dim > MAX_IS_DIM:
+        return size
+    rows = int(min(size, max(min_size, budget // dim)))
+    return rows + MAX_STAGES * max(2000, rows // 16)
 
 
 def _isotropic(dim: int) -> np.ndarray:
@@ -248,6 +269,8 @@ def build_tail_pool(
     size: int,
     rng: np.random.Generator,
     *,
+    dim: int,
+    plain: Callable[[int], np.ndarray] | None = None,
     target: float = 1e-12,
     budget: int = 2**25,
     min_size: int = 2**14,
@@ -262,15 +285,22 @@ def build_tail_pool(
     size : int
         Requested pool size; reduced so that ``size * dim <= budget`` (at least ``min_size``).
     rng : numpy.random.Generator
+    dim : int
+        Random inputs per copy (columns ``evaluate`` takes).
+    plain : callable, optional
+        ``plain(m)`` -> ``m`` copies drawn the ordinary way. Used instead of importance sampling
+        when ``dim > MAX_IS_DIM`` (a proposal over that many inputs is not worth its cost); the
+        pool's error estimate then shows how far it resolves the tail.
     target : float
         Smallest survival probability of one copy the pool must resolve (``1e-3 / n``).
     """
-    counter = ColumnSource(None, 1)
-    evaluate(counter)
-    dim = max(counter.used, 1)
-    size = int(min(size, max(min_size, budget // dim)))
-    mus = _adapt(evaluate, dim, target, max(2000, size // 16), rng)
-    x, _, w = _evaluate_rows(evaluate, size, mus, rng)
+    if dim > MAX_IS_DIM and plain is not None:
+        x = np.concatenate([plain(min(PLAIN_CHUNK, size - i)) for i in range(0, size, PLAIN_CHUNK)])
+        w = np.ones(x.size)
+    else:
+        size = int(min(size, max(min_size, budget // dim)))
+        mus = _adapt(evaluate, dim, target, max(2000, size // 16), rng)
+        x, _, w = _evaluate_rows(evaluate, size, mus, rng)
     order = np.argsort(x, kind="stable")
     x, w = x[order], w[order]
     total = w.sum()

@@ -31,7 +31,7 @@ import numpy as np
 
 from .._checks import check_count
 from ..graph import OP, PIPELINE, StepGraph
-from .mc_tail import ColumnSource, TailPool, build_tail_pool
+from .mc_tail import ColumnSource, TailPool, build_tail_pool, is_rows
 from .pipeline_mc import sample_pipeline
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "PoolAccuracyWarning",
     "pool_ks_error",
     "pooled_groups",
+    "estimated_draws",
 ]
 
 BLOCK = 8192
@@ -58,16 +59,31 @@ class PoolAccuracyWarning(UserWarning):
 
 @dataclass(frozen=True)
 class MonteCarloSettings:
-    """How replica groups are sampled (see the module docstring)."""
+    """How replica groups are sampled (see the module docstring).
+
+    Attributes
+    ----------
+    explicit_limit : int
+        Largest copy count sampled copy by copy (at most 1e7).
+    pool_size : int
+        Copies in a tail pool (2 to 1e8).
+    seed : int
+        Seed of every block and pool.
+    max_draws : int
+        Refuse, before drawing anything, a run that would take more random draws than this
+        (:func:`estimated_draws`; default 5e9, a few minutes).
+    """
 
     explicit_limit: int = 1024
     pool_size: int = 1_000_000
     seed: int = 0
+    max_draws: int = 5 * 10**9
 
     def __post_init__(self) -> None:
-        check_count(self.explicit_limit, "explicit_limit", minimum=1)
-        check_count(self.pool_size, "pool_size", minimum=2)
+        check_count(self.explicit_limit, "explicit_limit", minimum=1, maximum=10**7)
+        check_count(self.pool_size, "pool_size", minimum=2, maximum=10**8)
         check_count(self.seed, "seed", minimum=0)
+        check_count(self.max_draws, "max_draws", minimum=1)
 
 
 def _single_op(body: StepGraph) -> bool:
@@ -114,6 +130,52 @@ def pooled_groups(graph: StepGraph, settings: MonteCarloSettings, path: str = ""
             )
         out.extend(pooled_groups(d["body"], settings, f"{path}/{name}"))
     return out
+
+
+def _graph_draws(g: StepGraph, settings: MonteCarloSettings) -> int:
+    """Random draws one sample of ``g`` takes (a pooled group: one index per sample)."""
+    total = 0
+    for _, d in g.graph.nodes(data=True):
+        if d["type"] == OP:
+            total += 1
+        elif d["type"] == PIPELINE:
+            total += d["spec"].n_ops
+        else:
+            k = d["slow"][0] if d["slow"] else 0
+            for count in (d["n"] - k, k):
+                if 0 < count <= settings.explicit_limit:
+                    total += count * _copy_draws(d, settings)
+                elif count:
+                    total += 1
+    return total
+
+
+def _copy_draws(d: dict[str, Any], settings: MonteCarloSettings) -> int:
+    """Random draws one copy of the group ``d`` takes (its body and its speed factor)."""
+    return _graph_draws(d["body"], settings) + (d["speed"] is not None)
+
+
+def _pool_draws(g: StepGraph, settings: MonteCarloSettings) -> int:
+    """Random draws that building every tail pool of ``g`` (once) takes."""
+    total = 0
+    for _, d in g.graph.nodes(data=True):
+        if d["type"] in (OP, PIPELINE):
+            continue
+        per_copy = _copy_draws(d, settings)
+        if _pooled(d, settings):
+            total += is_rows(settings.pool_size, per_copy) * per_copy
+        total += _pool_draws(d["body"], settings)
+    return total
+
+
+def estimated_draws(graph: StepGraph, samples: int, settings: MonteCarloSettings) -> int:
+    """Random draws (op latencies, speed factors, pool entries) ``samples`` steps take.
+
+    Pools are built once per regime state; this is the cost :func:`sample_step` checks
+    against ``settings.max_draws`` before drawing anything.
+    """
+    states = sum(1 for _ in graph.regime_states())
+    return samples * _graph_draws(graph, settings) + states * _pool_draws(graph, settings)
 
 
 def _multiplicities(graph: StepGraph, path: str = "", mult: int = 1) -> dict[str, int]:
@@ -237,11 +299,20 @@ class _Sampler:
                 inner.source = source
                 return inner.one_copy(d, source.size, rng, path)
 
+            def plain(m: int) -> np.ndarray:
+                inner.source = None
+                return inner.one_copy(d, m, rng, path)
+
             # resolve one copy's tail to 1e-3 / (copies in the whole step): p99.9 of the max
             target = max(1e-14, 1e-3 / (self.mult * d["n"]))
             inner.mult = self.mult * d["n"]
             self._pools[key] = build_tail_pool(
-                evaluate, self.settings.pool_size, rng, target=target
+                evaluate,
+                self.settings.pool_size,
+                rng,
+                dim=max(1, _copy_draws(d, self.settings)),
+                plain=plain,
+                target=target,
             )
             for k, info in inner.report.items():
                 self.report.setdefault(k, info)
@@ -398,6 +469,16 @@ def sample_step_report(
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable, got {type(progress).__name__}")
     graph.validate()
+    draws = estimated_draws(graph, samples, settings)
+    if draws > settings.max_draws:
+        per_sample = _graph_draws(graph, settings)
+        raise ValueError(
+            f"samples: Monte Carlo of this graph would take {draws:.3g} random draws "
+            f"({samples:,} samples x {per_sample:,} per step, plus replica pools), over the "
+            f"limit of {settings.max_draws:.3g} (MonteCarloSettings.max_draws, minutes of "
+            f"work); use at most {max(0, settings.max_draws - draws + samples * per_sample) // max(per_sample, 1):,} "
+            "samples, a smaller explicit_limit or pool_size, or raise max_draws"
+        )
     n_blocks = -(-samples // BLOCK)
     seeds = np.random.SeedSequence(settings.seed).spawn(n_blocks)
     sizes = [min(BLOCK, samples - i * BLOCK) for i in range(n_blocks)]
