@@ -1,7 +1,7 @@
 """The latency library of a trace: one fitted law per op signature, with its checks.
 
-A signature is (op name, stage, chunk) for single-rank ops and (op names, stages) for
-communication instances, whose sample is the instance's duration after its last member
+A signature is (op name, stage, model chunk) for single-rank ops and (op names, stages of
+the instance's process group) for communication instances, whose sample is the instance's duration after its last member
 arrived (the transfer; the wait for slower peers is what the graph reproduces). Before the
 samples of successive steps are pooled, the per-step means are tested for autocorrelation
 (Ljung-Box); a small p-value is reported, not hidden.
@@ -116,7 +116,9 @@ def fit_signatures(
     for u, members in enumerate(structure.units):
         if len(members) == 1:
             i = members[0]
-            key = ("op", str(structure.names[i]), int(structure.stage[i]))
+            chunk = -1 if structure.chunk is None else int(structure.chunk[i])
+            stage = f"{int(structure.stage[i])}" + (f" chunk {chunk}" if chunk >= 0 else "")
+            key = ("op", str(structure.names[i]), stage)
         else:
             key = structure.unit_signature(u)
             key = ("comm", "+".join(key[1]), ",".join(map(str, key[2])))

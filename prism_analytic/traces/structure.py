@@ -54,6 +54,8 @@ class StepStructure:
         (steps, rank ops) measured times relative to the step's first start.
     diagnostics : dict
         Counts of what the recovery merged, matched or could not use.
+    chunk : numpy.ndarray or None
+        Model chunk (virtual stage) of each rank op, -1 when unknown.
     """
 
     keys: list
@@ -69,6 +71,7 @@ class StepStructure:
     start: np.ndarray
     end: np.ndarray
     diagnostics: dict = field(default_factory=dict)
+    chunk: np.ndarray | None = None
 
     @property
     def n_units(self) -> int:
@@ -162,6 +165,7 @@ def recover_structure(table: EventTable) -> StepStructure:
     )
     start, end = start[:, keep_idx], end[:, keep_idx]
     sub = dict(ranks=ranks[keep_idx], dp=dp[keep_idx], stage=stage[keep_idx], mb=mb[keep_idx])
+    chunk = info["chunk"].to_numpy()[keep_idx]
     pred = _rank_predecessors(sub["ranks"], start, end)
     groups = _p2p_groups(keys_all, names, dp, stage, bundle_of, remap, diag)
     groups += _collective_groups(keys, sub, start, end, pred, diag)
@@ -180,6 +184,7 @@ def recover_structure(table: EventTable) -> StepStructure:
         start=start,
         end=end,
         diagnostics=diag,
+        chunk=chunk,
     )
 
 
