@@ -7,7 +7,6 @@ import copy
 import numpy as np
 import pytest
 from _traces_synth import make_trace
-from scipy import stats
 
 from prism_analytic.traces import (
     EventTable,
@@ -74,6 +73,15 @@ def test_prediction_matches_held_out_steps(synth):
     assert abs(m["mean_rel_err"]) < 0.01
     assert 0.6 < m["std_ratio"] < 1.6
     assert m["ks_shape_pvalue"] > 0.01
+
+
+def test_fitted_comm_sampling(synth):
+    table, _ = synth
+    s = recover_structure(table)
+    model = fit_trace_model(s, np.arange(20), comm_sampling="fitted")
+    assert model.comm_ratio and model.sample(500, 0).std() > 0
+    with pytest.raises(ValueError, match="comm_sampling"):
+        fit_trace_model(s, np.arange(20), comm_sampling="both")
 
 
 def test_independent_draws_understate_the_spread(synth):
@@ -181,4 +189,3 @@ def test_bad_arguments(synth):
     small = EventTable(table.frame[table.frame["step"] < 6], "small")
     with pytest.raises(ValueError, match="need at least 8"):
         predict_trace(small)
-    assert stats.kstest  # scipy available for the comparisons

@@ -74,7 +74,8 @@ class TraceModel:
     comm_typical : numpy.ndarray
         Their typical durations.
     comm_ratio : dict
-        Signature -> :class:`LatencyFit` of duration / typical duration.
+        Signature -> :class:`LatencyFit` of duration / typical duration (only fitted with
+        ``comm_sampling="fitted"``).
     comm_signature : list
         Signature of each communication unit.
     gaps : numpy.ndarray
@@ -188,7 +189,9 @@ class TraceModel:
         return np.flatnonzero(np.isin(self.op_units, self.mb_units))
 
 
-def fit_trace_model(structure: StepStructure, fit_rows, *, rng=0) -> TraceModel:
+def fit_trace_model(
+    structure: StepStructure, fit_rows, *, rng=0, comm_sampling: str = "joint"
+) -> TraceModel:
     """Fit the step model on the steps ``fit_rows`` of a recovered structure.
 
     Parameters
@@ -199,11 +202,16 @@ def fit_trace_model(structure: StepStructure, fit_rows, *, rng=0) -> TraceModel:
         Row indices of the fit steps (at least 8).
     rng : int
         Seed for the bootstrap intervals of the fits.
+    comm_sampling : {"joint", "fitted"}
+        Communication durations resampled jointly with the step's gaps (default), or drawn
+        per instance from laws fitted per signature (fitted only in that case).
 
     Returns
     -------
     TraceModel
     """
+    if comm_sampling not in ("joint", "fitted"):
+        raise ValueError(f"comm_sampling must be 'joint' or 'fitted', got {comm_sampling!r}")
     rows = np.asarray(fit_rows, dtype=int)
     if rows.size < 8:
         raise ValueError(f"fit_rows: need at least 8 fit steps, got {rows.size}")
@@ -254,9 +262,9 @@ def fit_trace_model(structure: StepStructure, fit_rows, *, rng=0) -> TraceModel:
         rank_level = a[:, None] + shrink * dev
         info.update(_factor_info(a, b, e, var_a, var_b, var_e, var_dev, mb_group))
         if a.size >= 8 and np.ptp(a) > 0:
-            step_fit = fit_latency(a - a.mean(), families=_LOG_FAMILIES)
+            step_fit = fit_latency(a - a.mean(), families=_LOG_FAMILIES, rng=rng)
         if var_b > 0 and info["microbatch_factor"]["significant"]:
-            mb_fit = fit_latency(b.ravel(), families=_LOG_FAMILIES)
+            mb_fit = fit_latency(b.ravel(), families=_LOG_FAMILIES, rng=rng)
             b_shrink = float(np.sqrt(var_b / max(b.var(), 1e-300)))
             resid[:, mb_cols] = e
         else:
@@ -265,15 +273,15 @@ def fit_trace_model(structure: StepStructure, fit_rows, *, rng=0) -> TraceModel:
     for name in sorted(set(names)):
         cols = np.flatnonzero(names == name)
         x = resid[:, cols].ravel()
-        residual[name] = fit_latency(x - np.median(x), families=_LOG_FAMILIES)
+        residual[name] = fit_latency(x - np.median(x), families=_LOG_FAMILIES, rng=rng)
         log_base[cols] += np.median(x)
     comm_typical = np.median(dur[:, comm_units], axis=0) if comm_units.size else np.zeros(0)
     comm_sig = [s.unit_signature(u) for u in comm_units]
     comm_ratio = {}
-    for sig in sorted(set(comm_sig), key=str):
+    for sig in sorted(set(comm_sig), key=str) if comm_sampling == "fitted" else ():
         cols = [j for j, g in enumerate(comm_sig) if g == sig]
         typ = np.maximum(comm_typical[cols], 1e-12)
-        comm_ratio[sig] = fit_latency((dur[:, comm_units[cols]] / typ).ravel())
+        comm_ratio[sig] = fit_latency((dur[:, comm_units[cols]] / typ).ravel(), rng=rng)
     return TraceModel(
         structure=s,
         fit_rows=rows,
@@ -296,6 +304,7 @@ def fit_trace_model(structure: StepStructure, fit_rows, *, rng=0) -> TraceModel:
         gaps=gap,
         hidden=hidden,
         comm_durations=dur[:, comm_units],
+        comm_sampling=comm_sampling,
         info=info,
     )
 
