@@ -126,3 +126,38 @@ def test_long_pipelines_are_extrapolated_at_flat_cost():
     se = x.std() / np.sqrt(x.size)
     assert abs(mean - x.mean()) < 4 * se + 0.3 * x.std()
     assert std == pytest.approx(x.std(), rel=0.25)
+
+
+def test_shared_factors_round_trip_and_sample_their_semantics():
+    w, s = pa.lognormal(1.0, 0.1), pa.gamma(1.0, 0.05)
+    g = pipeline_step_graph(3, 6, lat, compact=True, microbatch_factor=w, stage_factor=s)
+    back = pa.StepGraph.from_json(g.to_json())
+    assert back.to_dict() == g.to_dict()
+    spec = back.node("pipeline")["spec"]
+    assert spec.microbatch_factor is not None and spec.stage_factor is not None
+    with pytest.raises(GraphError, match="compact"):
+        pipeline_step_graph(3, 6, lat, microbatch_factor=w)
+    with pytest.raises(GraphError, match="positive factor"):
+        pipeline_step_graph(3, 6, lat, compact=True, stage_factor=pa.normal(1.0, 0.5))
+    # one stage, one microbatch: the makespan is (F + B) * W * S exactly
+    one = pipeline_step_graph(1, 1, lat, compact=True, microbatch_factor=w, stage_factor=s)
+    x = sample_step(one, 100_000, settings=pa.MonteCarloSettings(seed=3))
+    rng = np.random.default_rng(4)
+    ref = (
+        (lat("F", 0, 0, 0)._sample(100_000, rng) + lat("B", 0, 0, 0)._sample(100_000, rng))
+        * w._sample(100_000, rng)
+        * s._sample(100_000, rng)
+    )
+    assert stats.ks_2samp(x, ref).pvalue > 1e-3
+    r = pa.predict(one)  # moments of the canonical form are exact for a chain
+    assert r.mean() == pytest.approx(ref.mean(), rel=5e-3)
+    assert r.std() == pytest.approx(ref.std(), rel=0.03)
+
+
+def test_stage_factor_loadings_grow_linearly_when_extrapolated():
+    laws = {law_key(ph, s): lat(ph, s, 0, 0) for ph in "FB" for s in range(2)}
+    spec = PipelineSpec(2, 64, laws, stage_factor=pa.lognormal(1.0, 0.05))
+    direct = pipeline_makespan(spec, cap=10**9)
+    extrap = pipeline_makespan(spec, cap=4 * 16)
+    assert extrap[0] == pytest.approx(direct[0], rel=1e-3)
+    assert extrap[1] == pytest.approx(direct[1], rel=0.05)

@@ -115,7 +115,11 @@ def _pipeline_cached(key: tuple, spec: Any, method: str, window: int | None) -> 
 def _spec_key(spec: Any) -> tuple:
     """A hashable identity of a pipeline spec by its sizes and its laws' moments."""
     laws = tuple(sorted(spec.moments.items()))
-    return (spec.stages, spec.microbatches, spec.schedule, spec.vpp, laws)
+    factors = tuple(
+        None if f is None else (float(f.mean()), float(f.std()))
+        for f in (spec.microbatch_factor, spec.stage_factor)
+    )
+    return (spec.stages, spec.microbatches, spec.schedule, spec.vpp, laws, factors)
 
 
 def _dist_key(dist: Distribution) -> Any:
@@ -177,7 +181,8 @@ class _Evaluator:
     ) -> GridDistribution:
         """A compact pipeline's makespan: canonical form, truncated and extrapolated if long."""
         spec = d["spec"]
-        if spec.stages == 1 or spec.microbatches == 1:
+        plain = spec.microbatch_factor is None and spec.stage_factor is None
+        if plain and (spec.stages == 1 or spec.microbatches == 1):
             # one stage, or one microbatch: the schedule is a chain, evaluated exactly
             return self.graph(spec.explicit(name), where)
         mean, std, info = _pipeline_cached(_spec_key(spec), spec, self.core_method, self.window)

@@ -630,6 +630,7 @@ class _Engine:
         acc = slot[sinks[0]]
         for k in sinks[1:]:
             acc = self.maxes(np.array([acc]), np.array([slot[k]]))[0]
+        self.sink_loadings = self.fa[acc].copy()  # the makespan's loadings on shared factors
         return self.mu[acc], self.C[acc, acc], self.n_max
 
 

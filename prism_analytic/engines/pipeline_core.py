@@ -77,19 +77,48 @@ def _law_moments(spec: Any, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return mom[:, 0], mom[:, 1]
 
 
-def _direct(spec: Any, method: str, window: int | None) -> tuple[float, float]:
-    """(mean, variance) of the canonical-form makespan of ``spec`` as it stands."""
+def _factor_model(spec: Any, st: dict[str, Any]) -> tuple[np.ndarray, ...]:
+    """Per-op mean, private sd and loadings on the shared factors (microbatches, then stages).
+
+    An op is ``X * W_k * S_s`` (``X`` its own law, ``W_k`` its microbatch's factor, ``S_s`` its
+    stage's). Means and variances are exact; the loadings reproduce every covariance between
+    two ops exactly except the second-order ``Var W Var S`` of two ops sharing both factors.
+    """
+    mx, sx = _law_moments(spec, st["keys"])
+    w, sf = spec.microbatch_factor, spec.stage_factor
+    ew, sw = (1.0, 0.0) if w is None else (float(w.mean()), float(w.std()))
+    es, ss = (1.0, 0.0) if sf is None else (float(sf.mean()), float(sf.std()))
+    mean = mx * ew * es
+    var = (sx**2 + mx**2) * (sw**2 + ew**2) * (ss**2 + es**2) - mean**2
+    a_w = mx * es * sw
+    a_s = mx * ew * ss
+    priv = np.sqrt(np.maximum(var - a_w**2 - a_s**2, 0.0))
+    n, m, p = mx.size, spec.microbatches, spec.stages
+    cols = (m if w is not None else 0) + (p if sf is not None else 0)
+    lmat = np.zeros((n, cols))
+    rows = np.arange(n)
+    order = st["order"]
+    if w is not None:
+        lmat[rows, [o[2] for o in order]] = a_w
+    if sf is not None:
+        off = m if w is not None else 0
+        lmat[rows, [off + o[1] for o in order]] = a_s
+    return mean, priv, lmat
+
+
+def _direct(spec: Any, method: str, window: int | None) -> tuple[float, float, np.ndarray]:
+    """(mean, variance, loadings on the stage factors) of the canonical-form makespan."""
     st = _structure(spec.stages, spec.microbatches, spec.schedule, spec.vpp)
-    m_arr, s_arr = _law_moments(spec, st["keys"])
+    m_arr, s_arr, lmat = _factor_model(spec, st)
+    n_stage = spec.stages if spec.stage_factor is not None else 0
     if method == "independent":
-        mu, var, _ = _propagate_independent(
-            st["gens"], st["preds"], m_arr, s_arr, np.zeros((m_arr.size, 0))
-        )
-        return float(mu), float(var)
+        mu, var, _ = _propagate_independent(st["gens"], st["preds"], m_arr, s_arr, lmat)
+        return float(mu), float(var), np.zeros(n_stage)
     w = None if method == "clark" else (st["window"] if window is None else window)
-    eng = _Engine(0, w)
-    mu, var, _ = eng.run(st["gens"], st["preds"], m_arr, s_arr, np.zeros((m_arr.size, 0)))
-    return float(mu), float(var)
+    eng = _Engine(lmat.shape[1], w)
+    mu, var, _ = eng.run(st["gens"], st["preds"], m_arr, s_arr, lmat)
+    stage_part = eng.sink_loadings[lmat.shape[1] - n_stage :] if n_stage else np.zeros(0)
+    return float(mu), float(var), stage_part
 
 
 def truncation(spec: Any, cap: int = OPS_CAP) -> tuple[int, int] | None:
@@ -128,16 +157,21 @@ def pipeline_makespan(
     """
     cut = truncation(spec, cap)
     if cut is None:
-        mu, var = _direct(spec, method, window)
+        mu, var, _ = _direct(spec, method, window)
         info = {"ops": spec.n_ops, "evaluated_microbatches": [spec.microbatches]}
         return mu, math.sqrt(max(var, 0.0)), info
     m1, m2 = cut
     res = [_direct(spec.with_microbatches(m), method, window) for m in (m1, m2)]
     blocks = (spec.microbatches - m2) / (m2 - m1)
     d_mean = res[1][0] - res[0][0]
-    d_var = res[1][1] - res[0][1]
+    # Persistent stage factors scale the whole schedule: their loadings grow linearly with the
+    # microbatches (variance quadratically); everything else adds variance block by block.
+    a1, a2 = res[0][2], res[1][2]
+    a = a2 + blocks * (a2 - a1)
+    rest1, rest2 = res[0][1] - a1 @ a1, res[1][1] - a2 @ a2
+    d_var = rest2 - rest1
     mu = res[1][0] + blocks * d_mean
-    var = max(res[1][1] + blocks * max(d_var, 0.0), 0.0)
+    var = max(rest2 + blocks * max(d_var, 0.0), 0.0) + float(a @ a)
     info = {
         "ops": spec.n_ops,
         "evaluated_microbatches": [m1, m2],

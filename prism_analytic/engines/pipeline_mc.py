@@ -47,11 +47,16 @@ def sample_pipeline(
     members = [np.flatnonzero(arr["law_index"] == j) for j in range(len(laws))]
     preds = arr["preds"]
     out = np.empty(size)
-    if draw is not None:  # one column per op, in a fixed order
+    mb, st = arr["microbatch"], arr["stage"]
+    wf, sf = spec.microbatch_factor, spec.stage_factor
+    if draw is not None:  # one column per random input, in a fixed order
+        w = None if wf is None else np.stack([draw(wf, size) for _ in range(spec.microbatches)])
+        s = None if sf is None else np.stack([draw(sf, size) for _ in range(spec.stages)])
         fin = np.zeros((n + 1, size))
         for gen in arr["gens"]:
             for i in gen:
                 fin[i] = draw(laws[arr["law_index"][i]], size)
+            _scale(fin, gen, mb, st, w, s)
             fin[gen] += np.maximum(fin[preds[gen, 0]], fin[preds[gen, 1]])
         return fin[:n].max(axis=0)
     step = max(1, MAX_CELLS // n)
@@ -62,7 +67,25 @@ def sample_pipeline(
         for j, idx in enumerate(members):
             if idx.size:
                 fin[idx] = laws[j]._sample(idx.size * sub, rng).reshape(idx.size, sub)
+        w = None if wf is None else wf._sample(spec.microbatches * sub, rng).reshape(-1, sub)
+        s = None if sf is None else sf._sample(spec.stages * sub, rng).reshape(-1, sub)
+        _scale(fin, np.arange(n), mb, st, w, s)
         for gen in arr["gens"]:
             fin[gen] += np.maximum(fin[preds[gen, 0]], fin[preds[gen, 1]])
         out[start : start + sub] = fin[:n].max(axis=0)
     return out
+
+
+def _scale(
+    fin: np.ndarray,
+    ops: np.ndarray,
+    mb: np.ndarray,
+    st: np.ndarray,
+    w: np.ndarray | None,
+    s: np.ndarray | None,
+) -> None:
+    """Multiply the durations of ``ops`` by their microbatch's and stage's factor draws."""
+    if w is not None:
+        fin[ops] *= w[mb[ops]]
+    if s is not None:
+        fin[ops] *= s[st[ops]]

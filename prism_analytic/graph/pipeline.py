@@ -49,6 +49,14 @@ class PipelineSpec:
     schedule : {"gpipe", "1f1b", "interleaved"}
     vpp : int
         Model chunks per stage (interleaved only).
+    microbatch_factor : Distribution, optional
+        Shared work factor of one microbatch: every op of microbatch ``k`` (all stages, both
+        phases) is multiplied by the same draw ``W_k``; independent across microbatches
+        (data-dependent work such as variable sequence lengths; a two-point mixture gives rare
+        heavy microbatches).
+    stage_factor : Distribution, optional
+        Persistent speed factor of one stage: every op of stage ``s`` is multiplied by the same
+        draw ``S_s`` for the whole step; independent across stages (a slow GPU in a stage).
     """
 
     stages: int
@@ -56,6 +64,8 @@ class PipelineSpec:
     laws: Mapping[str, Distribution]
     schedule: str = "1f1b"
     vpp: int = 1
+    microbatch_factor: Distribution | None = None
+    stage_factor: Distribution | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -73,6 +83,27 @@ class PipelineSpec:
         for k, law in self.laws.items():
             if not isinstance(law, Distribution):
                 raise GraphError(f"pipeline laws[{k!r}] must be a Distribution, got {law!r}")
+        for name in ("microbatch_factor", "stage_factor"):
+            f = getattr(self, name)
+            if f is None:
+                continue
+            if not isinstance(f, Distribution):
+                raise GraphError(f"pipeline {name} must be a Distribution or None, got {f!r}")
+            if f.support[0] < 0 or f.cdf(0.0) > 0:
+                raise GraphError(f"pipeline {name} must be a positive factor; support {f.support}")
+
+    def _replace(self, **changes: Any) -> PipelineSpec:
+        fields = {
+            "stages": self.stages,
+            "microbatches": self.microbatches,
+            "laws": self.laws,
+            "schedule": self.schedule,
+            "vpp": self.vpp,
+            "microbatch_factor": self.microbatch_factor,
+            "stage_factor": self.stage_factor,
+        }
+        fields.update(changes)
+        return PipelineSpec(**fields)
 
     # ----- views --------------------------------------------------------------------------
     def keys(self) -> list[str]:
@@ -100,7 +131,7 @@ class PipelineSpec:
 
     def with_microbatches(self, m: int) -> PipelineSpec:
         """The same pipeline with ``m`` microbatches (sharing the laws' cached moments)."""
-        out = PipelineSpec(self.stages, m, self.laws, self.schedule, self.vpp)
+        out = self._replace(microbatches=m)
         if "moments" in self.__dict__:
             out.__dict__["moments"] = self.moments
         return out
@@ -112,13 +143,7 @@ class PipelineSpec:
 
     def mapped(self, fn: Callable[[str, Distribution], Distribution]) -> PipelineSpec:
         """A copy whose law at each key is ``fn(key, law)``."""
-        return PipelineSpec(
-            self.stages,
-            self.microbatches,
-            {k: fn(k, law) for k, law in self.laws.items()},
-            self.schedule,
-            self.vpp,
-        )
+        return self._replace(laws={k: fn(k, law) for k, law in self.laws.items()})
 
     def dag(self) -> nx.DiGraph:
         """The explicit op DAG (:func:`~prism_analytic.schedules.pipeline_dag`)."""
@@ -126,6 +151,11 @@ class PipelineSpec:
 
     def explicit(self, name: str = "pipeline") -> StepGraph:
         """The same pipeline with a node per op (for the bounds engine and for tests)."""
+        if self.microbatch_factor is not None or self.stage_factor is not None:
+            raise GraphError(
+                "a pipeline with shared microbatch or stage factors has no explicit op-by-op "
+                "form (its ops are not independent); use the compact node"
+            )
         return pipeline_step_graph(
             self.stages,
             self.microbatches,
@@ -155,6 +185,8 @@ class PipelineSpec:
         bounds = np.cumsum([0, *sizes])
         return {
             "law_keys": keys,
+            "stage": np.array([n[1] for n in order], dtype=np.intp),
+            "microbatch": np.array([n[2] for n in order], dtype=np.intp),
             "law_index": law_index,
             "preds": preds,
             "gens": [np.arange(a, b) for a, b in zip(bounds[:-1], bounds[1:])],
@@ -171,6 +203,10 @@ class PipelineSpec:
             "schedule": self.schedule,
             "vpp": self.vpp,
             "laws": {k: to_spec(v) for k, v in self.laws.items()},
+            "microbatch_factor": None
+            if self.microbatch_factor is None
+            else to_spec(self.microbatch_factor),
+            "stage_factor": None if self.stage_factor is None else to_spec(self.stage_factor),
         }
 
     @classmethod
@@ -186,12 +222,17 @@ class PipelineSpec:
         laws = data["laws"]
         if not isinstance(laws, Mapping):
             raise GraphError(f"{where}.laws must be an object, got {laws!r}")
+        factors = {
+            name: from_spec(data[name], f"{where}.{name}") if data.get(name) else None
+            for name in ("microbatch_factor", "stage_factor")
+        }
         return cls(
             data["stages"],
             data["microbatches"],
             {k: from_spec(v, f"{where}.laws[{k!r}]") for k, v in laws.items()},
             data.get("schedule", "1f1b"),
             data.get("vpp", 1),
+            **factors,
         )
 
 
@@ -204,6 +245,8 @@ def pipeline_step_graph(
     vpp: int = 1,
     name: str = "pipeline",
     compact: bool = False,
+    microbatch_factor: Distribution | None = None,
+    stage_factor: Distribution | None = None,
 ) -> StepGraph:
     """A :class:`StepGraph` for a pipeline schedule (see :func:`~prism_analytic.schedules.pipeline_dag`).
 
@@ -220,6 +263,8 @@ def pipeline_step_graph(
         One :class:`PipelineSpec` node named ``"pipeline"`` instead of a node per op. The laws
         are taken from microbatch 0 (``latency`` must not depend on the microbatch); every
         engine's cost is then independent of the microbatch count.
+    microbatch_factor, stage_factor : Distribution, optional
+        Shared factors (see :class:`PipelineSpec`); they need ``compact=True``.
     """
     if compact:
         laws = {
@@ -229,8 +274,13 @@ def pipeline_step_graph(
             for c in range(vpp)
         }
         g = StepGraph(name)
-        g.add_pipeline("pipeline", PipelineSpec(stages, microbatches, laws, schedule, vpp))
+        spec = PipelineSpec(
+            stages, microbatches, laws, schedule, vpp, microbatch_factor, stage_factor
+        )
+        g.add_pipeline("pipeline", spec)
         return g
+    if microbatch_factor is not None or stage_factor is not None:
+        raise GraphError("shared microbatch or stage factors need compact=True")
     dag = pipeline_dag(stages, microbatches, schedule, vpp)
     g = StepGraph(name)
     for node in nx.topological_sort(dag):
