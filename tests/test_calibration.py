@@ -217,3 +217,25 @@ def test_precisions_run_at_their_peaks():
     assert gemm["fp8"] == gemm["mxfp8"] < gemm["bf16"] and gemm["nvfp4"] < gemm["fp8"]
     with pytest.raises(ConfigError, match="peak_flops.fp4"):
         merge_config(preset_job("llama3-8b", 8), {"training": {"precision": "nvfp4"}})
+
+
+def test_cli_end_to_end_overlay_reproduces_the_median(tmp_path, capsys):
+    from prism_analytic.calibration import predicted_law
+    from prism_analytic.cli import main
+
+    job = preset_job("llama3-8b", 8)
+    target = 1.1 * predicted_law(job).p50_s
+    rng = np.random.default_rng(5)
+    t = target * rng.lognormal(0, 0.003, 120)
+    log = _write(tmp_path, "steps.csv", "step_time_s\n" + "\n".join(map(str, t)))
+    out = tmp_path / "fit.toml"
+    argv = ["calibrate", "--preset", "llama3-8b", "--gpus", "8", "--steps", str(log)]
+    assert main([*argv, "--out", str(out), "--bootstrap", "200", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["parameters"][0]["key"] == "hardware.efficiency.gemm"
+    assert (
+        main(["predict", "--preset", "llama3-8b", "--gpus", "8", "--config", str(out), "--json"])
+        == 0
+    )
+    pred = json.loads(capsys.readouterr().out)
+    assert pred["p50_s"] == pytest.approx(np.median(t[2:]), rel=1e-3)
