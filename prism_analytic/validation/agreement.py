@@ -21,8 +21,8 @@ the guaranteed bounds, and reports
   intervals of its quantiles).
 
 Targets (the verdict column): non-reconvergent scenarios need KS <= 0.005, |p99 error| <= 0.1%
-and ``in_bounds``; reconvergent ones need KS <= 0.05, |p50|, |p99| errors <= 0.2%, |spread
-error| <= 5%, and a smaller KS and |spread error| than both baselines. A miss whose size is within
+and ``in_bounds``; reconvergent ones need KS <= 0.03, |p50| error <= 0.2%, |p99| error <= 0.3%,
+|spread error| <= 3% (issue #8), and a smaller KS and |spread error| than both baselines. A miss whose size is within
 Monte Carlo's own interval of the target is marked ``~noise``.
 
 Usage::
@@ -78,7 +78,8 @@ DEFAULT_SEED = 12345
 
 TARGETS: dict[str, dict[str, float]] = {
     "exact": {"ks": 0.005, "p99": 1e-3},
-    "reconvergent": {"ks": 0.05, "p50": 2e-3, "p99": 2e-3, "spread": 0.05},
+    # issue #8: KS <= 0.03, spread <= 3%, p99 (of the max over 512 replicas) within 0.3%
+    "reconvergent": {"ks": 0.03, "p50": 2e-3, "p99": 3e-3, "spread": 0.03},
 }
 
 
@@ -184,9 +185,13 @@ def evaluate(
     row: dict[str, Any] = {"name": name, "description": scn.description, **_metrics(analytic, view)}
     row["in_bounds"] = None
     if bounds:
-        b = pa.predict(graph, "bounds")
-        row.update(_bounds_check(b, mc))
-        row["bounds_s"] = b.compute_time_s
+        try:
+            b = pa.predict(graph, "bounds")
+        except pa.GraphError as exc:  # e.g. shared factors: no op-by-op form to bound
+            row["bounds_error"] = str(exc)
+        else:
+            row.update(_bounds_check(b, mc))
+            row["bounds_s"] = b.compute_time_s
     hw = {q: _mc_half_width(mc, q) for q in (0.5, 0.99, 0.999)}
     row.update(
         analytic_s=analytic.compute_time_s,

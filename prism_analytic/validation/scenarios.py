@@ -231,3 +231,101 @@ def pipe_4x8_x512() -> StepGraph:
     g = StepGraph("pipe_4x8_x512")
     g.add_replica_group("replicas", pipeline(4, 8), 512)
     return g
+
+
+# ----- issue #8: deeper lattices and shared factors (compact pipeline nodes) -----------------
+def compact_pipeline(
+    stages: int,
+    microbatches: int,
+    schedule: str = "1f1b",
+    vpp: int = 1,
+    **factors: pa.Distribution,
+) -> StepGraph:
+    """A compact pipeline node (F 1, B 2 per chunk, CV 5%), optionally with shared factors."""
+    return pipeline_step_graph(
+        stages,
+        microbatches,
+        _pipeline_latency(vpp),
+        schedule=schedule,
+        vpp=vpp,
+        name=f"{schedule} {stages}x{microbatches}",
+        compact=True,
+        **factors,
+    )
+
+
+#: Per-microbatch factor CV giving a within-microbatch correlation of about 0.5, 0.9 and 0.99
+#: between ops with CV 5% (r = c^2 / (c^2 + 0.05^2 (1 + c^2))).
+MICROBATCH_CV = {"r50": 0.05, "r90": 0.15, "r99": 0.5}
+
+
+def _register_factor_scenarios() -> None:
+    for tag, cv in MICROBATCH_CV.items():
+        for p, m in ((4, 8), (8, 32)):
+
+            def build(p: int = p, m: int = m, cv: float = cv) -> StepGraph:
+                return compact_pipeline(p, m, microbatch_factor=pa.lognormal(1.0, cv))
+
+            scenario(
+                f"pipe_mbf_{tag}_{p}x{m}",
+                f"1F1B {p}x{m}, per-microbatch work factor lognormal(1, {cv}) on every op "
+                f"of a microbatch (within-microbatch correlation ~0.{tag[1:]})",
+            )(build)
+
+
+_register_factor_scenarios()
+
+
+@scenario("pipe_stage_speed_8x32", "1F1B 8x32, persistent per-stage speed lognormal(1, 0.05)")
+def pipe_stage_speed_8x32() -> StepGraph:
+    return compact_pipeline(8, 32, stage_factor=pa.lognormal(1.0, 0.05))
+
+
+@scenario(
+    "pipe_straggler_8x32",
+    "1F1B 8x32, a microbatch is 3x slow (all its ops) with probability 1% (rare heavy events)",
+)
+def pipe_straggler_8x32() -> StepGraph:
+    heavy = pa.mixture([pa.uniform(1.0, 1.0 + 1e-6), pa.uniform(3.0, 3.0 + 1e-6)], [0.99, 0.01])
+    return compact_pipeline(8, 32, microbatch_factor=heavy)
+
+
+@scenario(
+    "pipe_regime_8x32_x512",
+    "512 replicas of 1F1B 8x32; a per-step regime slows every pipeline op 1.1x (p = 0.05), "
+    "standing for congested per-layer communication folded into the ops",
+)
+def pipe_regime_8x32_x512() -> StepGraph:
+    g = StepGraph("pipe_regime_8x32_x512")
+    g.add_replica_group("replicas", compact_pipeline(8, 32), 512)
+    g.add_regime(
+        "net",
+        {"calm": 0.95, "congested": 0.05},
+        {"calm": 1.0, "congested": 1.1},
+        applies_to="pipeline",
+    )
+    return g
+
+
+@scenario("pipe_mbf_r90_8x32_x512", "512 replicas of 1F1B 8x32 with per-microbatch factors r 0.9")
+def pipe_mbf_r90_8x32_x512() -> StepGraph:
+    g = StepGraph("pipe_mbf_r90_8x32_x512")
+    body = compact_pipeline(8, 32, microbatch_factor=pa.lognormal(1.0, MICROBATCH_CV["r90"]))
+    g.add_replica_group("replicas", body, 512)
+    return g
+
+
+for _p, _m, _sched, _v in (
+    (32, 64, "1f1b", 1),
+    (16, 64, "interleaved", 2),
+    (32, 64, "interleaved", 2),
+):
+
+    def _build(p: int = _p, m: int = _m, sched: str = _sched, v: int = _v) -> StepGraph:
+        return compact_pipeline(p, m, sched, v)
+
+    scenario(
+        f"pipe_{_sched}_{_p}x{_m}",
+        f"{'1F1B' if _sched == '1f1b' else 'interleaved 1F1B, vpp 2,'} {_p} stages x {_m} "
+        "microbatches (compact node)",
+    )(_build)
