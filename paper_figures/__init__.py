@@ -1,1 +1,1 @@
-"""One script per PRISM figure; `prism figures` regenerates them (see the roadmap)."""
+"""One script per PRISM figure; `prism figures` regenerates them all (prism_analytic/figures)."""

@@ -96,15 +96,17 @@ class CrossDCResult:
 
         ax = ax or plt.gca()
         for j, jit in enumerate(self.jitters):
-            deg = [100 * self.degradation(j, b) for b in range(len(self.bandwidths_tbps))]
+            deg = [
+                max(100 * self.degradation(j, b), 0.01) for b in range(len(self.bandwidths_tbps))
+            ]
             (line,) = ax.semilogx(self.bandwidths_tbps, deg, "o-", label=f"jitter sigma {jit:g}")
             thr = self.threshold_tbps[j]
             if thr is not None:
                 ax.axvline(thr, color=line.get_color(), ls=":", lw=1)
         ax.axhline(100 * self.tolerance, color="k", ls="--", lw=1, label=f"{self.tolerance:.0%}")
         ax.set_xlabel("inter-datacenter bandwidth (Tb/s, aggregate)")
-        ax.set_ylabel("p95 step time vs one datacenter (%)")
-        ax.set_yscale("symlog", linthresh=10)
+        ax.set_ylabel("p95 increase over one datacenter (%, log)")
+        ax.set_yscale("log")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
         return ax

@@ -133,7 +133,12 @@ class SensitivityResult:
         ax = ax or plt.gca()
         cl = sorted(self.classes, key=lambda c: c.d_p95_d_var)
         y = np.arange(len(cl))
-        ax.barh(y + 0.2, [c.d_p95_d_var * 1e3 for c in cl], 0.4, label="variability x2")
+        ax.barh(
+            y + 0.2,
+            [c.d_p95_d_var * 1e3 for c in cl],
+            0.4,
+            label="d p95 / d variability (per +100%, linearised)",
+        )
         ax.barh(
             y - 0.2,
             [c.p95_drop_without_variability_s * 1e3 for c in cl],

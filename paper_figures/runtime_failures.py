@@ -1,0 +1,19 @@
+"""Run time with failures, checkpoints and fail-slow episodes.
+
+Usage: ``python paper_figures/runtime_failures.py [OUT_DIR]`` (default ``paper_figures/out``); the figure
+maker lives in :mod:`prism_analytic.figures` (``prism figures --only runtime_failures`` does the same).
+"""
+
+import json
+import sys
+
+from prism_analytic.figures import maker
+
+
+def main() -> None:
+    out = sys.argv[1] if len(sys.argv) > 1 else "paper_figures/out"
+    print(json.dumps(maker("runtime_failures")(out), indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
