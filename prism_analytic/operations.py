@@ -74,12 +74,18 @@ def _check_dists(dists: Sequence[object], name: str = "dists") -> list[Distribut
 
 
 def _scale(d: Distribution) -> tuple[float, float]:
-    """(mean, spread) of an operand; the spread falls back to the IQR for infinite variance."""
+    """(mean, spread) of an operand; the spread falls back to the IQR for heavy tails.
+
+    Heavy means an infinite variance, or a standard deviation above 10 interquartile ranges
+    (lognormal sigma >= 2): the standard deviation then measures the far tail, and a lattice
+    sized by it would put the whole bulk into one cell.
+    """
     mean, std = d.mean(), d.std()
-    if not (math.isfinite(mean) and math.isfinite(std)):
-        q1, q3 = d.quantile([0.25, 0.75])
+    q1, q3 = (float(v) for v in d.quantile([0.25, 0.75]))
+    iqr = q3 - q1
+    if not (math.isfinite(mean) and math.isfinite(std)) or (iqr > 0 and std > 10 * iqr):
         mean = float(d.quantile(0.5)) if not math.isfinite(mean) else mean
-        std = float(q3 - q1) / 1.349
+        std = iqr / 1.349
     return mean, std
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -10,6 +11,9 @@ import numpy as np
 from .._checks import check_count, check_finite, check_probabilities, check_x
 
 __all__ = ["Distribution", "as_rng"]
+
+#: Most samples drawn by one ``sample`` call (8 GB of float64).
+MAX_SAMPLES = 10**9
 
 #: Relative slack put around quantiles that are computed exactly but in floating point, so the
 #: reported bracket contains the exact value despite rounding in scipy's special functions.
@@ -190,8 +194,10 @@ class Distribution(ABC):
     def sample(self, size: int | tuple[int, ...], rng: Any = None) -> np.ndarray:
         """Draw independent samples of shape ``size``; ``rng`` is a Generator or a seed."""
         shape = tuple(size) if isinstance(size, tuple | list) else (size,)
-        dims = [check_count(s, "size", minimum=0) for s in shape]
-        n = int(np.prod(dims))
+        dims = [check_count(s, "size", minimum=0, maximum=MAX_SAMPLES) for s in shape]
+        n = math.prod(dims)
+        if n > MAX_SAMPLES:  # 8 GB of float64: beyond it the request is a mistake
+            raise ValueError(f"size asks for {n} samples; at most {MAX_SAMPLES} at once")
         return self._sample(n, as_rng(rng)).reshape(dims)
 
     # ----- constants only: shift and scale (independence is never implied by operators) --

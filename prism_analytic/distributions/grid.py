@@ -503,8 +503,20 @@ def to_grid(dist: Distribution, h: float, policy: GridPolicy = DEFAULT_POLICY) -
 
 
 def to_grid_like(dist: Distribution, policy: GridPolicy = DEFAULT_POLICY) -> GridDistribution:
-    """A grid for ``dist`` with a spacing chosen from its own scale (for brackets of mixtures)."""
-    h = policy.rel_width * max(abs(dist.mean()), dist.std(), 1e-300)
+    """A grid for ``dist`` with a spacing chosen from its own scale (for brackets of mixtures).
+
+    The scale is max(|mean|, std), unless the law is heavy-tailed (infinite variance, or a
+    standard deviation above 10 interquartile ranges): then max(|median|, IQR), so that a
+    far tail does not put the whole bulk into one cell.
+    """
+    mean, std = dist.mean(), dist.std()
+    q1, med, q3 = (float(v) for v in dist.quantile([0.25, 0.5, 0.75]))
+    iqr = q3 - q1
+    if np.isfinite(mean) and np.isfinite(std) and (iqr <= 0 or std <= 10 * iqr):
+        scale = max(abs(mean), std)
+    else:
+        scale = max(abs(med), iqr)
+    h = policy.rel_width * max(scale, 1e-300)
     return to_grid(dist, h, policy)
 
 
