@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import pandas as pd
 import pytest
 from _traces_synth import make_trace
 
@@ -39,6 +40,23 @@ def test_structure_recovers_the_schedule(synth):
     assert s.diagnostics["collective groups"] == {"grads-reduce-scatter": "same stage"}
     gap, dur = unit_values(s)
     np.testing.assert_allclose(replay(s, gap, dur), table.measured_step_times(), rtol=1e-9)
+
+
+def test_noop_send_left_unpaired(synth):
+    """A recorded send with no receive (a no-op record) is counted, the others still pair."""
+    table, _ = synth
+    f = table.frame
+    last = f[(f["rank"] == 0) & (f["name"] == "forward-send")]
+    last = last[last["seq_id"] == last["seq_id"].max()].copy()
+    last["seq_id"] += 1
+    last["start_s"] += last["duration_s"] + 1e-4
+    last["duration_s"] = 0.0
+    noisy = EventTable(pd.concat([f, last], ignore_index=True), "with no-op sends")
+    s = recover_structure(noisy)
+    assert s.diagnostics["pipeline hand-offs"] == 32
+    assert s.diagnostics["pipeline send/recv without a peer (kept as single ops)"] == 1
+    gap, dur = unit_values(s)
+    np.testing.assert_allclose(replay(s, gap, dur), noisy.measured_step_times(), rtol=1e-9)
 
 
 def test_replay_is_monotone(synth):

@@ -5,9 +5,10 @@ The structure is learnt from the data, not from a schedule template:
 * **rank chains**: on each rank, an op waits for the op that ended last before it started
   (the mode over steps, so one odd step does not change the structure); ops recorded with the
   same start and duration on one rank (batched send/recv) are one op;
-* **pipeline hand-offs**: the j-th ``forward-send`` of stage s pairs with the j-th
-  ``forward-recv`` of stage s+1 (``backward-*`` the other way, modulo the stage count so that
-  interleaved schedules wrap), within one data-parallel rank;
+* **pipeline hand-offs**: a ``forward-send`` of stage s pairs with the ``forward-recv`` of
+  stage s+1 that ends at the same time (a rendezvous; ``backward-*`` the other way, modulo the
+  stage count so that interleaved schedules wrap), within one data-parallel rank; sends or
+  receives with no such partner (no-op records) stay single ops and are counted;
 * **collectives**: for each op name and sequence number, the coarsest of the candidate
   process groups (all ranks, same data-parallel rank, same stage) whose members *end together
   while starting apart* (end spread <= max(50 us, start spread / 4)) in at least 80% of steps.
@@ -163,11 +164,12 @@ def recover_structure(table: EventTable) -> StepStructure:
         ["+".join(sorted({str(names[j]) for j in members_of_bundle[int(i)]})) for i in keep_idx],
         dtype=object,
     )
+    start_all, end_all = start, end
     start, end = start[:, keep_idx], end[:, keep_idx]
     sub = dict(ranks=ranks[keep_idx], dp=dp[keep_idx], stage=stage[keep_idx], mb=mb[keep_idx])
     chunk = info["chunk"].to_numpy()[keep_idx]
     pred = _rank_predecessors(sub["ranks"], start, end)
-    groups = _p2p_groups(keys_all, names, dp, stage, bundle_of, remap, diag)
+    groups = _p2p_groups(keys_all, names, dp, stage, bundle_of, remap, start_all, end_all, diag)
     groups += _collective_groups(keys, sub, start, end, pred, diag)
     units, unit_of = _units(len(keys), groups, pred, diag, table.source)
     return StepStructure(
@@ -231,28 +233,61 @@ def _rank_predecessors(ranks, start, end):
     return pred
 
 
-def _p2p_groups(keys_all, names, dp, stage, bundle_of, remap, diag):
-    """Pair pipeline sends with receives: j-th send of stage s with j-th recv of its peer."""
+def _p2p_groups(keys_all, names, dp, stage, bundle_of, remap, start, end, diag):
+    """Pair pipeline sends with receives of the peer stage by their common end time.
+
+    A send and its receive are one rendezvous, so they end together (within
+    :func:`_p2p_tolerance`); pairing by time rather
+    than by count keeps the pairing right when a schedule records extra no-op sends or
+    receives (interleaved schedules do), which are then left unpaired and counted.
+    """
     pp = int(stage.max()) + 1 if len(stage) else 1
     directions = {"forward": 1, "backward": -1}
-    index = {(int(dp[i]), int(stage[i]), str(names[i]), k[2]): i for i, k in enumerate(keys_all)}
-    groups, unmatched = [], 0
-    for i, k in enumerate(keys_all):
-        name = str(names[i])
-        for word, delta in directions.items():
-            if name == f"{word}-send":
-                peer = index.get((int(dp[i]), (int(stage[i]) + delta) % pp, f"{word}-recv", k[2]))
-                if peer is None:
-                    unmatched += 1
+    med_end = np.nanmedian(end, axis=0)
+    groups, paired = [], set()
+    by = {}
+    for i in range(len(keys_all)):
+        by.setdefault((int(dp[i]), int(stage[i]), str(names[i])), []).append(i)
+    for word, delta in directions.items():
+        for (d, s_, name), sends in by.items():
+            if name != f"{word}-send":
+                continue
+            recvs = by.get((d, (s_ + delta) % pp, f"{word}-recv"), [])
+            sends = sorted(sends, key=lambda i: med_end[i])
+            recvs = sorted(recvs, key=lambda i: med_end[i])
+            tol = _p2p_tolerance(med_end[sends], med_end[recvs])
+            a = b = 0
+            while a < len(sends) and b < len(recvs):
+                i, j = sends[a], recvs[b]
+                gap = np.nanmedian(end[:, i] - end[:, j])
+                if abs(gap) <= tol:
+                    groups.append([remap[int(bundle_of[i])], remap[int(bundle_of[j])]])
+                    paired.update((i, j))
+                    a, b = a + 1, b + 1
+                elif gap < 0:
+                    a += 1
                 else:
-                    groups.append([remap[int(bundle_of[i])], remap[int(bundle_of[peer])]])
-    n_recv = sum(1 for n in names if str(n) in ("forward-recv", "backward-recv"))
-    unmatched += n_recv - len(groups)
+                    b += 1
+    p2p = [i for i, n in enumerate(names) if str(n).endswith(("-send", "-recv"))]
+    unmatched = sum(1 for i in p2p if i not in paired)
     if unmatched:
         diag["pipeline send/recv without a peer (kept as single ops)"] = int(unmatched)
     if groups:
         diag["pipeline hand-offs"] = len(groups)
     return groups
+
+
+def _p2p_tolerance(send_ends, recv_ends) -> float:
+    """How far apart a send's and its receive's ends may be (seconds).
+
+    The two sides of one rendezvous end within tens to hundreds of microseconds of each
+    other (each side's kernel finishes on its own GPU); consecutive hand-offs are a microbatch
+    apart. A tenth of that spacing, between 50 us and 5 ms, separates the two.
+    """
+    spacing = [np.median(np.diff(x)) for x in (send_ends, recv_ends) if len(x) >= 2]
+    if not spacing:
+        return 1e-3
+    return float(np.clip(0.1 * min(spacing), _EPS, 5e-3))
 
 
 def _collective_groups(keys, sub, start, end, pred, diag):
