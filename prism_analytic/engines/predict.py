@@ -16,11 +16,49 @@ from .montecarlo import MonteCarloSettings, sample_step_report
 from .resolution import resolve_policy
 from .result import AnalyticResult, BoundsResult, MonteCarloResult, StepTimeResult
 
-__all__ = ["predict", "METHODS"]
+__all__ = ["predict", "METHODS", "MAX_GRID_NODES", "grid_nodes", "check_grid_size"]
 
 METHODS = ("analytic", "bounds", "montecarlo")
 CORE_METHODS = ("clark-mehler", "clark", "independent")
 CORE_SHAPES = ("normal", "template")
+
+
+#: Nodes the grid engines evaluate one by one (a pipeline node counts as one in ``analytic``,
+#: as its ops in ``bounds``, which expands it). About 25 ms a node on a long chain; beyond this
+#: the run is minutes long and is refused up front.
+MAX_GRID_NODES = 5000
+
+
+def grid_nodes(graph: StepGraph, method: str = "analytic") -> int:
+    """Nodes the ``analytic`` or ``bounds`` engine evaluates (each replica body once)."""
+    from ..graph import PIPELINE, REPLICA
+
+    total, stack = 0, [graph]
+    while stack:
+        g = stack.pop()
+        for _, d in g.graph.nodes(data=True):
+            total += 1
+            if d.get("type") == REPLICA:
+                stack.append(d["body"])
+            elif d.get("type") == PIPELINE and method == "bounds":
+                total += d["spec"].n_ops - 1
+    return total
+
+
+def check_grid_size(graph: StepGraph, method: str) -> None:
+    """Raise :class:`~prism_analytic.graph.GraphError` when ``graph`` is too big for ``method``."""
+    nodes = grid_nodes(graph, method)
+    if nodes > MAX_GRID_NODES:
+        raise GraphError(
+            f"graph {graph.name!r}: {nodes:,} nodes for the {method} engine, over its limit of "
+            f"{MAX_GRID_NODES:,} (about 25 ms each: minutes of work); "
+            + (
+                "bounds expands pipeline nodes op by op: use method='analytic' or 'montecarlo'"
+                if method == "bounds"
+                else "use method='montecarlo', or a compact pipeline node "
+                "(StepGraph.add_pipeline) for a pipeline schedule"
+            )
+        )
 
 
 def predict(
@@ -75,8 +113,15 @@ def predict(
     """
     if not isinstance(graph, StepGraph):
         raise GraphError(f"graph must be a StepGraph, got {type(graph).__name__}")
-    if method not in METHODS:
+    if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if mc_settings is not None and not isinstance(mc_settings, MonteCarloSettings):
+        raise TypeError(
+            f"mc_settings must be a MonteCarloSettings, got {type(mc_settings).__name__} "
+            f"{mc_settings!r}"
+        )
+    if method != "montecarlo":
+        check_grid_size(graph, method)
     policy = DEFAULT_POLICY if policy is None else policy
     if not isinstance(policy, GridPolicy):
         raise TypeError(f"policy must be a GridPolicy, got {type(policy).__name__}")

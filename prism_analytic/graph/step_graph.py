@@ -32,6 +32,9 @@ PIPELINE = "pipeline"
 KINDS = ("compute", "comm")
 #: Regime states are enumerated exactly; beyond this many combinations, conditioning is not cheap.
 MAX_REGIME_COMBINATIONS = 4096
+#: Resource guards: nodes in one graph (bodies count separately) and nesting of replica bodies.
+MAX_NODES = 1_000_000
+MAX_DEPTH = 64
 
 
 class GraphError(ValueError):
@@ -98,7 +101,12 @@ class StepGraph:
             raise GraphError(f"node names must be non-empty strings, got {name!r}")
         if name in self.graph:
             raise GraphError(f"node {name!r} already exists in graph {self.name!r}")
-        after = [after] if isinstance(after, str) else list(after)
+        if len(self.graph) >= MAX_NODES:
+            raise GraphError(
+                f"node {name!r}: graph {self.name!r} already has {MAX_NODES:,} nodes, the limit "
+                "(put repeated structure in a replica group or a pipeline node)"
+            )
+        after = _names(after, f"node {name!r}: after")
         missing = [a for a in after if a not in self.graph]
         if missing:
             raise GraphError(f"node {name!r}: unknown predecessor(s) {missing}; add them first")
@@ -137,7 +145,7 @@ class StepGraph:
             )
         if kind not in KINDS:
             raise GraphError(f"op {name!r}: kind must be one of {KINDS}, got {kind!r}")
-        tags = (tags,) if isinstance(tags, str) else tuple(tags)
+        tags = tuple(_names(tags, f"op {name!r}: tags"))
         return self._add(name, after, type=OP, latency=latency, kind=kind, tags=tags)
 
     def add_collective(
@@ -178,7 +186,7 @@ class StepGraph:
             )
         if kind not in KINDS:
             raise GraphError(f"pipeline {name!r}: kind must be one of {KINDS}, got {kind!r}")
-        tags = (tags,) if isinstance(tags, str) else tuple(tags)
+        tags = tuple(_names(tags, f"pipeline {name!r}: tags"))
         return self._add(name, after, type=PIPELINE, spec=spec, kind=kind, tags=tags)
 
     def add_replica_group(
@@ -222,6 +230,11 @@ class StepGraph:
             )
         if len(body.graph) == 0:
             raise GraphError(f"replica group {name!r}: body graph {body.name!r} is empty")
+        if body.depth() >= MAX_DEPTH:
+            raise GraphError(
+                f"replica group {name!r}: body {body.name!r} nests replica groups "
+                f"{body.depth()} deep; the limit is {MAX_DEPTH}"
+            )
         try:
             n = check_count(n, f"replica group {name!r}: n", minimum=1, maximum=10**12)
         except (TypeError, ValueError) as exc:
@@ -286,10 +299,53 @@ class StepGraph:
         """The attribute dict of node ``name``."""
         return self.graph.nodes[name]
 
+    def depth(self) -> int:
+        """Nesting depth of replica bodies (0: no replica group), counted without recursion."""
+        deepest, stack, seen = 0, [(self, 0)], set()
+        while stack:
+            g, level = stack.pop()
+            deepest = max(deepest, level)
+            if id(g) in seen or level > MAX_DEPTH:
+                continue  # a body shared by several groups is walked once
+            seen.add(id(g))
+            stack.extend(
+                (d["body"], level + 1)
+                for _, d in g.graph.nodes(data=True)
+                if d.get("type") == REPLICA
+            )
+        return deepest
+
+    def tags(self) -> set[str]:
+        """Every kind and tag a regime can select in this graph and its bodies."""
+        out, stack = set(KINDS), [self]
+        while stack:
+            g = stack.pop()
+            for _, d in g.graph.nodes(data=True):
+                if d.get("type") == REPLICA:
+                    stack.append(d["body"])
+                    continue
+                out.update(d.get("tags", ()))
+                if d.get("type") == PIPELINE:
+                    out.add("pipeline")
+                    out.update(f"stage{s}" for s in range(d["spec"].stages))
+        return out
+
     def validate(self) -> None:
         """Raise :class:`GraphError` unless the graph (and every replica body) is evaluable."""
         if len(self.graph) == 0:
             raise GraphError(f"graph {self.name!r} is empty")
+        if self.depth() > MAX_DEPTH:
+            raise GraphError(
+                f"graph {self.name!r} nests replica groups more than {MAX_DEPTH} deep (the limit)"
+            )
+        if self.regimes:
+            known = self.tags()
+            for r in self.regimes:
+                if r.applies_to not in known:
+                    raise GraphError(
+                        f"regime {r.name!r}: applies_to {r.applies_to!r} matches no op kind or "
+                        f"tag in graph {self.name!r}; known: {sorted(known)}"
+                    )
         if not nx.is_directed_acyclic_graph(self.graph):
             cycle = nx.find_cycle(self.graph)
             raise GraphError(
@@ -414,10 +470,20 @@ class StepGraph:
         return json.dumps(self.to_dict(), **kwargs)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> StepGraph:
+    def from_dict(cls, data: Mapping[str, Any], _depth: int = 0) -> StepGraph:
         """Rebuild a graph from :meth:`to_dict` output, validating every field."""
         if not isinstance(data, Mapping) or "nodes" not in data:
             raise GraphError("graph data must be an object with 'nodes' and 'edges'")
+        if _depth > MAX_DEPTH:
+            raise GraphError(f"graph data nests replica bodies more than {MAX_DEPTH} deep")
+        for key in ("nodes", "edges", "regimes"):
+            if key in data and not isinstance(data[key], list | tuple):
+                raise GraphError(
+                    f"graph data: {key!r} must be a list, got {type(data[key]).__name__} "
+                    f"{data[key]!r}"[:200]
+                )
+        if len(data["nodes"]) > MAX_NODES:
+            raise GraphError(f"graph data: {len(data['nodes']):,} nodes exceed {MAX_NODES:,}")
         g = cls(str(data.get("name", "step")))
         preds: dict[str, list[str]] = {}
         for i, e in enumerate(data.get("edges", [])):
@@ -425,10 +491,14 @@ class StepGraph:
                 raise GraphError(
                     f"edges[{i}] must be an object with 'source' and 'target', got {e!r}"
                 )
+            if not (isinstance(e["source"], str) and isinstance(e["target"], str)):
+                raise GraphError(f"edges[{i}]: source and target must be node ids (strings)")
             preds.setdefault(e["target"], []).append(e["source"])
         for i, n in enumerate(data["nodes"]):
-            if not isinstance(n, Mapping) or "id" not in n:
-                raise GraphError(f"nodes[{i}] must be an object with an 'id', got {n!r}")
+            if not isinstance(n, Mapping) or not isinstance(n.get("id"), str):
+                raise GraphError(
+                    f"nodes[{i}] must be an object with a string 'id', got {n!r}"[:300]
+                )
         ids = [n["id"] for n in data["nodes"]]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
@@ -476,7 +546,7 @@ class StepGraph:
                 speed = n.get("speed")
                 g.add_replica_group(
                     name,
-                    cls.from_dict(n["body"]),
+                    cls.from_dict(n["body"], _depth + 1),
                     n["n"],
                     after,
                     slow=tuple(n["slow"]) if n.get("slow") else None,
@@ -487,14 +557,40 @@ class StepGraph:
                     f"nodes[{name!r}].type must be 'op', 'pipeline' or 'replica', "
                     f"got {n.get('type')!r}"
                 )
-        for r in data.get("regimes", []):
-            g.add_regime(r["name"], r["probs"], r["factors"], applies_to=r["applies_to"])
+        for i, r in enumerate(data.get("regimes", [])):
+            fields = ("name", "probs", "factors")
+            if not isinstance(r, Mapping) or any(k not in r for k in fields):
+                raise GraphError(
+                    f"regimes[{i}] must be an object with {list(fields)} (and applies_to), "
+                    f"got {r!r}"[:300]
+                )
+            for k in ("probs", "factors"):
+                if not isinstance(r[k], Mapping):
+                    raise GraphError(f"regimes[{i}].{k} must be an object {{state: number}}")
+            g.add_regime(
+                r["name"], r["probs"], r["factors"], applies_to=r.get("applies_to", "comm")
+            )
         return g
 
     @classmethod
     def from_json(cls, text: str) -> StepGraph:
         """Rebuild a graph from :meth:`to_json` text."""
-        return cls.from_dict(json.loads(text))
+        if isinstance(text, bytes | bytearray):
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise GraphError(f"graph JSON is not UTF-8 text: {exc}") from None
+        if not isinstance(text, str):
+            raise GraphError(f"graph JSON must be text, got {type(text).__name__}")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise GraphError(f"graph JSON is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise GraphError(
+                f"graph JSON nests too deep (limit {MAX_DEPTH} replica bodies)"
+            ) from None
+        return cls.from_dict(data)
 
 
 def _scaled_pipeline(d: Mapping[str, Any], factors: Mapping[str, float]) -> Any:
@@ -514,3 +610,20 @@ def _scaled_pipeline(d: Mapping[str, Any], factors: Mapping[str, float]) -> Any:
         return law if f == 1.0 else law.scale(f)
 
     return spec.mapped(scale)
+
+
+def _names(value: Any, field: str) -> list[str]:
+    """``value`` as a list of strings: one string, or an iterable of strings (None: none)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping) or not isinstance(value, Iterable):
+        raise GraphError(
+            f"{field} must be a string or a list of strings, got {type(value).__name__} {value!r}"
+        )
+    out = list(value)
+    bad = [v for v in out if not isinstance(v, str)]
+    if bad:
+        raise GraphError(f"{field} must contain strings only, got {bad[0]!r}")
+    return out

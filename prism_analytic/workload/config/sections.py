@@ -127,6 +127,10 @@ class OverlapConfig(_Section):
 
 _SCHEDULES = ("gpipe", "1f1b", "interleaved")
 _SHARDING = ("none", "zero1", "zero2", "fsdp")
+#: Resource guards on the pipeline schedule (llama3-405b on 128 GPUs: 2,048 microbatches,
+#: 524,288 ops).
+MAX_MICROBATCHES = 8192
+MAX_PIPELINE_OPS = 2**20
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,8 @@ class ParallelConfig(_Section):
     schedule: str = _f("1f1b", kind="str", choices=_SCHEDULES)
     sequence_parallel: bool = _f(False, kind="bool")
     sharding: str = _f("zero1", kind="str", choices=_SHARDING)
-    microbatches: int = _f(1, kind="int", ge=1)
+    # guard: a pipeline schedule's cost grows with microbatches (16,000 took a minute)
+    microbatches: int = _f(1, kind="int", ge=1, le=MAX_MICROBATCHES)
     micro_batch_size: int = _f(1, kind="int", ge=1)
     embedding_in_pipeline_split: bool = _f(False, kind="bool")
     overlap: OverlapConfig = _f(
@@ -179,6 +184,13 @@ class ParallelConfig(_Section):
     )
 
     def _check(self) -> None:
+        ops = 2 * self.pp * self.vpp * self.microbatches
+        if ops > MAX_PIPELINE_OPS:
+            raise self._err(
+                "microbatches",
+                f"the pipeline schedule would have 2*pp*vpp*microbatches = {ops:,} ops, over "
+                f"the limit of {MAX_PIPELINE_OPS:,}",
+            )
         if self.schedule == "interleaved":
             if self.pp < 2:
                 raise self._err("schedule", "'interleaved' needs parallelism.pp >= 2")
