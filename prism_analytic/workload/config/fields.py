@@ -66,6 +66,11 @@ def _f(
     return field(default=default, metadata=meta)
 
 
+#: Boundary guards for every numeric config value: finite times need finite, non-extreme inputs.
+MIN_MAGNITUDE, MAX_MAGNITUDE = 1e-30, 1e30
+MAX_INT = 10**15
+
+
 def _allowed(meta: Mapping[str, Any]) -> str:
     parts = []
     if meta["choices"] is not None:
@@ -109,6 +114,8 @@ def _coerce(value: Any, meta: Mapping[str, Any], key: str) -> Any:
                 key, f"must be an integer ({_allowed(meta)}), got {type(value).__name__} {value!r}"
             )
         out: Any = int(value)
+        if abs(out) > MAX_INT:
+            raise ConfigError(key, f"must be {_allowed(meta)} and at most {MAX_INT:.0e}, got {out}")
     elif kind == "float":
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ConfigError(
@@ -117,6 +124,13 @@ def _coerce(value: Any, meta: Mapping[str, Any], key: str) -> Any:
         out = float(value)
         if not math.isfinite(out):
             raise ConfigError(key, f"must be finite ({_allowed(meta)}), got {out!r}")
+        if out != 0 and not MIN_MAGNITUDE <= abs(out) <= MAX_MAGNITUDE:
+            # a rate of 1e-300 or 1e300 overflows the step model's times and variances
+            raise ConfigError(
+                key,
+                f"must be {_allowed(meta)}, with magnitude 0 or between {MIN_MAGNITUDE:g} and "
+                f"{MAX_MAGNITUDE:g}, got {out!r}",
+            )
     elif kind == "floats":
         if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
             raise ConfigError(key, f"must be a list of numbers, got {type(value).__name__}")

@@ -131,6 +131,8 @@ _SHARDING = ("none", "zero1", "zero2", "fsdp")
 #: 524,288 ops).
 MAX_MICROBATCHES = 8192
 MAX_PIPELINE_OPS = 2**20
+#: The largest job (replica groups hold at most 1e12 copies).
+MAX_GPUS = 10**12
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,11 @@ class ParallelConfig(_Section):
     )
 
     def _check(self) -> None:
+        if self.gpus > MAX_GPUS:
+            raise ConfigError(
+                "job.gpus",
+                f"tp*pp*dp*cp = {self.gpus:.3g} GPUs exceed the limit of {MAX_GPUS:.0e}",
+            )
         ops = 2 * self.pp * self.vpp * self.microbatches
         if ops > MAX_PIPELINE_OPS:
             raise self._err(

@@ -78,6 +78,10 @@ def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, A
     return out
 
 
+#: A config file larger than this is refused before reading (a job is a few kB of TOML).
+MAX_CONFIG_BYTES = 1 << 20
+
+
 def _read_source(source: str | Path | Mapping[str, Any]) -> Mapping[str, Any]:
     if isinstance(source, Mapping):
         return source
@@ -87,7 +91,18 @@ def _read_source(source: str | Path | Mapping[str, Any]) -> Mapping[str, Any]:
         path = Path(source)
         if not path.is_file():
             raise ConfigError("<file>", f"no such config file: {str(path)!r}")
-        text = path.read_text(encoding="utf-8")
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                "<file>", f"{str(path)!r} is larger than {MAX_CONFIG_BYTES:,} bytes: not a config"
+            )
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise ConfigError(
+                "<file>", f"{str(path)!r} is not UTF-8 text (a TOML file is): {err.reason}"
+            ) from None
+        except OSError as err:
+            raise ConfigError("<file>", f"cannot read {str(path)!r}: {err.strerror}") from None
         where = str(path)
     elif isinstance(source, str):
         text, where = source, "<string>"
