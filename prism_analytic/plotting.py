@@ -25,6 +25,10 @@ def plot_distribution(
 
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 4))
+    elif not (callable(getattr(ax, "plot", None)) and callable(getattr(ax, "set_xlabel", None))):
+        raise TypeError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__} {ax!r}")
+    if not isinstance(ccdf, bool):
+        raise TypeError(f"ccdf must be True or False, got {ccdf!r}")
     lo = float(dist.quantile(levels[0]))
     hi = float(dist.quantile(levels[1]))
     if hi <= lo:

@@ -74,6 +74,14 @@ def check_plot_path(path: str | os.PathLike[str] | None) -> Path | None:
         raise ValueError(f"--plot: folder {str(folder)!r} does not exist")
     if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise ValueError(f"--plot: cannot write {str(target)!r} (permission denied)")
+    existed = target.exists()
+    try:  # os.access is not the whole story (read-only or special file systems): try it
+        with open(target, "ab"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"--plot: cannot write {str(target)!r}: {exc.strerror}") from None
+    if not existed:
+        target.unlink(missing_ok=True)
     return target
 
 

@@ -216,6 +216,10 @@ def build_job(preset: str | None, gpus: int | None, config: str | Path | None = 
             )
         if gpus is None:
             raise ConfigError("--gpus", f"required with --preset {preset}")
+        from .config.sections import MAX_GPUS
+
+        if gpus > MAX_GPUS:
+            raise ConfigError("--gpus", f"at most {MAX_GPUS:.0e} GPUs, got {gpus:.3g}")
         job = presets.preset_job(preset, gpus)
         if config is not None:
             job = merge_config(job, path)
