@@ -55,7 +55,7 @@ def _verified_bracket(
     ok_lo = ~finite
     ok_hi = ~finite
     with np.errstate(all="ignore"):
-        for _ in range(80):
+        for _ in range(160):
             if ok_lo.all() and ok_hi.all():
                 break
             cand_lo = np.where(ok_lo, low, value - slack)
@@ -72,7 +72,7 @@ def _verified_bracket(
             high = np.where(~ok_hi & good_hi, np.minimum(cand_hi, sup_hi), high)
             ok_lo |= good_lo
             ok_hi |= good_hi
-            slack = slack * 4.0
+            slack = slack * 2.0  # doubling: at most twice the width the check needs
     low = np.where(ok_lo, low, sup_lo)
     high = np.where(ok_hi, high, sup_hi)
     return low, high
