@@ -24,8 +24,14 @@ def make_trace(
     noise_sd=0.01,
     seed=0,
     gap=1e-4,
+    hidden=None,
 ):
-    """Simulate ``steps`` steps; returns (frame, step_times)."""
+    """Simulate ``steps`` steps; returns (frame, step_times).
+
+    ``hidden=(waiter, anchor, lag)``: the optimizer of rank ``waiter`` (dp, stage) cannot start
+    before rank ``anchor`` finished its last backward compute plus ``lag`` seconds: a wait on
+    an event the trace does not record.
+    """
     rng = np.random.default_rng(seed)
     rows, times = [], []
     for step in range(steps):
@@ -56,6 +62,7 @@ def make_trace(
         clock = {k: 0.0 for k in ops}
         ptr = {k: 0 for k in ops}
         counters = {}
+        released = {}
         done = False
         while not done:
             progressed = False
@@ -65,13 +72,21 @@ def make_trace(
                 d, s = key
                 name, m, base = seq[ptr[key]]
                 if base is not None:
+                    floor = 0.0
+                    if hidden is not None and key == hidden[0] and name == "optimizer":
+                        if "t" not in released:
+                            continue
+                        floor = released["t"] + hidden[2]
                     factor = 1.0
                     if slow is not None and slow[0] == key:
                         factor = slow[1]
                     dur = base * factor * np.exp(mb[d, m] * (m >= 0) + rng.normal(0, noise_sd))
-                    start = clock[key] + gap
+                    start = max(clock[key] + gap, floor)
                     rows.append((d, s, step, name, start, dur, m, key, counters))
                     clock[key] = start + dur
+                    last_b = name == "backward-compute" and m == microbatches - 1
+                    if hidden is not None and key == hidden[1] and last_b:
+                        released["t"] = clock[key]
                     ptr[key] += 1
                     progressed = True
                     continue

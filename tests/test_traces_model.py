@@ -59,6 +59,25 @@ def test_noop_send_left_unpaired(synth):
     np.testing.assert_allclose(replay(s, gap, dur), noisy.measured_step_times(), rtol=1e-9)
 
 
+def test_hidden_dependency_found(tmp_path):
+    """A wait on an unrecorded event is found from the timing and its lag measured."""
+    from prism_analytic.traces.hidden import find_hidden_dependencies
+
+    # rank (1, 2)'s optimizer waits for rank (0, 0)'s last backward + 30 ms (unrecorded)
+    frame, _ = make_trace(dp=2, pp=3, steps=24, mb_sd=0.05, hidden=((1, 2), (0, 0), 0.03))
+    path = tmp_path / "h.parquet"
+    frame.to_parquet(path)
+    s = recover_structure(read_op_table(path))
+    gap, dur = unit_values(s)
+    found = find_hidden_dependencies(s, gap, dur, np.arange(24), 1e-3)
+    waiter = [h for h in found if s.ranks[s.units[h.unit][0]] == 5]
+    assert len(waiter) == 1
+    h = waiter[0]
+    anchor = s.units[h.anchor][0]
+    assert s.ranks[anchor] == 0 and "backward" in s.names[anchor]
+    assert h.at == "start" and np.mean(h.lag) == pytest.approx(0.03 + 1e-4, abs=2e-3)
+
+
 def test_replay_is_monotone(synth):
     table, _ = synth
     s = recover_structure(table)

@@ -171,7 +171,7 @@ def recover_structure(table: EventTable) -> StepStructure:
     pred = _rank_predecessors(sub["ranks"], start, end)
     groups = _p2p_groups(keys_all, names, dp, stage, bundle_of, remap, start_all, end_all, diag)
     groups += _collective_groups(keys, sub, start, end, pred, diag)
-    units, unit_of = _units(len(keys), groups, pred, diag, table.source)
+    units, unit_of = _units(len(keys), groups, pred, diag, table.source, start)
     return StepStructure(
         keys=keys,
         ranks=sub["ranks"],
@@ -329,7 +329,7 @@ def _ends_together(s, e, typical):
     return np.mean(ok) >= _AGREE
 
 
-def _units(n, groups, pred, diag, source):
+def _units(n, groups, pred, diag, source, start):
     import networkx as nx
 
     parent = list(range(n))
@@ -354,7 +354,13 @@ def _units(n, groups, pred, diag, source):
         if pred[i] >= 0 and unit_of[pred[i]] != unit_of[i]:
             graph.add_edge(int(unit_of[pred[i]]), int(unit_of[i]))
     try:
-        order = list(nx.topological_sort(graph))
+        # a topological order that follows time (median start), so that a unit's
+        # candidate hidden anchors (earlier units) are the events that happened before it
+        med = np.nanmedian(start, axis=0)
+        u_start = {r: -np.inf for r in range(len(roots))}
+        for i in range(n):
+            u_start[unit_of[i]] = max(u_start[unit_of[i]], med[i])
+        order = list(nx.lexicographical_topological_sort(graph, key=lambda u: u_start[u]))
     except nx.NetworkXUnfeasible:
         cycle = nx.find_cycle(graph)
         raise TraceFormatError(
