@@ -102,13 +102,13 @@ _PIPELINE_CACHE: dict[tuple, tuple[float, float, dict]] = {}
 
 def _pipeline_cached(key: tuple, spec: Any, method: str, window: int | None) -> tuple:
     """Pipeline makespans by spec identity (regime states and re-evaluations share them)."""
-    from .pipeline_core import pipeline_makespan
+    from .pipeline_core import pipeline_components
 
     full = (key, method, window)
     if full not in _PIPELINE_CACHE:
         if len(_PIPELINE_CACHE) > 64:
             _PIPELINE_CACHE.clear()
-        _PIPELINE_CACHE[full] = pipeline_makespan(spec, method=method, window=window)
+        _PIPELINE_CACHE[full] = pipeline_components(spec, method=method, window=window)
     return _PIPELINE_CACHE[full]
 
 
@@ -185,16 +185,22 @@ class _Evaluator:
         if plain and (spec.stages == 1 or spec.microbatches == 1):
             # one stage, or one microbatch: the schedule is a chain, evaluated exactly
             return self.graph(spec.explicit(name), where)
-        mean, std, info = _pipeline_cached(_spec_key(spec), spec, self.core_method, self.window)
+        comps, info = _pipeline_cached(_spec_key(spec), spec, self.core_method, self.window)
+        w = np.array([c[0] for c in comps])
+        mean = float(np.dot(w, [c[1] for c in comps]) / w.sum())
+        second = float(np.dot(w, [c[2] ** 2 + c[1] ** 2 for c in comps]) / w.sum())
+        std = float(np.sqrt(max(second - mean**2, 0.0)))
         self.report.exact = False
         self.report.cores.append(
             {"where": where, "edges": spec.n_ops, "mean_s": mean, "std_s": std, **info}
         )
-        law = (
-            to_grid(normal(mean, std), h, self.policy)
-            if std > 0
-            else to_grid(point_mass(mean), h, self.policy)
-        )
+        grids = [
+            to_grid(normal(mu, sd), h, self.policy)
+            if sd > 0
+            else to_grid(point_mass(mu), h, self.policy)
+            for _, mu, sd in comps
+        ]
+        law = grids[0] if len(grids) == 1 else mix_grids(grids, w / w.sum())
         sub = StepGraph(name)
         sub.add_pipeline(name, spec, kind=d["kind"], tags=d["tags"])
         self.report.approximated.append((where, sub, law, self.weight))

@@ -77,7 +77,9 @@ def _law_moments(spec: Any, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return mom[:, 0], mom[:, 1]
 
 
-def _factor_model(spec: Any, st: dict[str, Any]) -> tuple[np.ndarray, ...]:
+def _factor_model(
+    spec: Any, st: dict[str, Any], w_moments: np.ndarray | None = None
+) -> tuple[np.ndarray, ...]:
     """Per-op mean, private sd and loadings on the shared factors (microbatches, then stages).
 
     An op is ``X * W_k * S_s`` (``X`` its own law, ``W_k`` its microbatch's factor, ``S_s`` its
@@ -87,6 +89,9 @@ def _factor_model(spec: Any, st: dict[str, Any]) -> tuple[np.ndarray, ...]:
     mx, sx = _law_moments(spec, st["keys"])
     w, sf = spec.microbatch_factor, spec.stage_factor
     ew, sw = (1.0, 0.0) if w is None else (float(w.mean()), float(w.std()))
+    if w_moments is not None:  # conditioned: each microbatch's factor has its own moments
+        mb = np.array([o[2] for o in st["order"]])
+        ew, sw = w_moments[mb, 0], w_moments[mb, 1]
     es, ss = (1.0, 0.0) if sf is None else (float(sf.mean()), float(sf.std()))
     mean = mx * ew * es
     var = (sx**2 + mx**2) * (sw**2 + ew**2) * (ss**2 + es**2) - mean**2
@@ -106,10 +111,12 @@ def _factor_model(spec: Any, st: dict[str, Any]) -> tuple[np.ndarray, ...]:
     return mean, priv, lmat
 
 
-def _direct(spec: Any, method: str, window: int | None) -> tuple[float, float, np.ndarray]:
+def _direct(
+    spec: Any, method: str, window: int | None, w_moments: np.ndarray | None = None
+) -> tuple[float, float, np.ndarray]:
     """(mean, variance, loadings on the stage factors) of the canonical-form makespan."""
     st = _structure(spec.stages, spec.microbatches, spec.schedule, spec.vpp)
-    m_arr, s_arr, lmat = _factor_model(spec, st)
+    m_arr, s_arr, lmat = _factor_model(spec, st, w_moments)
     n_stage = spec.stages if spec.stage_factor is not None else 0
     if method == "independent":
         mu, var, _ = _propagate_independent(st["gens"], st["preds"], m_arr, s_arr, lmat)
@@ -204,3 +211,71 @@ def pipeline_mean_path(spec: Any, cap: int = OPS_CAP) -> tuple[float, int]:
     (l1, d1), (l2, d2) = direct(spec.with_microbatches(m1)), direct(spec.with_microbatches(m2))
     blocks = (spec.microbatches - m2) / (m2 - m1)
     return l2 + blocks * (l2 - l1), int(round(d2 + blocks * (d2 - d1)))
+
+
+#: A microbatch-factor mixture component rarer than this is a rare heavy event, conditioned on.
+RARE_WEIGHT = 0.05
+def rare_events(spec: Any) -> tuple[Any, Any, float] | None:
+    """(base law, heavy law, heavy probability) when the microbatch factor is a rare mixture."""
+    from ..distributions.mixture import Mixture
+
+    w = spec.microbatch_factor
+    if not isinstance(w, Mixture) or len(w.components) != 2:
+        return None
+    i = int(np.argmin(w.weights))
+    q = float(w.weights[i])
+    if q > RARE_WEIGHT:
+        return None
+    return w.components[1 - i], w.components[i], q
+
+
+def pipeline_components(
+    spec: Any, *, method: str = "clark-mehler", window: int | None = None, cap: int = OPS_CAP
+) -> tuple[list[tuple[float, float, float]], dict[str, Any]]:
+    """The makespan as a mixture ``[(weight, mean, std)]`` of canonical-form normals.
+
+    A microbatch factor that is a two-point mixture with a rare heavy component (weight at most
+    :data:`RARE_WEIGHT`, e.g. "this microbatch is 3x slow with probability 1%") is handled by
+    conditioning on the heavy events: none (exact weight ``(1-q)^m``), exactly one at each
+    microbatch ``k`` (weight ``q (1-q)^(m-1)`` each), and two or more (the remaining weight),
+    represented by one pair per distance ``d`` weighted by the number of pairs ``m - d`` at that
+    distance (an approximation of that rare remainder).
+    Inside each condition the factor of a microbatch is its component's law. Other pipelines
+    (and conditioned ones too long to evaluate directly) are one normal from
+    :func:`pipeline_makespan`.
+    """
+    rare = rare_events(spec)
+    if rare is None or truncation(spec, cap) is not None:
+        mu, sd, info = pipeline_makespan(spec, method=method, window=window, cap=cap)
+        return [(1.0, mu, sd)], info
+    base, heavy, q = rare
+    m = spec.microbatches
+    mom = np.array([[float(c.mean()), float(c.std())] for c in (base, heavy)])
+
+    def run(heavies: tuple[int, ...]) -> tuple[float, float]:
+        w_mom = np.repeat(mom[:1], m, axis=0)
+        w_mom[list(heavies)] = mom[1]
+        mu, var, _ = _direct(spec, method, window, w_mom)
+        return mu, math.sqrt(max(var, 0.0))
+
+    p0 = (1 - q) ** m
+    p1 = q * (1 - q) ** (m - 1)
+    comps = [(p0, *run(()))]
+    comps += [(p1, *run((k,))) for k in range(m)]
+    rest = max(1.0 - p0 - m * p1, 0.0)
+    if rest > 0 and m >= 2:
+        # two heavy microbatches d apart (m - d such pairs): one central pair per distance,
+        # weighted by the number of pairs at that distance (overlap depends mostly on d)
+        total = m * (m - 1) / 2
+        for d in range(1, m):
+            k = (m - d) // 2
+            comps.append((rest * (m - d) / total, *run((k, k + d))))
+    info = {
+        "ops": spec.n_ops,
+        "evaluated_microbatches": [m],
+        "conditioned_on": "rare heavy microbatches (0, 1 exactly; >= 2 by one pair per distance)",
+        "heavy_probability": q,
+        "weight_two_or_more": rest,
+        "components": len(comps),
+    }
+    return comps, info
