@@ -59,6 +59,18 @@ def test_bad_axes_are_rejected():
         parse_set(["parallelism.tp=1", "parallelism.tp=2"])
 
 
+def test_list_valued_keys_are_fixed_values_not_axes():
+    regimes = {"probabilities": [0.95, 0.05], "slowdowns": [1.0, 1.5]}
+    spec = SweepSpec(presets=("llama3-8b",), gpus=(64,), base={"variability": {"regimes": regimes}})
+    assert spec.configurations()[0].job_mapping()["variability"]["regimes"] == regimes
+    with pytest.raises(SweepError, match="list-valued keys cannot be swept"):
+        parse_set(["variability.regimes.probabilities=0.5"])
+    with pytest.raises(SweepError, match="sweep base: .*must be a list of numbers"):
+        SweepSpec(
+            presets=("llama3-8b",), gpus=(64,), base={"variability": {"regimes": {"slowdowns": 1}}}
+        )
+
+
 def test_sweep_file(tmp_path):
     f = tmp_path / "s.toml"
     f.write_text(

@@ -79,13 +79,16 @@ def _rule_fields(cls: type) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(cls) if "kind" in f.metadata}
 
 
-def check_key(key: str) -> Mapping[str, Any]:
+def check_key(key: str, *, allow_list: bool = False) -> Mapping[str, Any]:
     """The schema metadata of a dotted job key, or a :class:`SweepError` naming what exists.
 
     Parameters
     ----------
     key : str
         E.g. ``"parallelism.tp"`` or ``"variability.network.inter_node.sigma"``.
+    allow_list : bool
+        Accept list-valued keys (``variability.regimes.probabilities``): a fixed value in a
+        point or the base, never a grid axis.
 
     Returns
     -------
@@ -120,7 +123,7 @@ def check_key(key: str) -> Mapping[str, Any]:
             continue
         if i != len(parts) - 1:
             raise SweepError(f"sweep key {key!r}: {path} is a value, not a table")
-        if meta["kind"] == "floats":
+        if meta["kind"] == "floats" and not allow_list:
             raise SweepError(f"sweep key {key!r}: list-valued keys cannot be swept")
         return meta
     raise SweepError(f"sweep key {key!r}: name a key inside [{path}]")
@@ -166,6 +169,18 @@ def _check_values(key: str, values: Any) -> tuple[Any, ...]:
     if len(set(map(repr, out))) != len(out):
         raise SweepError(f"sweep key {key!r}: repeated values in {out}")
     return tuple(out)
+
+
+def _check_fixed(key: str, value: Any, where: str) -> Any:
+    """One fixed value (a point's or the base's), lists allowed for list-valued keys."""
+    meta = check_key(key, allow_list=True)
+    if meta["kind"] != "floats":
+        (value,) = _check_values(key, [value])
+        return value
+    try:
+        return _coerce(value, meta, key)
+    except ConfigError as exc:
+        raise SweepError(f"{where}: {exc}") from None
 
 
 def parse_set(items: Sequence[str]) -> dict[str, tuple[Any, ...]]:
@@ -316,14 +331,13 @@ class SweepSpec:
             for key, v in flat.items():
                 if key in grid:
                     raise SweepError(f"sweep point {i}: key {key!r} is also a grid axis")
-                (checked,) = _check_values(key, [v])
-                flat[key] = checked
+                flat[key] = _check_fixed(key, v, f"sweep point {i}")
             points.append(flat)
         object.__setattr__(self, "points", tuple(points))
         if not isinstance(self.base, Mapping):
             raise SweepError("sweep base: must be a table of overrides")
         for key, v in flatten(self.base).items():
-            _check_values(key, [v])
+            _check_fixed(key, v, "sweep base")
         for name in ("presets", "gpus", "hardware"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
 
