@@ -32,6 +32,7 @@ stragglers and every other source of variance.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Iterable
@@ -351,6 +352,9 @@ def _comm(
 
 def _levels(job: JobConfig, group: str) -> tuple[coll.Level, ...]:
     p, hw = job.parallelism, job.hardware
+    if hw.nvlink_domain_used is not None:  # ranks fill only the used part of each domain
+        hw = dataclasses.replace(hw, nvlink_domain=hw.nvlink_domain_used)
+    pp_inner = p.rank_order == "tp-cp-pp-dp"
     if group == "tp":
         return coll.placement_levels(p.tp, 1, hw)
     if group == "cp":
@@ -358,13 +362,31 @@ def _levels(job: JobConfig, group: str) -> tuple[coll.Level, ...]:
     if group == "ep":
         return coll.placement_levels(p.ep, p.tp, hw)
     if group == "pp":
-        return coll.placement_levels(p.pp, p.tp * p.cp * p.dp, hw)
+        return coll.placement_levels(p.pp, p.tp * p.cp * (1 if pp_inner else p.dp), hw)
     dc = hw.datacenters
     per_dc = job.gpus // dc
+    if pp_inner and group == "dp" and p.tp * p.cp <= hw.nvlink_domain:
+        # dp ranks sit a whole pipeline replica apart; the cp ranks of each stay together
+        outer = (
+            coll.placement_levels(
+                p.dp,
+                p.tp * p.cp * p.pp,
+                hw,
+                datacenters=dc if p.dp > 1 else 1,
+                gpus_per_dc_concurrent=per_dc,
+            )
+            if p.dp > 1
+            else ()
+        )
+        inner = (coll.Level(p.cp, coll.intra_node_tier(hw)),) if p.cp > 1 else ()
+        if outer and inner and outer[0].tier.name == "intra_node":
+            outer = (coll.Level(p.cp * outer[0].size, outer[0].tier),) + outer[1:]
+            inner = ()
+        return (inner + outer) or (coll.Level(1, coll.intra_node_tier(hw)),)
     if group == "dp":
         size, stride = p.dp * p.cp, p.tp
     else:  # expert data parallel: the dp x cp ranks that hold the same experts
-        size, stride = p.dp * p.cp // p.ep, p.tp * p.ep
+        size, stride = p.dp * p.cp // p.ep, p.tp * p.ep * (p.pp if pp_inner else 1)
     try:
         return coll.placement_levels(
             size, stride, hw, datacenters=dc if size > 1 else 1, gpus_per_dc_concurrent=per_dc

@@ -125,6 +125,8 @@ class OverlapConfig(_Section):
     pp: float = _f(1.0, kind="float", ge=0.0, le=1.0)
 
 
+#: Rank orders (fastest-varying dimension first) the placement model knows.
+RANK_ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp")
 _SCHEDULES = ("gpipe", "1f1b", "interleaved")
 _SHARDING = ("none", "zero1", "zero2", "fsdp")
 #: Resource guards on the pipeline schedule (llama3-405b on 128 GPUs: 2,048 microbatches,
@@ -139,8 +141,11 @@ MAX_GPUS = 10**12
 class ParallelConfig(_Section):
     """Parallel layout (Megatron-LM / torchtitan vocabulary).
 
-    Ranks are laid out in Megatron's default order tp (fastest) - cp - dp - pp, so a
-    tp group is contiguous (inside a node when tp <= gpus_per_node) and pp is outermost.
+    Ranks are laid out in ``rank_order``: Megatron-Core's default tp (fastest) - cp - dp - pp
+    keeps a tp group contiguous (inside a node when tp <= gpus_per_node) with pp outermost;
+    ``"tp-cp-pp-dp"`` (Megatron-Core ``--order``/NeMo option) keeps a whole pipeline replica
+    together, so on large NVLink domains (GB200 NVL72) pipeline traffic stays inside the
+    domain and only data-parallel traffic crosses domains.
     Expert parallelism folds over the dp x cp ranks (Megatron-Core MoE, expert tp = tp).
 
     Parameters
@@ -165,6 +170,8 @@ class ParallelConfig(_Section):
         over pipeline chunks (Megatron ``account_for_embedding/loss_in_pipeline_split``;
         Llama 3 405B drops one layer from the first and the last stage the same way).
     overlap : OverlapConfig
+    rank_order : {"tp-cp-dp-pp", "tp-cp-pp-dp"}
+        Which parallel dimension is innermost after tp and cp (see above).
     """
 
     _SECTION: ClassVar[str] = "parallelism"
@@ -184,6 +191,7 @@ class ParallelConfig(_Section):
     overlap: OverlapConfig = _f(
         kind="section", section=OverlapConfig, default_factory=OverlapConfig
     )
+    rank_order: str = _f("tp-cp-dp-pp", kind="str", choices=RANK_ORDERS)
 
     def _check(self) -> None:
         if self.gpus > MAX_GPUS:
@@ -321,6 +329,9 @@ class HardwareConfig(_Section):
     inter_dc_bandwidth : float
         Aggregate bytes/s between one datacenter and the others, shared by all its GPUs.
     inter_dc_latency_s : float
+    nvlink_domain_used : int, optional
+        GPUs of each NVLink domain the job places ranks on (e.g. 64 of a 72-GPU NVL72 rack
+        when a 64-GPU model replica is kept per rack, the rest spare); default: all.
     """
 
     _SECTION: ClassVar[str] = "hardware"
@@ -337,8 +348,15 @@ class HardwareConfig(_Section):
     inter_dc_latency_s: float = _f(1e-3, kind="float", ge=0.0)
     efficiency: Efficiency = _f(kind="section", section=Efficiency, default_factory=Efficiency)
     name: str = _f("custom", kind="str")
+    nvlink_domain_used: int | None = _f(None, kind="int", ge=1, optional=True)
 
     def _check(self) -> None:
+        if self.nvlink_domain_used is not None and self.nvlink_domain_used > self.nvlink_domain:
+            raise self._err(
+                "nvlink_domain_used",
+                f"must be <= hardware.nvlink_domain ({self.nvlink_domain}),"
+                f" got {self.nvlink_domain_used}",
+            )
         if self.nvlink_domain < self.gpus_per_node:
             raise self._err(
                 "nvlink_domain",
