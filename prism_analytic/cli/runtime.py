@@ -19,6 +19,10 @@ def _cmd(args: argparse.Namespace) -> int:
     plot = check_plot_path(args.plot)
     if (args.steps is None) == (args.tokens is None):
         raise ValueError("give exactly one of --steps M or --tokens T")
+    if args.failslow_factor < 1:
+        raise ValueError(
+            f"--failslow-factor must be >= 1 (a slow-down), got {args.failslow_factor}"
+        )
     job = build_job(args.preset, args.gpus, args.config)
     steps = args.steps if args.steps is not None else steps_for_tokens(job, args.tokens)
     intr = None
