@@ -103,3 +103,16 @@ def test_cli_runtime(capsys):
     assert d["steps"] == 100 and d["p99_s"] >= d["p50_s"]
     assert main(["runtime", "--preset", "llama3-8b", "--gpus", "64"]) == 2
     assert "exactly one of --steps" in capsys.readouterr().err
+
+
+def test_run_time_distribution_with_failures_matches_event_simulation(parts):
+    intr = Interruptions(failure_rate=2e-3, restart_s=300, checkpoint_cost_s=30)
+    rt = run_time(parts, 80_000, interruptions=intr, gpus=256)
+    info = rt.interruptions
+    assert info["expected_failures"] > 20  # enough events for a spread
+    work = rt.work["mean_s"]
+    sims = _simulate_wall(
+        work, info["checkpoint_interval_s"], intr, 256, 600, np.random.default_rng(5)
+    )
+    for q in (0.5, 0.95):
+        assert rt.quantile(q) == pytest.approx(np.quantile(sims, q), rel=0.02)
