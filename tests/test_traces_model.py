@@ -226,3 +226,44 @@ def test_bad_arguments(synth):
     small = EventTable(table.frame[table.frame["step"] < 6], "small")
     with pytest.raises(ValueError, match="need at least 8"):
         predict_trace(small)
+
+
+def test_context_parallel_groups_found():
+    """A collective within each (dp rank, stage) pair of ranks (context parallel) is grouped so."""
+    rng = np.random.default_rng(4)
+    rows = []
+    for step in range(12):
+        t0 = step * 10.0
+        ends = {}
+        for rank in range(8):
+            dp, stage = rank // 4, (rank // 2) % 2
+            d = 0.1 * np.exp(rng.normal(0, 0.05))
+            rows.append((rank, dp, stage, step, "attn-compute", t0, d, 0))
+            ends[rank] = t0 + d
+        for rank in range(8):
+            dp, stage = rank // 4, (rank // 2) % 2
+            peer = rank ^ 1
+            done = max(ends[rank], ends[peer]) + 0.001
+            rows.append((rank, dp, stage, step, "cp-all-gather", ends[rank], done - ends[rank], -1))
+    frame = pd.DataFrame(
+        rows,
+        columns=["rank", "dp_rank", "stage", "step", "optype", "start_ts", "duration", "mb_id"],
+    )
+    frame["seq_id"] = 0
+    s = recover_structure(EventTable(_canonical(frame), "cp"))
+    assert s.diagnostics["collective groups"] == {
+        "cp-all-gather": "same data-parallel rank and stage"
+    }
+
+
+def _canonical(frame):
+    out = frame.rename(
+        columns={
+            "optype": "name",
+            "start_ts": "start_s",
+            "duration": "duration_s",
+            "mb_id": "microbatch",
+        }
+    )
+    out["chunk"] = -1
+    return out

@@ -10,7 +10,8 @@ The structure is learnt from the data, not from a schedule template:
   stage count so that interleaved schedules wrap), within one data-parallel rank; sends or
   receives with no such partner (no-op records) stay single ops and are counted;
 * **collectives**: for each op name and sequence number, the coarsest of the candidate
-  process groups (all ranks, same data-parallel rank, same stage) whose members *end together
+  process groups (all ranks, same data-parallel rank, same stage, same data-parallel rank and
+  stage: the ranks of a context- or tensor-parallel group) whose members *end together
   while starting apart* (end spread <= max(50 us, start spread / 4)) in at least 80% of steps.
 
 A unit is one rank op, or one communication instance (all its members): it starts when the
@@ -306,7 +307,11 @@ def _collective_groups(keys, sub, start, end, pred, diag):
         if not dur > 0:
             continue
         candidates = [("all ranks", [grp["i"].to_numpy()])]
-        for by, label in (("dp", "same data-parallel rank"), ("stage", "same stage")):
+        for by, label in (
+            ("dp", "same data-parallel rank"),
+            ("stage", "same stage"),
+            (["dp", "stage"], "same data-parallel rank and stage"),  # e.g. context parallel
+        ):
             parts = [g["i"].to_numpy() for _, g in grp.groupby(by) if len(g) > 1]
             if parts and len(parts) < len(grp):
                 candidates.append((label, parts))
