@@ -28,6 +28,10 @@ class Affine(Distribution):
         return self.scale_factor * y + self.shift_value
 
     @property
+    def tail_index(self) -> float:  # noqa: D102 - a positive scale keeps the tail
+        return self.base.tail_index
+
+    @property
     def support(self) -> tuple[float, float]:
         lo, hi = self.base.support
         return float(self._from_base(np.float64(lo))), float(self._from_base(np.float64(hi)))

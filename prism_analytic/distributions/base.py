@@ -179,6 +179,19 @@ class Distribution(ABC):
             return float(low[0]), float(high[0])
         return low.reshape(arr.shape), high.reshape(arr.shape)
 
+    @property
+    def tail_index(self) -> float:
+        """Upper tail index: moments of order >= it are infinite (``inf``: all are finite).
+
+        This default only knows the first two moments (1 if the mean is infinite, 2 if the
+        variance is); laws with a known power tail override it (see :mod:`.tails`).
+        """
+        if not math.isfinite(self.mean()):
+            return 1.0
+        if not math.isfinite(self.var()):
+            return 2.0
+        return math.inf
+
     def mean(self) -> float:
         """Expected value (``inf`` when it does not exist)."""
         return float(self._mean())

@@ -42,6 +42,8 @@ class Empirical(Distribution):
         """Number of samples."""
         return int(self.samples.size)
 
+    tail_index = float("inf")  # bounded support: every moment exists
+
     @property
     def support(self) -> tuple[float, float]:
         return float(self.samples[0]), float(self.samples[-1])
@@ -100,6 +102,8 @@ class PointMass(Distribution):
 
     def __repr__(self) -> str:
         return f"PointMass({self.value:.6g})"
+
+    tail_index = float("inf")
 
     @property
     def support(self) -> tuple[float, float]:

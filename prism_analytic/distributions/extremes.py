@@ -51,6 +51,10 @@ class IIDMax(Distribution):
         return f"IIDMax({self.parent!r}, n={self.n})"
 
     @property
+    def tail_index(self) -> float:  # noqa: D102 - the maximum has its parent's tail
+        return self.parent.tail_index
+
+    @property
     def support(self) -> tuple[float, float]:
         return self.parent.support
 
@@ -89,6 +93,10 @@ class OrderStatistic(Distribution):
 
     def __repr__(self) -> str:
         return f"OrderStatistic({self.parent!r}, k={self.k}, n={self.n})"
+
+    @property
+    def tail_index(self) -> float:  # noqa: D102 - exceeding x takes n - k + 1 copies above x
+        return (self.n - self.k + 1) * self.parent.tail_index
 
     @property
     def support(self) -> tuple[float, float]:
@@ -153,6 +161,10 @@ class MaxOfIndependent(Distribution):
         return f"MaxOfIndependent({len(self.dists)} operands)"
 
     @property
+    def tail_index(self) -> float:  # noqa: D102
+        return min(d.tail_index for d in self.dists)
+
+    @property
     def support(self) -> tuple[float, float]:
         return max(d.support[0] for d in self.dists), max(d.support[1] for d in self.dists)
 
@@ -189,6 +201,10 @@ class MinOfIndependent(Distribution):
 
     def __repr__(self) -> str:
         return f"MinOfIndependent({len(self.dists)} operands)"
+
+    @property
+    def tail_index(self) -> float:  # noqa: D102 - S = prod S_i: the indices add
+        return float(sum(d.tail_index for d in self.dists))
 
     @property
     def support(self) -> tuple[float, float]:

@@ -19,6 +19,7 @@ from scipy import signal
 
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .base import Distribution
+from .roundoff import fft_l1_error
 
 __all__ = ["GridDistribution", "discretize", "to_grid", "to_grid_like", "align"]
 
@@ -115,9 +116,14 @@ class GridDistribution(Distribution):
         self.above = float(above)
         self.policy = policy
         self.moments = None if moments is None else (float(moments[0]), float(moments[1]))
-        self.tail_index = float(tail_index)
+        self._tail_index = float(tail_index)
         self.roundoff = float(roundoff)
         self._cache: dict[str, np.ndarray] = {}
+
+    @property
+    def tail_index(self) -> float:
+        """Moments of order >= this are infinite (carried from the operands)."""
+        return self._tail_index
 
     def _derived(
         self,
@@ -462,8 +468,6 @@ def discretize(
     cell = _pmf_from_cdf_sf(cdf, sf, cdf[0])[1:]  # mass of (x_i, x_{i+1}]
     lo = np.concatenate((cell, [sf[-1]]))  # left edges; mass above the grid kept at the top
     hi = np.concatenate(([cdf[0]], cell))  # right edges; mass below the grid kept at the bottom
-    from .tails import tail_index
-
     return GridDistribution(
         h,
         k_start,
@@ -473,7 +477,7 @@ def discretize(
         above=float(sf[-1]),
         policy=policy,
         moments=(dist.mean(), dist.var()),
-        tail_index=tail_index(dist),
+        tail_index=dist.tail_index,
     )
 
 
@@ -579,8 +583,6 @@ def convolve_grids(a: GridDistribution, b: GridDistribution) -> GridDistribution
     above = 1.0 - (1.0 - a.above) * (1.0 - b.above)
     # Round-off of the convolution, bounded rigorously in L1 (a CDF error at every point):
     # the lower side moves that much mass to -inf, the upper side to +inf.
-    from .centred_sum import fft_l1_error
-
     err_lo, err_hi = fft_l1_error(a.lo, b.lo), fft_l1_error(a.hi, b.hi)
     lo, hi = np.maximum(lo, 0.0), np.maximum(hi, 0.0)
     roundoff = a.roundoff + b.roundoff

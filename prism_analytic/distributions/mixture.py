@@ -44,6 +44,10 @@ class Mixture(Distribution):
         return f"Mixture({parts})"
 
     @property
+    def tail_index(self) -> float:  # noqa: D102 - the heaviest component decides
+        return min(c.tail_index for w, c in zip(self.weights, self.components) if w > 0)
+
+    @property
     def support(self) -> tuple[float, float]:
         lows, highs = zip(*(c.support for c in self.components))
         return min(lows), max(highs)

@@ -10,6 +10,7 @@ from scipy import stats
 
 from .._checks import check_finite, check_positive
 from .base import Distribution
+from .tails import FAMILY_TAIL_INDEX
 
 __all__ = [
     "ScipyDistribution",
@@ -65,6 +66,18 @@ class ScipyDistribution(Distribution):
             ]
         )
         return f"ScipyDistribution({self.family}({args}))"
+
+    @property
+    def tail_index(self) -> float:
+        """The power-tail index of the family (:data:`.tails.FAMILY_TAIL_INDEX`), else inf."""
+        rule = FAMILY_TAIL_INDEX.get(self.family)
+        if rule is not None:
+            shapes, _, _ = self.frozen.dist._parse_args(*self.frozen.args, **self.frozen.kwds)
+            try:
+                return float(rule([float(a) for a in shapes]))
+            except (IndexError, ZeroDivisionError):
+                pass
+        return super().tail_index
 
     @property
     def support(self) -> tuple[float, float]:
