@@ -175,3 +175,19 @@ def test_rare_heavy_microbatches_are_conditioned_on():
     ks = max(np.max(i / x.size - f), np.max(f - (i - 1) / x.size))
     assert ks < 0.04  # a single normal (no conditioning) is off by KS ~0.3 here
     assert float(r.quantile(0.99)) == pytest.approx(float(np.quantile(x, 0.99)), rel=0.01)
+
+
+@pytest.mark.parametrize("schedule,vpp", [("1f1b", 1), ("interleaved", 2)])
+def test_compact_bounds_contain_monte_carlo_and_the_explicit_bounds(schedule, vpp):
+    compact = pipeline_step_graph(4, 8, lat, schedule=schedule, vpp=vpp, compact=True)
+    explicit = pipeline_step_graph(4, 8, lat, schedule=schedule, vpp=vpp)
+    b = pa.predict(compact, "bounds")
+    e = pa.predict(explicit, "bounds")
+    mc = pa.predict(compact, "montecarlo", samples=50_000, seed=9)
+    for q in (0.01, 0.5, 0.9, 0.99, 0.999):
+        low, high = b.quantile_bracket(q)
+        ci = mc.quantile_bracket(q, confidence=0.999)
+        assert low <= ci[0] and ci[1] <= high, q
+        # the same independence bound as the explicit engine (lattice rounding aside)
+        assert high == pytest.approx(e.quantile_bracket(q)[1], rel=5e-3), q
+        assert high <= 1.02 * float(mc.quantile(q)), q

@@ -22,14 +22,12 @@ import numpy as np
 from ..distributions import GridDistribution, to_grid
 from ..distributions.grid import _pmf_from_cdf_sf, align, convolve_grids, mix_grids
 from ..distributions.grid_extremes import _cdf_sf, max_grids
-from ..graph import OP, PIPELINE, GraphError, StepGraph
+from ..graph import OP, PIPELINE, StepGraph
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .analytic import _dist_key, mean_critical_path, replica_group
+from .pipeline_bounds import pipeline_bound_grids
 
-__all__ = ["bound_distributions", "MAX_PIPELINE_OPS"]
-
-#: Largest compact pipeline the bounds engine expands (cost grows with the op count).
-MAX_PIPELINE_OPS = 20_000
+__all__ = ["bound_distributions"]
 
 
 class _Bounds:
@@ -53,17 +51,14 @@ class _Bounds:
         d = g.graph.nodes[v]
         if d["type"] == OP:
             return self.grid(d["latency"], h)
-        if d["type"] == PIPELINE:  # bounds need every op: expand the schedule
-            if d["spec"].n_ops > MAX_PIPELINE_OPS:
-                raise GraphError(
-                    f"bounds: pipeline {v!r} has {d['spec'].n_ops:,} ops; the bounds engine "
-                    f"expands pipelines op by op and accepts at most {MAX_PIPELINE_OPS:,}"
-                )
-            key = (id(d["spec"]), side)
+        if d["type"] == PIPELINE:  # one lattice pass over the schedule, no per-op objects
+            key = (id(d["spec"]), h)
             if key not in self._bodies:  # lower() and upper() of the parent both ask
-                body = d["spec"].explicit(v)
-                self._bodies[key] = self.upper(body) if side == "upper" else self.lower(body)
-            return self._bodies[key]
+                self._bodies[key] = pipeline_bound_grids(
+                    d["spec"], h, self.policy, paths=self.paths
+                )
+            low, high = self._bodies[key]
+            return high if side == "upper" else low
         body = self.upper(d["body"]) if side == "upper" else self.lower(d["body"])
         return replica_group(body, d)  # monotone in the body: bounds stay bounds
 
