@@ -239,3 +239,19 @@ def test_cli_end_to_end_overlay_reproduces_the_median(tmp_path, capsys):
     )
     pred = json.loads(capsys.readouterr().out)
     assert pred["p50_s"] == pytest.approx(np.median(t[2:]), rel=1e-3)
+
+
+def test_jitter_is_fitted_to_the_within_run_spread(tmp_path):
+    from prism_analytic.calibration import predicted_law
+
+    quiet = {"spatial": {"cv": 0.0, "slow_fraction": 0.0}, "hiccups": {"probability": 0.0}}
+    job = merge_config(preset_job("llama3-8b", 8), {"variability": quiet})
+    truth = merge_config(job, {"variability": {"temporal": {"step_jitter_s": 0.02}}})
+    law = predicted_law(truth)
+    rng = np.random.default_rng(4)
+    t = np.asarray(law.result.quantile(rng.uniform(0.001, 0.999, 1500)))  # the true law
+    log = _write(tmp_path, "s.csv", "step_time_s\n" + "\n".join(map(str, t)))
+    res = calibrate_to_logs(job, [read_step_log(log, drop_first=0)], n_resamples=300)
+    p = {x.key: x for x in res.parameters}["variability.temporal.step_jitter_s"]
+    assert p.identified and p.interval[0] < 0.02 < p.interval[1]
+    assert p.value == pytest.approx(0.02, rel=0.25)

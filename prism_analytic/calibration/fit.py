@@ -417,6 +417,7 @@ def calibrate_to_logs(
     seed: int = 0,
     check_body: bool = True,
     shape: str = "within-run",
+    fit_jitter: bool = True,
     evaluate: Callable[[Any], PredictedLaw] = predicted_law,
 ) -> CalibrationResult:
     """Fit the stochastic model of ``job`` to measured step logs of that job.
@@ -436,6 +437,8 @@ def calibrate_to_logs(
     shape : {"within-run", "marginal"}
         Which predicted law the per-run-normalised goodness of fit uses (see
         :func:`_shape_law`).
+    fit_jitter : bool
+        Fit ``variability.temporal.step_jitter_s`` to the per-run-normalised p90/p50.
     evaluate : callable
         ``job -> PredictedLaw`` (the analytic engine by default; tests may pass a stub).
     """
@@ -486,6 +489,16 @@ def calibrate_to_logs(
     base = _with(job, overrides) if overrides else job
     target = float(np.median(pooled.times_s))
     m_lo, m_hi = _bootstrap_ci(pooled.times_s, _median, n_resamples, confidence, seed)
+    r90 = float(_q90(norm))
+    r90_ci = _bootstrap_ci(norm, _q90, n_resamples, confidence, seed)
+    if fit_jitter:
+        # the within-run spread fixes the per-step jitter; the median then fixes the GEMMs
+        eff, _ = solve_gemm_efficiency(base, target, "p50", evaluate=evaluate)
+        first = _with(base, _gemm_overlay(base, eff))
+        jitter_param = _fit_jitter(first, (r90, *r90_ci), shape, evaluate)
+        params.append(jitter_param)
+        if jitter_param.identified:
+            base = _with(base, {"variability": {"temporal": {"step_jitter_s": jitter_param.value}}})
     eff, law = solve_gemm_efficiency(base, target, "p50", evaluate=evaluate)
     tuned = _with(base, _gemm_overlay(base, eff))
     # the percentile interval maps through the monotone median(eff): slower median -> lower eff
@@ -503,8 +516,6 @@ def calibrate_to_logs(
             " mapped through the model",
         ),
     )
-    r90 = float(_q90(norm))
-    r90_ci = _bootstrap_ci(norm, _q90, n_resamples, confidence, seed)
     if check_body:
         params.append(_body_identifiability(tuned, law, r90_ci, evaluate))
     params += _not_identified_from_one_size()
@@ -526,6 +537,68 @@ def calibrate_to_logs(
         params,
         _law_dict(law),
         goodness,
+    )
+
+
+def _fit_jitter(
+    job: Any, r90: tuple[float, float, float], shape: str, evaluate: Callable
+) -> FittedParameter:
+    """``step_jitter_s`` at which the predicted (shape-law) p90/p50 equals the measured one.
+
+    ``r90`` is (estimate, low, high) of the measured per-run-normalised p90/p50; the interval
+    maps through the monotone p90/p50(jitter). Not identified when the model without jitter
+    is already as wide as the measurement.
+    """
+    key = "variability.temporal.step_jitter_s"
+
+    def ratio(j: float) -> float:
+        law0 = evaluate(_with(job, {"variability": {"temporal": {"step_jitter_s": j}}}))
+        law = _shape_law(
+            _with(job, {"variability": {"temporal": {"step_jitter_s": j}}}), law0, shape, evaluate
+        )
+        return law.p90_s / law.p50_s - 1.0
+
+    floor = ratio(0.0)
+    if r90[0] - 1.0 <= floor:
+        return FittedParameter(
+            key,
+            None,
+            None,
+            False,
+            f"measured p90/p50 {r90[0]:.4f} <= the model's without jitter ({1 + floor:.4f})",
+        )
+    med = evaluate(job).p50_s
+    # p90/p50 - 1 is close to linear in the jitter: ~1.28 sd / median above the floor
+    cache: dict[float, float] = {0.0: floor}
+
+    def solve(level: float) -> float | None:
+        """The jitter giving ``level``; None when the search does not reach it."""
+        if level - 1.0 <= floor:
+            return 0.0
+        x0, y0 = 0.0, floor
+        x1 = max(1e-6, (level - 1.0 - floor) * med / 1.2816)
+        y1 = cache.setdefault(x1, ratio(x1))
+        for _ in range(8):
+            if abs(y1 - (level - 1.0)) < 2e-5 or y1 == y0:
+                break
+            x2 = max(0.0, x1 + (level - 1.0 - y1) * (x1 - x0) / (y1 - y0))
+            x0, y0, x1 = x1, y1, x2
+            y1 = cache.setdefault(x1, ratio(x1))
+        return x1 if abs(y1 - (level - 1.0)) < 1e-4 + 0.02 * (level - 1.0) else None
+
+    value = solve(r90[0])
+    lo, hi = solve(r90[1]), solve(r90[2])
+    if value is None or lo is None or hi is None:
+        return FittedParameter(
+            key, None, None, False, "the predicted p90/p50 does not respond to the jitter"
+        )
+    return FittedParameter(
+        key,
+        value,
+        (lo, hi),
+        True,
+        f"predicted {shape} p90/p50 matched to the measured {r90[0]:.4f}; interval: its"
+        f" percentile bootstrap ({r90[1]:.4f}, {r90[2]:.4f}) mapped through the model",
     )
 
 

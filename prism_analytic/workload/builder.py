@@ -57,13 +57,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from ..distributions import Distribution, lognormal, mixture, point_mass, uniform
+from ..distributions import Distribution, gamma, lognormal, mixture, point_mass, uniform
 from ..engines.resolution import MAX_REL_WIDTH
 from ..graph import StepGraph
 from ..graph.pipeline import pipeline_step_graph
 from ..operations import iid_max
 from ..policy import GridPolicy
-from .config import JobConfig, Layout, TierNoise
+from .config import JITTER_MEAN_OVER_STD, JobConfig, Layout, TierNoise
 from .mean_model import OpMean, OpMeans, op_means
 from .scale_variability import apply_scale_variability
 
@@ -357,6 +357,7 @@ def graph_size(job: JobConfig) -> int:
     extra = 1 + (1 if p.pp > 1 else 0) + 1  # replica group, fill/drain, optimizer
     extra += sum(1 for o in op_means(job).dp_step if o.count * o.seconds > 0)
     extra += 1 if t.step_overhead_s > 0 else 0
+    extra += 1 if v.temporal.step_jitter_s > 0 else 0
     extra += 1 if v.hiccups.probability > 0 and v.hiccups.size_s > 0 else 0
     return 1 + extra
 
@@ -533,6 +534,10 @@ def build_step_graph(
     last = g.add_op("optimizer", _law(opt, (ctx.cv * opt) ** 2), [last], tags=("optimizer",))
     if t.step_overhead_s > 0:
         last = g.add_op("overhead", point_mass(t.step_overhead_s), [last], tags=("overhead",))
+    jit = var.temporal.step_jitter_s
+    if jit > 0:  # per-step host-side jitter in seconds (see TemporalVariability)
+        law = gamma(JITTER_MEAN_OVER_STD * jit, jit)
+        last = g.add_op("step_jitter", law, [last], tags=("overhead",))
     hic = var.hiccups
     if hic.probability > 0 and hic.size_s > 0:
         law = _hiccup_law(hic.probability, hic.size_s)

@@ -49,6 +49,7 @@ from .sections import (
 )
 from .toml_io import config_to_dict, dump_toml
 from .variability import (
+    JITTER_MEAN_OVER_STD,
     HiccupConfig,
     NetworkVariability,
     RegimeConfig,
@@ -77,6 +78,7 @@ __all__ = [
     "RegimeConfig",
     "HiccupConfig",
     "ScaleVariability",
+    "JITTER_MEAN_OVER_STD",
     "VariabilityConfig",
     "JobConfig",
     "Layout",

@@ -34,6 +34,10 @@ class SpatialVariability(_Section):
     slow_factor: float = _f(1.10, kind="float", ge=1.0, le=100.0)
 
 
+#: Mean over standard deviation of the per-step jitter's gamma law (an assumption).
+JITTER_MEAN_OVER_STD = 3.0
+
+
 @dataclass(frozen=True)
 class TemporalVariability(_Section):
     """Fresh per-execution noise of one kernel on one GPU.
@@ -42,10 +46,20 @@ class TemporalVariability(_Section):
     100-kernel means is 0.0012, i.e. about 0.012 per kernel if kernels in a run were
     independent. PRISM (arXiv 2510.15596 v2) reports temporal variation of 0.98-6.46%
     on one GPU; the default sits at the low end.
+
+    ``step_jitter_s``: standard deviation (seconds) of a per-step delay common to the whole
+    job and independent of its size (host-side work: data loading, logging, launch and
+    synchronisation gaps). Kernel noise averages out over thousands of kernels, so without
+    it a step barely varies within one run; measured within-run spreads (MLPerf GB200:
+    p90/p50 1.005 at 19 s steps) need it. Its law is a gamma with mean
+    ``JITTER_MEAN_OVER_STD`` (3) times the std (a non-negative delay; the mean-to-std ratio is
+    an assumption, its mean acts as a fixed per-step cost). Default 0: no public number;
+    ``prism calibrate`` fits it from step logs.
     """
 
     _SECTION: ClassVar[str] = "variability.temporal"
     kernel_cv: float = _f(0.012, kind="float", ge=0.0, lt=1.0)
+    step_jitter_s: float = _f(0.0, kind="float", ge=0.0)
 
 
 @dataclass(frozen=True)
