@@ -1,0 +1,533 @@
+"""Fuzz corpus: hypothesis strategies over hostile inputs, and the checks every input must pass.
+
+Shared by ``tests/test_fuzz.py`` (a small, fast sample in CI) and ``validation/fuzz_long.py``
+(the same strategies for N minutes, with counts). Each target takes one drawn input and
+returns an :class:`Outcome`:
+
+* ``ok`` / ``refused``: it ran, or raised one of the package's own error types
+  (:data:`OWN_ERRORS`: ``ValueError``, ``TypeError`` and subclasses, ``FileNotFoundError``);
+* ``foreign``: any other exception (``ZeroDivisionError``, ``KeyError``, ``RecursionError``...);
+* ``hang``: it ran past the time limit (SIGALRM);
+* ``violation``: it ran, but a stated guarantee failed (a numerical bracket that excludes the
+  closed-form value, low above high, ``--json`` that is not valid JSON, an infinite mean
+  reported as a finite number).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import signal
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import strategies as st
+from scipy import special, stats
+
+import prism_analytic as pa
+from prism_analytic.graph import StepGraph
+
+OWN_ERRORS = (ValueError, TypeError, FileNotFoundError)
+#: Relative slack on closed-form values (scipy's own special functions are not exact).
+CLOSED_FORM_RTOL = 1e-9
+
+
+class Hang(BaseException):
+    """Raised by the alarm when an input runs past its time limit."""
+
+
+class Violation(Exception):
+    """A guarantee that failed on an input that ran."""
+
+
+@dataclass
+class Outcome:
+    """What one input did."""
+
+    kind: str  # ok, refused, foreign, hang, violation
+    detail: str = ""
+    seconds: float = 0.0
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise Hang()
+
+
+def run_case(fn: Callable[[], None], limit_s: float) -> Outcome:
+    """Run ``fn`` under a wall-clock limit and classify what happened."""
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, limit_s)
+    start = time.perf_counter()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            fn()
+        kind, detail = "ok", ""
+    except Hang:
+        kind, detail = "hang", f"over {limit_s} s"
+    except Violation as exc:
+        kind, detail = "violation", str(exc)
+    except OWN_ERRORS as exc:
+        kind, detail = "refused", f"{type(exc).__name__}: {exc}"[:300]
+    except Exception as exc:  # noqa: BLE001 - classifying foreign exceptions is the point
+        tb = traceback.extract_tb(exc.__traceback__)[-1]
+        kind = "foreign"
+        detail = f"{type(exc).__name__}: {exc} at {tb.filename}:{tb.lineno}"[:400]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    return Outcome(kind, detail, time.perf_counter() - start)
+
+
+# ----- hostile scalars ---------------------------------------------------------------------------
+EXTREME_FLOATS = [0.0, -0.0, 1e-300, 5e-324, -1e-300, 1e300, -1e300, math.inf, -math.inf, math.nan]
+hostile_scalar = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(EXTREME_FLOATS),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.sampled_from([None, "1", "x", True, False, [1.0], (), {}, b"1", 1j]),
+)
+levels = st.sampled_from(
+    [0.0, 1e-12, 1e-9, 1e-6, 1e-3, 0.1, 0.5, 0.9, 0.99, 1 - 1e-6, 1 - 1e-9, 1.0]
+)
+counts = st.sampled_from([1, 2, 3, 10, 1000, 10**6, 10**9, 10**12])
+
+
+def log_uniform(lo: float, hi: float) -> st.SearchStrategy[float]:
+    """10 ** U(lo, hi)."""
+    return st.floats(lo, hi).map(lambda e: 10.0**e)
+
+
+# ----- distributions with closed forms -----------------------------------------------------------
+@dataclass
+class Law:
+    """A law as the package builds it, and the same law in scipy (the closed form)."""
+
+    name: str
+    dist: pa.Distribution
+    exact: Any  # a frozen scipy distribution
+
+
+@st.composite
+def laws(draw: Any, heavy: bool = True) -> Law:
+    """Normal, gamma, exponential, lognormal, Pareto and uniform over wide parameter ranges."""
+    kind = draw(
+        st.sampled_from(["normal", "gamma", "exponential", "lognormal", "pareto", "uniform"])
+    )
+    if kind == "normal":
+        mu = draw(st.sampled_from([-1.0, 1.0])) * draw(log_uniform(-3, 6))
+        sd = abs(mu) * draw(log_uniform(-6, 1))
+        return Law(f"normal({mu:.3g}, {sd:.3g})", pa.normal(mu, sd), stats.norm(mu, sd))
+    if kind == "gamma":
+        a, scale = draw(log_uniform(-1.5, 4)), draw(log_uniform(-4, 4))
+        exact = stats.gamma(a, scale=scale)
+        return Law(f"gamma(a={a:.3g}, scale={scale:.3g})", pa.from_scipy(exact), exact)
+    if kind == "exponential":
+        mean = draw(log_uniform(-4, 4))
+        return Law(f"exponential({mean:.3g})", pa.exponential(mean), stats.expon(scale=mean))
+    if kind == "lognormal":
+        s = draw(st.floats(0.01, 3.0 if heavy else 1.0))
+        scale = draw(log_uniform(-3, 3))
+        exact = stats.lognorm(s, scale=scale)
+        return Law(f"lognorm(s={s:.3g}, scale={scale:.3g})", pa.from_scipy(exact), exact)
+    if kind == "pareto":
+        alpha = draw(st.sampled_from([0.5, 1.0, 1.5, 2.5, 5.0]) if heavy else st.just(5.0))
+        return Law(f"pareto({alpha})", pa.pareto(alpha), stats.pareto(alpha))
+    low = draw(st.floats(-1e3, 1e3))
+    width = draw(log_uniform(-3, 3))
+    return Law(
+        f"uniform({low:.3g}, {low + width:.3g})",
+        pa.uniform(low, low + width),
+        stats.uniform(low, width),
+    )
+
+
+def check_bracket(name: str, dist: pa.Distribution, q: float, exact: float) -> None:
+    """The guarantee: ``quantile_bracket(q)`` holds the closed-form value (low <= high)."""
+    low, high = (float(v) for v in dist.quantile_bracket(q))
+    if math.isnan(low) or math.isnan(high):
+        raise Violation(f"{name}: quantile_bracket({q}) = ({low}, {high}) has NaN")
+    if low > high:
+        raise Violation(f"{name}: quantile_bracket({q}) = ({low}, {high}): low above high")
+    if math.isnan(exact):
+        return
+    slack = CLOSED_FORM_RTOL * abs(exact) if math.isfinite(exact) else 0.0
+    if not (low - slack <= exact <= high + slack):
+        raise Violation(f"{name}: quantile_bracket({q}) = ({low:.10g}, {high:.10g}) excludes the "
+                        f"exact {exact:.10g}")  # fmt: skip
+
+
+def max_quantile(exact: Any, n: int, q: float) -> float:
+    """Closed-form q-quantile of the max of n i.i.d. copies: isf(1 - q^(1/n))."""
+    if q <= 0:
+        return float(exact.support()[0])
+    u = math.exp(math.log(q) / n)  # CDF level of one copy; its complement without cancellation
+    return float(exact.ppf(u) if u < 0.5 else exact.isf(-math.expm1(math.log(q) / n)))
+
+
+def order_statistic_quantile(exact: Any, k: int, n: int, q: float) -> float:
+    """Closed-form q-quantile of the k-th smallest of n: F^-1(I^-1_{k, n-k+1}(q))."""
+    if q <= 0 or q >= 1:
+        return math.nan
+    p = float(special.betaincinv(k, n - k + 1, q))
+    s = float(special.betaincinv(n - k + 1, k, 1 - q))  # 1 - p without cancellation
+    return float(exact.ppf(p) if p < 0.5 else exact.isf(s))
+
+
+@st.composite
+def law_operations(draw: Any) -> tuple[str, Callable[[], None]]:
+    """One operation on a law with a closed form, and its bracket check."""
+    law = draw(laws())
+    op = draw(st.sampled_from(["self", "iid_max", "order_statistic", "iid_sum"]))
+    q = draw(levels)
+
+    def run() -> None:
+        if op == "self":
+            check_bracket(law.name, law.dist, q, float(law.exact.ppf(q)))
+            if law.name.startswith("pareto(0.5") or law.name.startswith("pareto(1.0"):
+                if math.isfinite(law.dist.mean()):
+                    raise Violation(f"{law.name}: infinite mean reported as {law.dist.mean()}")
+        elif op == "iid_max":
+            n = draw_n
+            check_bracket(f"iid_max({law.name}, {n})", pa.iid_max(law.dist, n), q,
+                          max_quantile(law.exact, n, q))  # fmt: skip
+        elif op == "order_statistic":
+            n = draw_n
+            k = max(1, min(n, draw_k))
+            d = pa.order_statistic(law.dist, k, n)
+            check_bracket(f"order_statistic({law.name}, {k}, {n})", d, q,
+                          order_statistic_quantile(law.exact, k, n, q))  # fmt: skip
+        else:
+            m = draw_m
+            d = pa.iid_sum(law.dist, m)
+            exact = _sum_closed_form(law, m)
+            if exact is not None:
+                check_bracket(f"iid_sum({law.name}, {m})", d, q, float(exact.ppf(q)))
+
+    draw_n = draw(counts)
+    draw_k = draw(st.sampled_from([1, 2, 10, 10**6, 10**12]))
+    draw_m = draw(st.sampled_from([1, 2, 3, 10, 1000, 10**6, 10**9]))
+    return f"{op} of {law.name} at q={q}", run
+
+
+def _sum_closed_form(law: Law, m: int) -> Any:
+    name = law.exact.dist.name
+    args, kwds = law.exact.args, law.exact.kwds
+    if name == "norm":
+        mu, sd = args
+        return stats.norm(m * mu, math.sqrt(m) * sd)
+    if name == "gamma":
+        return stats.gamma(args[0] * m, scale=kwds["scale"])
+    if name == "expon":
+        return stats.gamma(m, scale=kwds["scale"])
+    return None
+
+
+# ----- hostile calls on the public API -----------------------------------------------------------
+CONSTRUCTORS: dict[str, Callable[..., Any]] = {
+    "normal": pa.normal,
+    "lognormal": pa.lognormal,
+    "gamma": pa.gamma,
+    "exponential": pa.exponential,
+    "uniform": pa.uniform,
+    "pareto": pa.pareto,
+    "point_mass": pa.point_mass,
+}
+
+
+@st.composite
+def hostile_calls(draw: Any) -> tuple[str, Callable[[], None]]:
+    """A constructor, operation or method called with hostile arguments."""
+    what = draw(st.sampled_from(["construct", "method", "operation", "policy"]))
+    a, b, c = draw(hostile_scalar), draw(hostile_scalar), draw(hostile_scalar)
+    base = pa.normal(1.0, 0.1)
+    if what == "construct":
+        name = draw(st.sampled_from(sorted(CONSTRUCTORS)))
+        nargs = draw(st.integers(1, 2))
+
+        def run() -> None:
+            d = CONSTRUCTORS[name](*[a, b][:nargs])
+            d.quantile([1e-6, 0.5, 1 - 1e-6])
+            d.mean()
+            d.std()
+
+        return f"{name}{(a, b)[:nargs]!r}", run
+    if what == "method":
+        method = draw(st.sampled_from(["quantile", "cdf", "sf", "isf", "quantile_bracket",
+                                       "sample", "plot"]))  # fmt: skip
+
+        def run() -> None:
+            if method == "sample":
+                base.sample(a, rng=b)
+            elif method == "plot":
+                base.plot(ax=a)
+            else:
+                getattr(base, method)(a)
+
+        return f"normal.{method}({a!r})", run
+    if what == "operation":
+        op = draw(st.sampled_from(["iid_sum", "iid_max", "order_statistic", "convolve",
+                                   "mixture", "empirical"]))  # fmt: skip
+
+        def run() -> None:
+            if op == "iid_sum":
+                pa.iid_sum(base, a)
+            elif op == "iid_max":
+                pa.iid_max(base, a)
+            elif op == "order_statistic":
+                pa.order_statistic(base, a, b)
+            elif op == "convolve":
+                pa.convolve(base, base, policy=a)
+            elif op == "mixture":
+                pa.mixture([base, pa.exponential(1.0)], [a, b])
+            else:
+                pa.empirical(a)
+
+        return f"{op}({a!r}, {b!r})", run
+
+    def run_policy() -> None:
+        pa.GridPolicy(rel_width=a, max_cells=b, tail_mass=c)
+
+    return f"GridPolicy({a!r}, {b!r}, {c!r})", run_policy
+
+
+# ----- graphs ------------------------------------------------------------------------------------
+safe_laws = st.sampled_from(
+    [
+        pa.normal(1.0, 0.1),
+        pa.lognormal(1.0, 0.5),
+        pa.gamma(0.5, 0.2),
+        pa.exponential(1.0),
+        pa.pareto(2.5),
+        pa.point_mass(0.3),
+        pa.uniform(0.5, 1.5),
+    ]
+)
+
+
+@st.composite
+def graphs(draw: Any, depth: int = 0) -> StepGraph:
+    """Random step DAGs: ops, collectives, replica groups (nested, slow, speed), regimes."""
+    g = StepGraph(f"g{depth}")
+    names: list[str] = []
+    for i in range(draw(st.integers(1, 5))):
+        after = draw(st.lists(st.sampled_from(names), max_size=3, unique=True)) if names else []
+        kind = draw(st.sampled_from(["op", "comm", "group"] if depth < 2 else ["op", "comm"]))
+        name = f"n{depth}_{i}"
+        if kind == "group":
+            n = draw(st.sampled_from([1, 2, 5, 2000, 10**6, 10**9, 10**12]))
+            slow = draw(st.sampled_from([None, (1, 1.5), (min(n, 3), 2.0)]))
+            speed = draw(st.sampled_from([None, pa.lognormal(1.0, 0.02)]))
+            g.add_replica_group(name, draw(graphs(depth + 1)), n, after, slow=slow, speed=speed)
+        else:
+            tags = draw(st.sampled_from([(), ("inter-node",)]))
+            g.add_op(name, draw(safe_laws), after, kind="comm" if kind == "comm" else "compute",
+                     tags=tags)  # fmt: skip
+        names.append(name)
+    if depth == 0 and draw(st.booleans()):
+        g.add_regime("net", {"ok": 0.9, "slow": 0.1}, {"ok": 1.0, "slow": 2.0},
+                     applies_to=draw(st.sampled_from(["comm", "compute", "inter-node", "typo"])))  # fmt: skip
+    return g
+
+
+@st.composite
+def graph_runs(draw: Any) -> tuple[str, Callable[[], None]]:
+    """Evaluate a random graph with a random engine, or a mutated JSON form of it."""
+    g = draw(graphs())
+    method = draw(st.sampled_from(["analytic", "bounds", "montecarlo", "json", "json-mutated"]))
+    mutation = (draw(st.integers(0, 10**6)), draw(hostile_scalar))
+
+    def run() -> None:
+        if method in ("analytic", "bounds"):
+            r = pa.predict(g, method)
+            for q in (0.5, 0.99):
+                low, high = r.quantile_bracket(q)
+                if not low <= high:
+                    raise Violation(f"{method}: bracket({q}) = ({low}, {high})")
+        elif method == "montecarlo":
+            settings = pa.MonteCarloSettings(pool_size=2**14, explicit_limit=8)
+            r = pa.predict(g, "montecarlo", samples=500, mc_settings=settings)
+            low, high = r.quantile_bracket(0.5)
+            if not low <= r.quantile(0.5) <= high:
+                raise Violation(f"montecarlo: estimate outside its own interval ({low}, {high})")
+        else:
+            data = json.loads(g.to_json())
+            if method == "json-mutated":
+                _mutate(data, *mutation)
+            h = StepGraph.from_dict(data)
+            if method == "json":
+                a, b = pa.predict(g).quantile(0.5), pa.predict(h).quantile(0.5)
+                if not (a == b or (math.isnan(a) and math.isnan(b))):
+                    raise Violation(f"JSON round trip changed the median: {a} -> {b}")
+
+    return f"{method} on {len(g)}-node graph", run
+
+
+def _mutate(data: Any, pick: int, value: Any) -> None:
+    """Replace one value somewhere in a JSON-like tree (chosen by ``pick``) with ``value``."""
+    slots: list[tuple[Any, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for k in list(node):
+                slots.append((node, k))
+                walk(node[k])
+        elif isinstance(node, list):
+            for i in range(len(node)):
+                slots.append((node, i))
+                walk(node[i])
+
+    walk(data)
+    if slots:
+        parent, key = slots[pick % len(slots)]
+        parent[key] = value
+
+
+# ----- TOML configs and CLI argument lists -------------------------------------------------------
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return (
+            "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf") if math.isinf(v) else repr(v)
+        )
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return json.dumps(str(v))
+
+
+def to_toml(sections: dict[str, dict[str, Any]]) -> str:
+    """A minimal TOML writer for flat ``{section: {key: value}}`` maps."""
+    return "".join(
+        f"[{sec}]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in keys.items())
+        for sec, keys in sections.items()
+    )
+
+
+def _config_keys() -> list[tuple[str, str, Any]]:
+    from prism_analytic.workload.presets import preset_job
+
+    out: list[tuple[str, str, Any]] = []
+
+    def walk(prefix: str, node: dict[str, Any]) -> None:
+        for k, v in node.items():
+            if isinstance(v, dict):
+                walk(f"{prefix}.{k}" if prefix else k, v)
+            elif prefix:
+                out.append((prefix, k, v))
+
+    walk("", preset_job("llama3-8b", 8).to_dict())
+    return out
+
+
+CONFIG_KEYS = _config_keys()
+config_values = st.one_of(
+    hostile_scalar.filter(lambda v: not isinstance(v, complex | bytes | dict) and v is not None),
+    st.integers(0, 70_000),
+    st.floats(0, 2),
+    st.sampled_from(["1f1b", "interleaved", "fsdp", "zero1", "bf16", "fp8", "h100-sxm-80gb"]),
+)
+
+
+@st.composite
+def toml_configs(draw: Any) -> str:
+    """A job TOML: a preset and GPU count, then random keys set to random values."""
+    preset = draw(st.sampled_from(["llama3-8b", "llama3-70b", "mixtral-8x22b", "nope"]))
+    gpus = draw(st.sampled_from([8, 64, 1024, 16384, 10**9, 0, -8, 7]))
+    sections: dict[str, dict[str, Any]] = {"job": {"preset": preset, "gpus": gpus}}
+    for _ in range(draw(st.integers(0, 4))):
+        sec, key, default = draw(st.sampled_from(CONFIG_KEYS))
+        if sec == "job":
+            continue
+        value = draw(st.one_of(config_values, st.just(default)))
+        if draw(st.integers(0, 9)) == 0:
+            key = key + "_typo"
+        sections.setdefault(sec, {})[key] = value
+    return to_toml(sections)
+
+
+@st.composite
+def config_runs(draw: Any) -> tuple[str, Callable[[], None]]:
+    """Load a random TOML job and predict it analytically."""
+    text = draw(toml_configs())
+
+    def run() -> None:
+        from prism_analytic.engines.predict import predict
+        from prism_analytic.workload.builder import build_step_graph
+        from prism_analytic.workload.jobs import load_config
+
+        job = load_config(text)
+        r = predict(build_step_graph(job), "analytic")
+        low, high = r.quantile_bracket(0.5)
+        if not low <= high:
+            raise Violation(f"config: bracket ({low}, {high})")
+
+    return text.replace("\n", "; "), run
+
+
+@st.composite
+def cli_runs(draw: Any, tmp: str = "/tmp") -> tuple[str, Callable[[], None]]:
+    """``prism`` with a random argument list; ``--json`` output must be valid JSON."""
+    cmd = draw(st.sampled_from(["predict", "presets", "demo", "bogus"]))
+    argv = [cmd]
+    if cmd == "predict":
+        if draw(st.booleans()):
+            argv += ["--preset", draw(st.sampled_from(["llama3-8b", "llama3-70b", "x", ""]))]
+        if draw(st.booleans()):
+            argv += ["--gpus", draw(st.sampled_from(["8", "1024", "1e9", "1e30", "0", "-1",
+                                                     "2.5", "nan", "inf", "x"]))]  # fmt: skip
+        if draw(st.booleans()):
+            argv += ["--method", draw(st.sampled_from(["analytic", "bounds", "montecarlo", "x"]))]
+        if draw(st.booleans()):
+            argv += ["--samples", draw(st.sampled_from(["1e3", "500", "1", "0", "1e20", "x"]))]
+        if draw(st.booleans()):
+            argv += ["--seed", draw(st.sampled_from(["0", "-1", "x", "1e3"]))]
+        if draw(st.booleans()):
+            argv += ["--plot", draw(st.sampled_from([f"{tmp}/fuzz_plot.png", "/proc/x.png",
+                                                     "/nonexistent/x.png", tmp]))]  # fmt: skip
+        if draw(st.booleans()):
+            argv += ["--config", draw(st.sampled_from(["/nonexistent.toml", "/dev/null", tmp]))]
+    if draw(st.booleans()):
+        argv.append("--json")
+
+    def run() -> None:
+        from prism_analytic.cli import main
+
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                rc = main(argv)
+        except SystemExit as exc:  # argparse's own usage errors
+            rc = exc.code
+        if rc not in (0, 1, 2):
+            raise Violation(f"exit status {rc!r}")
+        if rc == 0 and "--json" in argv and cmd != "bogus":
+            text = out.getvalue()
+            try:
+                json.loads(text, parse_constant=_no_constants)
+            except ValueError as exc:
+                raise Violation(f"--json output is not valid JSON: {exc}") from None
+
+    return " ".join(argv), run
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"non-standard JSON token {name}")
+
+
+#: Every target: name -> strategy of (description, thunk).
+TARGETS: dict[str, st.SearchStrategy[tuple[str, Callable[[], None]]]] = {
+    "closed_forms": law_operations(),
+    "hostile_api": hostile_calls(),
+    "graphs": graph_runs(),
+    "toml_configs": config_runs(),
+    "cli": cli_runs(),
+}
