@@ -120,6 +120,11 @@ def predict(
             f"mc_settings must be a MonteCarloSettings, got {type(mc_settings).__name__} "
             f"{mc_settings!r}"
         )
+    if executor is not None and not callable(getattr(executor, "map", None)):
+        raise TypeError(
+            f"executor must be a concurrent.futures.Executor (with .map), got "
+            f"{type(executor).__name__} {executor!r}"
+        )
     if method != "montecarlo":
         check_grid_size(graph, method)
     policy = DEFAULT_POLICY if policy is None else policy
