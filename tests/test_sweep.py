@@ -233,3 +233,10 @@ def test_local_pool_gives_the_same_rows_as_this_process():
         pooled = run_sweep(spec, EvalSettings(), executor=pool).table
     cols = [c for c in inline.columns if c != "compute_time_s"]
     pd.testing.assert_frame_equal(inline[cols], pooled[cols], check_exact=True)
+
+
+def test_predict_scheduler_needs_montecarlo(capsys):
+    assert main(["predict", *SMALL, "--scheduler", "dask"]) == 2
+    assert "--method montecarlo" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["predict", *SMALL, "--method", "montecarlo", "--scheduler", "udp://x:1"])

@@ -225,6 +225,8 @@ def optimize(
     spec, counts = layout_spec(preset, gpus, space, hardware=hardware, base=base)
     outcome = run_sweep(spec, settings, out, executor=executor, progress=progress)
     df = outcome.table
+    # an --out table may hold rows of other searches: only this search's candidates compete
+    df = df[df["config_id"].isin(outcome.ids)].reset_index(drop=True)
     counts = {**counts, "rows": len(df)}
     for status in ("ok", "invalid", "infeasible", "error"):
         counts[status] = int((df["status"] == status).sum())

@@ -30,12 +30,15 @@ class SweepOutcome:
     lost : list of str
         Executor failures (e.g. a task that killed dask workers too often): those
         configurations have no row; a rerun evaluates them.
+    ids : list of str
+        Config ids of this sweep, in order (the table may hold older rows after them).
     """
 
     table: Any
     evaluated: int
     skipped: int
     lost: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
 
 
 def run_points(
@@ -145,4 +148,4 @@ def run_sweep(
             table = write_table(path, have, ids, columns, ints)
     if path is None:
         table = to_frame([have[i] for i in ids if i in have], columns, ints)
-    return SweepOutcome(table=table, evaluated=len(rows), skipped=skipped, lost=lost)
+    return SweepOutcome(table=table, evaluated=len(rows), skipped=skipped, lost=lost, ids=ids)
