@@ -387,6 +387,41 @@ def _mutate(data: Any, pick: int, value: Any) -> None:
         parent[key] = value
 
 
+@st.composite
+def group_closed_forms(draw: Any) -> tuple[str, Callable[[], None]]:
+    """A replica group of a closed-form body through ``predict``: its bracket holds the truth.
+
+    Bodies: one op of any law (max of n: isf(1 - q^(1/n))) or a chain of two normals (a normal
+    body); then a step-level op may follow (a point mass shifts the quantile exactly).
+    """
+    law = draw(laws(heavy=draw(st.booleans())))
+    n = draw(counts)
+    q = draw(st.sampled_from([1e-6, 0.01, 0.5, 0.99, 1 - 1e-6]))
+    two_normals = draw(st.booleans())
+    shift = draw(st.sampled_from([0.0, 0.5]))
+    method = draw(st.sampled_from(["analytic", "bounds"]))
+
+    def run() -> None:
+        body = StepGraph("body")
+        if two_normals:
+            body.add_op("a", pa.normal(1.0, 0.1))
+            body.add_op("b", pa.normal(2.0, 0.2), ["a"])
+            exact = stats.norm(3.0, math.sqrt(0.05))
+            name = "normal(1, .1) -> normal(2, .2)"
+        else:
+            body.add_op("a", law.dist)
+            exact, name = law.exact, law.name
+        g = StepGraph()
+        g.add_replica_group("dp", body, n)
+        if shift:
+            g.add_op("tail", pa.point_mass(shift), ["dp"])
+        r = pa.predict(g, method)
+        check_bracket(f"{method}: {n} x [{name}] + {shift}", r, q,
+                      max_quantile(exact, n, q) + shift)  # fmt: skip
+
+    return f"group of {n} x {law.name if not two_normals else 'normal chain'} at q={q}", run
+
+
 # ----- TOML configs and CLI argument lists -------------------------------------------------------
 def _toml_value(v: Any) -> str:
     if isinstance(v, bool):
@@ -528,6 +563,7 @@ TARGETS: dict[str, st.SearchStrategy[tuple[str, Callable[[], None]]]] = {
     "closed_forms": law_operations(),
     "hostile_api": hostile_calls(),
     "graphs": graph_runs(),
+    "group_closed_forms": group_closed_forms(),
     "toml_configs": config_runs(),
     "cli": cli_runs(),
 }
