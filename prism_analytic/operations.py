@@ -1,14 +1,17 @@
 """Operations on independent random variables. Each name says what it assumes.
 
 * :func:`convolve` - the sum of independent variables (numerical convolution);
-* :func:`iid_sum` - the sum of m i.i.d. copies, by repeated squaring (m up to 1e7);
+* :func:`iid_sum` - the sum of m i.i.d. copies, by repeated squaring (m up to 1e9);
 * :func:`max_independent`, :func:`min_independent` - extremes of independent variables;
 * :func:`iid_max` - the slowest of n identical ranks, exactly F^n (n up to 1e12);
 * :func:`order_statistic` - the k-th smallest of n i.i.d. copies.
 
 Exact operands give exact (lazy) results for the extremes; sums, and anything involving a
 grid, give a :class:`~prism_analytic.distributions.GridDistribution` whose
-``quantile_bracket`` provably contains the exact answer.
+``quantile_bracket`` provably contains the exact answer (up to the floating-point round-off
+reported in ``roundoff``, or including it with ``GridPolicy(fold_roundoff=True)``). A constant
+operand is a shift, never a lattice; levels a lattice cannot resolve are reported as ``nan``
+with an infinite bracket side.
 """
 
 from __future__ import annotations
@@ -153,12 +156,26 @@ def convolve(*dists: Distribution, policy: GridPolicy | None = None) -> Distribu
 def iid_sum(dist: Distribution, m: int, policy: GridPolicy | None = None) -> Distribution:
     """The sum of ``m`` independent copies of ``dist``, by repeated squaring (O(log m) FFTs).
 
+    Normal and gamma (exponential) laws give their closed form from
+    :data:`CLOSED_FORM_MIN_COPIES` copies on. Otherwise the lattice follows the sum's spread
+    (:mod:`~prism_analytic.distributions.centred_sum`: the bracket grows like sqrt(m)) unless
+    the location-relative rounding sandwich is narrower (few copies of a spread-out law) or the
+    law is heavy-tailed (tail index <= 4), where the sandwich is used. Mean and variance are
+    ``m`` times the operand's (exact for exact operands).
+
     Parameters
     ----------
     dist : Distribution
+        The law of one copy.
     m : int
         Number of copies, 1 <= m <= 1e9.
     policy : GridPolicy, optional
+        Lattice policy (default :data:`~prism_analytic.policy.DEFAULT_POLICY`).
+
+    Returns
+    -------
+    Distribution
+        A closed form, a point mass, or a :class:`GridDistribution`.
     """
     (dist,) = _check_dists([dist], "dist")
     m = check_count(m, "m", minimum=1, maximum=10**9)
