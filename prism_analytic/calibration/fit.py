@@ -109,7 +109,7 @@ class PredictedLaw:
 
 def predicted_law(job: Any) -> PredictedLaw:
     """The analytic engine's step-time law of ``job``."""
-    from ..cli.predict import run_prediction
+    from ..workload.prediction import predict_job as run_prediction
 
     result, _, _ = run_prediction(job, method="analytic")
     q = np.asarray(result.quantile([0.5, 0.9, 0.99]), dtype=float)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from ..json_safe import jsonable
 
 __all__ = ["LEVELS", "pct", "jsonable", "progress_printer", "check_plot_path", "save_figure"]
 
@@ -19,19 +20,6 @@ LEVELS = (0.5, 0.9, 0.99, 0.999)
 def pct(q: float) -> str:
     """The label of quantile level ``q``: 0.5 -> ``50``, 0.999 -> ``999``."""
     return f"{q * 100:g}".replace(".", "")
-
-
-def jsonable(obj: Any) -> Any:
-    """``obj`` with numpy scalars as Python numbers and non-finite floats as None (valid JSON)."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [jsonable(v) for v in obj]
-    if hasattr(obj, "item") and callable(obj.item):  # numpy scalars
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 def progress_printer(label: str) -> Callable[[int, int], None] | None:

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
-from pathlib import Path
 from typing import Any
 
-from ..workload.jobs import build_job
+from ..workload.jobs import apply_overlay, build_job
 from .argtypes import positive_int, sample_count
 from .output import check_plot_path, jsonable, progress_printer, save_figure
 
@@ -24,63 +22,13 @@ __all__ = ["register", "build_job", "apply_overlay", "run_prediction", "METHODS"
 METHODS = ("analytic", "montecarlo", "bounds")
 
 
-def apply_overlay(job, path: str | Path):
-    """``job`` with a TOML overlay file (e.g. written by ``prism calibrate``) merged on top."""
-    from ..workload.config import ConfigError
-    from ..workload.jobs import merge_config
+def run_prediction(job, **options: Any) -> tuple[Any, Any, dict[str, Any]]:
+    """:func:`~prism_analytic.workload.prediction.predict_job` with a progress line on a terminal."""
+    from ..workload.prediction import predict_job
 
-    if not Path(path).is_file():
-        raise ConfigError("--config", f"no such config file: {str(path)!r}")
-    return merge_config(job, Path(path))
-
-
-def run_prediction(
-    job,
-    *,
-    method: str = "analytic",
-    samples: int = 20_000,
-    seed: int = 0,
-    verify: bool = False,
-    verify_budget_s: float = 1.0,
-    executor: Any = None,
-) -> tuple[Any, Any, dict[str, Any]]:
-    """Build the step graph of ``job`` and predict its step time.
-
-    Returns ``(result, graph, info)`` with ``info`` holding the graph size, the build time
-    and the deterministic mean-model step time. The grid resolution is decided inside
-    :func:`~prism_analytic.engines.predict.predict` (the same as a library call).
-    ``verify=True`` cross-checks an approximate analytic result
-    (:func:`~prism_analytic.engines.crosscheck.verify`) within ``verify_budget_s`` seconds.
-    ``executor`` (a ``concurrent.futures.Executor``, e.g. from
-    :func:`~prism_analytic.sweep.executor.open_executor`) runs Monte Carlo sample blocks;
-    the result is the same for the same seed.
-    """
-    from ..engines.crosscheck import verify as cross_check
-    from ..engines.predict import predict
-    from ..workload.builder import build_step_model
-    from ..workload.mean_model import step_time
-
-    start = time.perf_counter()
-    model = build_step_model(job)
-    graph = model.graph
-    built = time.perf_counter() - start
-    result = predict(
-        graph,
-        method,
-        samples=samples,
-        seed=seed,
-        executor=executor,
-        progress=progress_printer("Monte Carlo steps") if method == "montecarlo" else None,
-    )
-    if verify and method == "analytic":
-        result = cross_check(graph, result, budget_s=verify_budget_s, seed=seed)
-    info = {
-        "graph_nodes": model.graph_nodes,
-        "represented_ops": graph.total_ops(),
-        "build_time_s": built,
-        "mean_model_step_s": step_time(job, model.means).step_s,
-    }
-    return result, graph, info
+    if options.get("method", "analytic") == "montecarlo":
+        options.setdefault("progress", progress_printer("Monte Carlo steps"))
+    return predict_job(job, **options)
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:

@@ -227,10 +227,10 @@ def _one_blas_thread() -> Any:
 
 
 def _evaluate(point: SweepPoint, settings: EvalSettings) -> dict[str, Any]:
-    from ..cli.predict import run_prediction
     from ..workload.builder import layout_dict
     from ..workload.config import ConfigError
     from ..workload.jobs import load_config
+    from ..workload.prediction import predict_job as run_prediction
     from .memory import memory_estimate
 
     start = time.perf_counter()

@@ -117,7 +117,7 @@ class Journal:
         self._fh = self.path.open("a", encoding="utf-8")
 
     def append(self, row: dict[str, Any]) -> None:
-        from ..cli.output import jsonable
+        from ..json_safe import jsonable
 
         self._fh.write(json.dumps(jsonable(row)) + "\n")
         self._fh.flush()

@@ -28,7 +28,7 @@ from .config.toml_io import (
 )
 from .config.variability import VariabilityConfig
 
-__all__ = ["load_config", "merge_config", "build_job"]
+__all__ = ["load_config", "merge_config", "build_job", "apply_overlay"]
 
 
 def load_config(source: str | Path | Mapping[str, Any], *, check_layout: bool = True) -> JobConfig:
@@ -224,3 +224,10 @@ def build_job(preset: str | None, gpus: int | None, config: str | Path | None = 
         if config is not None:
             job = merge_config(job, path)
         return job
+
+
+def apply_overlay(job: JobConfig, path: str | Path) -> JobConfig:
+    """``job`` with a TOML overlay file (e.g. written by ``prism calibrate``) merged on top."""
+    if not Path(path).is_file():
+        raise ConfigError("--config", f"no such config file: {str(path)!r}")
+    return merge_config(job, Path(path))

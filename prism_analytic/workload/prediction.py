@@ -1,0 +1,78 @@
+"""One job, one prediction: build the step model of a job and evaluate it with an engine."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any
+
+from ..engines.crosscheck import verify as cross_check
+from ..engines.predict import predict
+from .builder import build_step_model
+from .config import JobConfig
+from .mean_model import step_time
+
+__all__ = ["predict_job"]
+
+
+def predict_job(
+    job: JobConfig,
+    *,
+    method: str = "analytic",
+    samples: int = 20_000,
+    seed: int = 0,
+    verify: bool = False,
+    verify_budget_s: float = 1.0,
+    executor: Executor | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Build the step graph of ``job`` and predict its step time.
+
+    Parameters
+    ----------
+    job : JobConfig
+        The job (see :func:`~prism_analytic.workload.jobs.build_job`).
+    method : {"analytic", "montecarlo", "bounds"}
+        The engine.
+    samples, seed : int
+        Monte Carlo options (also the seed of the cross-check).
+    verify : bool
+        Cross-check an approximate analytic result
+        (:func:`~prism_analytic.engines.crosscheck.verify`) within ``verify_budget_s`` s.
+    verify_budget_s : float
+        Time budget of the cross-check.
+    executor : concurrent.futures.Executor, optional
+        Runs Monte Carlo sample blocks (e.g. a dask client's executor); the result is the
+        same for the same seed.
+    progress : callable, optional
+        ``progress(done, total)`` for Monte Carlo.
+
+    Returns
+    -------
+    tuple
+        ``(result, graph, info)``; ``info`` holds the graph size, the build time and the
+        deterministic mean-model step time. The grid resolution is decided inside
+        :func:`~prism_analytic.engines.predict.predict` (the same as a library call).
+    """
+    start = time.perf_counter()
+    model = build_step_model(job)
+    graph = model.graph
+    built = time.perf_counter() - start
+    result = predict(
+        graph,
+        method,
+        samples=samples,
+        seed=seed,
+        executor=executor,
+        progress=progress if method == "montecarlo" else None,
+    )
+    if verify and method == "analytic":
+        result = cross_check(graph, result, budget_s=verify_budget_s, seed=seed)
+    info = {
+        "graph_nodes": model.graph_nodes,
+        "represented_ops": graph.total_ops(),
+        "build_time_s": built,
+        "mean_model_step_s": step_time(job, model.means).step_s,
+    }
+    return result, graph, info
