@@ -255,3 +255,30 @@ def test_jitter_is_fitted_to_the_within_run_spread(tmp_path):
     p = {x.key: x for x in res.parameters}["variability.temporal.step_jitter_s"]
     assert p.identified and p.interval[0] < 0.02 < p.interval[1]
     assert p.value == pytest.approx(0.02, rel=0.25)
+
+
+def test_two_sizes_identify_the_fixed_cost(tmp_path):
+    from prism_analytic.calibration import calibrate_sizes
+
+    def stub(job) -> PredictedLaw:
+        # median = work / (gpus * eff) + fixed cost: GEMM part shrinks with size, cost does not
+        eff = job.hardware.efficiency.for_precision(job.training.precision)
+        med = 8000.0 / (job.gpus * eff) + job.training.step_overhead_s
+        law = _Law(med)
+        q = law.quantile([0.5, 0.9, 0.99])
+        return PredictedLaw(med, q[0], q[1], q[2], 0.005 * med, result=law)
+
+    rng = np.random.default_rng(6)
+    cases = []
+    for gpus in (8, 16, 32):
+        truth = 8000.0 / (gpus * 0.5) + 0.7
+        t = truth * rng.lognormal(0, 0.002, 300)
+        p = _write(tmp_path, f"{gpus}.csv", "step_time_s\n" + "\n".join(map(str, t)))
+        cases.append((preset_job("llama3-8b", gpus), [read_step_log(p, drop_first=0)]))
+    res = calibrate_sizes(cases, n_resamples=200, evaluate=stub)
+    p = {x.key: x for x in res.parameters}
+    eff, cost = p["hardware.efficiency.gemm"], p["training.step_overhead_s"]
+    assert eff.interval[0] < 0.5 < eff.interval[1] and eff.value == pytest.approx(0.5, rel=0.01)
+    assert cost.interval[0] < 0.7 < cost.interval[1] and cost.value == pytest.approx(0.7, rel=0.1)
+    with pytest.raises(CalibrationError, match="at least 2"):
+        calibrate_sizes(cases[:1], evaluate=stub)

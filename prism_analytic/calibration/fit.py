@@ -57,6 +57,7 @@ __all__ = [
     "gemm_key",
     "calibrate_to_throughput",
     "calibrate_to_logs",
+    "calibrate_sizes",
     "check_against_logs",
     "overlay_toml",
 ]
@@ -229,12 +230,18 @@ class CalibrationResult:
             else:
                 lines.append(f"  {p.key}: not identified ({p.method})")
         pr = self.predicted
-        lines.append(
-            "  calibrated prediction: mean {:.4f} s, p50 {:.4f} s, p90/p50 {:.4f},"
-            " p99/p50 {:.4f}".format(
-                pr["mean_s"], pr["p50_s"], pr["p90_s"] / pr["p50_s"], pr["p99_s"] / pr["p50_s"]
+        if "mean_s" not in pr:  # several sizes: one median per size
+            lines.append(f"  calibrated prediction: {pr}")
+        else:
+            lines.append(
+                "  calibrated prediction: mean {:.4f} s, p50 {:.4f} s, p90/p50 {:.4f},"
+                " p99/p50 {:.4f}".format(
+                    pr["mean_s"],
+                    pr["p50_s"],
+                    pr["p90_s"] / pr["p50_s"],
+                    pr["p99_s"] / pr["p50_s"],
+                )
             )
-        )
         for k, v in self.goodness.items():
             lines.append(f"  fit: {k} = {v}")
         return "\n".join(lines)
@@ -735,3 +742,105 @@ def check_against_logs(
     out["p99_inside"] = bool(lo <= out["measured_p99_over_p50"] <= hi)
     out["count_inside"] = bool(c_lo <= out["measured_steps_above_1p5x_median"] <= c_hi)
     return out
+
+
+# --------------------------------------------------------------------------------------
+# Several job sizes: the fixed per-step cost becomes identifiable
+# --------------------------------------------------------------------------------------
+def calibrate_sizes(
+    cases: list[tuple[Any, list[StepLog]]],
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    evaluate: Callable[[Any], PredictedLaw] = predicted_law,
+) -> CalibrationResult:
+    """Fit the GEMM efficiency *and* the fixed per-step cost to logs at >= 2 job sizes.
+
+    The two trade off exactly at one size; across sizes the GEMM part scales with the
+    per-GPU work and the fixed cost does not, so both are identified. Weighted least squares
+    (``scipy.optimize.least_squares``) on the predicted medians, weights from each size's
+    bootstrap standard error of the median; intervals by the delta method (Gauss-Newton
+    covariance at the solution), an estimate that assumes the model is right. All jobs must
+    share a GEMM precision. Stalls and jitter are not fitted here (use
+    :func:`calibrate_to_logs` at one size first and merge its overlay into the jobs).
+    """
+    from scipy import optimize
+
+    if len(cases) < 2:
+        raise CalibrationError("calibrate_sizes needs logs of at least 2 job sizes")
+    keys = {gemm_key(job) for job, _ in cases}
+    if len(keys) != 1:
+        raise CalibrationError(f"all jobs must share one GEMM precision, got {sorted(keys)}")
+    if len({job.gpus for job, _ in cases}) < 2:
+        raise CalibrationError("the jobs must differ in size (GPU count)")
+    key = keys.pop()
+    meds, ses = [], []
+    for _, logs in cases:
+        pooled = pool_logs(logs)
+        meds.append(float(np.median(pooled.times_s)))
+        lo, hi = _bootstrap_ci(pooled.times_s, _median, n_resamples, 0.6827, seed)
+        ses.append(max((hi - lo) / 2, 1e-6 * meds[-1]))
+    meds_a, ses_a = np.asarray(meds), np.asarray(ses)
+
+    def predict(v: np.ndarray) -> np.ndarray:
+        over = {
+            "hardware": {"efficiency": {key: float(v[0])}},
+            "training": {"step_overhead_s": float(v[1])},
+        }
+        return np.array([evaluate(_with(job, over)).p50_s for job, _ in cases])
+
+    x0 = np.array(
+        [cases[0][0].hardware.efficiency.for_precision(cases[0][0].training.precision), 0.0]
+    )
+    res = optimize.least_squares(
+        lambda v: (predict(v) - meds_a) / ses_a,
+        x0,
+        bounds=([1e-3, 0.0], [1.0, np.inf]),
+        diff_step=[1e-3, 1e-3],
+        max_nfev=60,
+    )
+    jac = res.jac
+    z = stats.norm.ppf(0.5 + confidence / 2)
+    try:
+        cov = np.linalg.inv(jac.T @ jac)
+        half = z * np.sqrt(np.maximum(np.diag(cov), 0.0))
+        ok = bool(np.all(np.isfinite(half)))
+    except np.linalg.LinAlgError:
+        half, ok = np.full(2, np.nan), False
+    how = (
+        f"weighted least squares on the predicted medians at {len(cases)} sizes; interval:"
+        f" delta method ({confidence:.0%})"
+    )
+    params = [
+        FittedParameter(
+            f"hardware.efficiency.{key}",
+            float(res.x[0]),
+            (float(res.x[0] - half[0]), float(res.x[0] + half[0])) if ok else None,
+            ok,
+            how if ok else "singular fit: the sizes do not separate the two parameters",
+        ),
+        FittedParameter(
+            "training.step_overhead_s",
+            float(res.x[1]),
+            (max(0.0, float(res.x[1] - half[1])), float(res.x[1] + half[1])) if ok else None,
+            ok,
+            how if ok else "singular fit: the sizes do not separate the two parameters",
+        ),
+    ]
+    pred = predict(res.x)
+    return CalibrationResult(
+        " + ".join(job.name for job, _ in cases),
+        {
+            "description": f"medians at {len(cases)} sizes",
+            "medians_s": meds,
+            "median_se_s": ses,
+        },
+        params,
+        {"p50_s": pred.tolist()},
+        {
+            "median_rel_errors": (pred / meds_a - 1).tolist(),
+            "chi2": float(np.sum(res.fun**2)),
+            "dof": len(cases) - 2,
+        },
+    )
