@@ -39,6 +39,10 @@ BOUNDS_MAX_OPS = 600
 BODY_LEVELS = (0.1, 0.5, 0.9, 0.99)
 #: Pilot block (timed to size the rest), smallest and largest sample counts of one cross-check.
 PILOT_SAMPLES, MIN_SAMPLES, MAX_SAMPLES = 200, 500, 200_000
+#: Largest approximated part (explicit ops per sample) the default cross-check samples.
+MAX_CHECK_OPS = 100_000
+#: Op draws in the pilot block at most (about 0.1 s).
+PILOT_DRAWS = 2_000_000
 
 
 def _explicit_ops(graph: StepGraph) -> int:
@@ -88,11 +92,16 @@ def body_crosscheck(
     """
     start = time.perf_counter()
     settings = MonteCarloSettings(seed=seed)
-    # a pilot block measures the cost per sample; the rest of the budget sets the count
-    draws = sample_step(graph, PILOT_SAMPLES, settings=settings)
+    # a pilot block measures the cost per sample; the rest of the budget sets the count (huge
+    # bodies get a smaller pilot and may end with fewer than MIN_SAMPLES: a wider band)
+    ops = max(_explicit_ops(graph), 1)
+    pilot = int(min(PILOT_SAMPLES, max(20, PILOT_DRAWS // ops)))
+    draws = sample_step(graph, pilot, settings=settings)
     spent = time.perf_counter() - start
-    more = int(PILOT_SAMPLES * max(budget_s - spent, 0.0) / max(spent, 1e-9))
-    more = min(max(more, MIN_SAMPLES - PILOT_SAMPLES), max_samples - PILOT_SAMPLES)
+    more = int(pilot * max(budget_s - spent, 0.0) / max(spent, 1e-9))
+    if ops * MIN_SAMPLES <= PILOT_DRAWS * 10:
+        more = max(more, MIN_SAMPLES - pilot)
+    more = min(more, max_samples - pilot)
     if more > 0:
         extra = sample_step(graph, more, settings=dataclasses.replace(settings, seed=seed + 1))
         draws = np.concatenate([draws, extra])
@@ -230,6 +239,7 @@ def verify(
         ver: dict[str, Any] = {"needed": False, "cores": [], "bounds": None, "warning": None}
         return dataclasses.replace(result, verification=ver)
     cores: list[dict[str, Any]] = []
+    skipped: list[str] = []
     seen: dict[tuple, dict[str, Any]] = {}
     parts = sorted(result.cores, key=lambda c: -c[3])
     for k, (where, sub, law, weight) in enumerate(parts):
@@ -241,6 +251,12 @@ def verify(
         left = budget_s - (time.perf_counter() - start)
         if cores and left <= 0:
             break
+        if _explicit_ops(sub) > MAX_CHECK_OPS:
+            skipped.append(
+                f"{where!r}: {_explicit_ops(sub):,} ops per sample exceed the cross-check's "
+                f"limit of {MAX_CHECK_OPS:,} (sample it with --method montecarlo)"
+            )
+            continue
         check = body_crosscheck(
             where, sub, law, budget_s=max(left, 0.0) / (len(parts) - k), alpha=alpha, seed=seed
         )
@@ -318,6 +334,7 @@ def verify(
         "bounds_note": note,
         "cores": cores,
         "checked_probability": checked,
+        "not_checked": skipped,
         "warning": warning,
         "note": note,
         "time_s": time.perf_counter() - start,

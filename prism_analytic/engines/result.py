@@ -214,6 +214,8 @@ class AnalyticResult(StepTimeResult):
             lines.append(f"  guaranteed bounds: {ver.get('bounds_note', 'not computed')}")
         for c in ver.get("cores", []):
             lines.append("  " + c["summary"])
+        for reason in ver.get("not_checked", []):
+            lines.append("  not cross-checked: " + reason)
         band = ver.get("step_band")
         if band:
             conf = ver.get("step_band_confidence", 0.0)
