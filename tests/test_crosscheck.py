@@ -133,3 +133,16 @@ def test_predict_decides_the_grid_policy_itself():
     r1, r2 = pa.predict(g), pa.predict(g, policy=pol)
     assert r1.diagnostics["policy"] == pol.to_dict() == r2.diagnostics["policy"]
     assert float(r1.quantile(0.99)) == float(r2.quantile(0.99))
+
+
+def test_cli_cross_checks_by_default_and_skips_with_no_verify(capsys):
+    from prism_analytic import cli
+
+    argv = ["predict", "--preset", "llama3-70b", "--gpus", "8192", "--json"]
+    assert cli.main(argv) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["exact"] is False and d["cross_check"]["needed"] is True
+    assert d["cross_check"]["cores"] and d["cross_check"]["step_band"]
+    assert cli.main([*argv, "--no-verify"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert "cross_check" not in d and d["exact"] is False

@@ -287,7 +287,7 @@ def verify(
     table = None
     if do_bounds:
         b = predict(graph, "bounds")
-        table = {str(q): list(b.quantile_bracket(q)) for q in levels}
+        table = {str(q): [_finite(v) for v in b.quantile_bracket(q)] for q in levels}
         note = f"computed in {b.compute_time_s:.2f} s"
     else:
         note = (

@@ -209,7 +209,8 @@ class AnalyticResult(StepTimeResult):
             for q in levels:
                 b = bounds.get(str(q))
                 if b is not None:
-                    lines.append(f"    p{_pct(q):<5} [{b[0]:.6g}, {b[1]:.6g}]")
+                    low, high = (f"{v:.6g}" if v is not None else "inf" for v in b)
+                    lines.append(f"    p{_pct(q):<5} [{low}, {high}]")
         else:
             lines.append(f"  guaranteed bounds: {ver.get('bounds_note', 'not computed')}")
         for c in ver.get("cores", []):
