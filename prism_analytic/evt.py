@@ -52,7 +52,7 @@ from scipy import stats
 
 from ._checks import check_count
 from .distributions import Distribution, Empirical, ScipyDistribution, as_rng, from_scipy
-from .distributions.affine import Affine
+from .distributions.base import Affine
 
 __all__ = ["evt_max", "evt_family", "SUPPORTED_FAMILIES"]
 

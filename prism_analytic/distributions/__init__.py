@@ -1,7 +1,6 @@
 """Latency distributions: one interface (cdf, sf, quantile, mean, std, sample, support)."""
 
-from .affine import Affine, affine
-from .base import Distribution, as_rng
+from .base import Affine, Distribution, affine, as_rng
 from .empirical import Empirical, PointMass, empirical, point_mass
 from .extremes import IIDMax, MaxOfIndependent, MinOfIndependent, OrderStatistic
 from .grid import GridDistribution, discretize, to_grid

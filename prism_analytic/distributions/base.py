@@ -216,18 +216,26 @@ class Distribution(ABC):
     # ----- constants only: shift and scale (independence is never implied by operators) --
     def shift(self, c: float) -> Distribution:
         """The distribution of X + c for a constant c."""
-        from .affine import affine
-
-        return affine(self, shift=check_finite(c, "c"), scale=1.0)
+        return self._affine(check_finite(c, "c"), 1.0)
 
     def scale(self, a: float) -> Distribution:
         """The distribution of a X for a constant a > 0."""
-        from .affine import affine
-
         a = check_finite(a, "a")
         if a <= 0:
             raise ValueError(f"a must be > 0 (latencies keep their orientation), got {a}")
-        return affine(self, shift=0.0, scale=a)
+        return self._affine(0.0, a)
+
+    # ----- hooks for subclasses with faster or exact paths -------------------------------
+    def _affine(self, shift: float, scale: float) -> Distribution:
+        """``scale * X + shift``; override where the result stays in the class (grids)."""
+        return Affine(self, shift, scale)
+
+    def _to_grid(self, h: float, policy: Any) -> Any:
+        """The law on a lattice of spacing ``h``, or None to discretise its CDF (the default).
+
+        Override where a lattice follows exactly from the parts (point masses, mixtures).
+        """
+        return None
 
     def __add__(self, other: Any) -> Distribution:
         if isinstance(other, Distribution):
@@ -340,3 +348,67 @@ class Distribution(ABC):
         second = 2.0 * np.trapezoid((x - lo) * s, x)
         var = max(second - (mean - lo) ** 2, 0.0)
         return float(mean), float(var)
+
+
+class Affine(Distribution):
+    """The distribution of ``scale * base + shift`` (scale > 0), evaluated through ``base``."""
+
+    def __init__(self, base: Distribution, shift: float, scale: float) -> None:
+        self.base = base
+        self.shift_value = float(shift)
+        self.scale_factor = float(scale)
+        self.is_exact = base.is_exact
+
+    def __repr__(self) -> str:
+        return f"Affine({self.scale_factor:.6g} * {self.base!r} + {self.shift_value:.6g})"
+
+    def _to_base(self, x: np.ndarray) -> np.ndarray:
+        return (x - self.shift_value) / self.scale_factor
+
+    def _from_base(self, y: np.ndarray) -> np.ndarray:
+        return self.scale_factor * y + self.shift_value
+
+    @property
+    def tail_index(self) -> float:  # noqa: D102 - a positive scale keeps the tail
+        return self.base.tail_index
+
+    @property
+    def support(self) -> tuple[float, float]:
+        lo, hi = self.base.support
+        return float(self._from_base(np.float64(lo))), float(self._from_base(np.float64(hi)))
+
+    def _cdf(self, x: np.ndarray) -> np.ndarray:
+        return self.base._cdf(self._to_base(x))
+
+    def _sf(self, x: np.ndarray) -> np.ndarray:
+        return self.base._sf(self._to_base(x))
+
+    def _quantile(self, q: np.ndarray) -> np.ndarray:
+        return self._from_base(self.base._quantile(q))
+
+    def _isf(self, p: np.ndarray) -> np.ndarray:
+        return self._from_base(self.base._isf(p))
+
+    def _mean(self) -> float:
+        return self.scale_factor * self.base.mean() + self.shift_value
+
+    def _var(self) -> float:
+        return self.scale_factor**2 * self.base.var()
+
+    def _sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        return self._from_base(self.base._sample(size, rng))
+
+    def _affine(self, shift: float, scale: float) -> Distribution:
+        return Affine(self.base, self.shift_value * scale + shift, self.scale_factor * scale)
+
+    def quantile_bracket(self, q):  # noqa: D102 - same meaning as the base method
+        low, high = self.base.quantile_bracket(q)
+        return (
+            self._from_base(np.asarray(low)) if np.ndim(low) else float(self._from_base(low)),
+            self._from_base(np.asarray(high)) if np.ndim(high) else float(self._from_base(high)),
+        )
+
+
+def affine(dist: Distribution, *, shift: float = 0.0, scale: float = 1.0) -> Distribution:
+    """``scale * dist + shift`` for constants (``scale > 0``); grids stay grids."""
+    return dist._affine(shift, scale)

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 
 from scipy import stats
 
-from .affine import Affine
-from .base import Distribution
+from .base import Affine, Distribution
 from .parametric import ScipyDistribution, from_scipy
 
 __all__ = ["closed_form_sum", "closed_form_iid_sum"]

@@ -109,6 +109,17 @@ class PointMass(Distribution):
     def support(self) -> tuple[float, float]:
         return self.value, self.value
 
+    def _to_grid(self, h: float, policy: Any) -> Any:
+        from .grid import GridDistribution
+
+        k_lo = int(np.floor(self.value / h))
+        k_hi = int(np.ceil(self.value / h))
+        lo = np.zeros(k_hi - k_lo + 1)
+        hi = np.zeros_like(lo)
+        lo[0] = 1.0
+        hi[-1] = 1.0
+        return GridDistribution(h, k_lo, lo, hi, policy=policy, moments=(self.value, 0.0))
+
     def _cdf(self, x: np.ndarray) -> np.ndarray:
         return (x >= self.value).astype(float)
 

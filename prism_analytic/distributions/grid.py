@@ -18,7 +18,7 @@ import numpy as np
 from scipy import signal
 
 from ..policy import DEFAULT_POLICY, GridPolicy
-from .base import Distribution
+from .base import Affine, Distribution
 from .roundoff import fft_l1_error
 
 __all__ = ["GridDistribution", "discretize", "to_grid", "to_grid_like", "align"]
@@ -385,6 +385,9 @@ class GridDistribution(Distribution):
         hi = np.bincount(k_hi - base, weights=self.hi, minlength=n)
         return self._derived(h, base, lo, hi)
 
+    def _affine(self, shift: float, scale: float) -> GridDistribution:
+        return self.scaled(scale).shifted(shift)
+
     def scaled(self, a: float) -> GridDistribution:
         """The grid of a X for a > 0 (exact: the lattice scales with it)."""
         moments = None if self.moments is None else (a * self.moments[0], a * a * self.moments[1])
@@ -483,27 +486,13 @@ def discretize(
 
 def to_grid(dist: Distribution, h: float, policy: GridPolicy = DEFAULT_POLICY) -> GridDistribution:
     """Any distribution as a grid on spacing ``h`` (or coarser if it is already a coarser grid)."""
-    from .affine import Affine
-    from .empirical import PointMass
-    from .mixture import Mixture
-
     if isinstance(dist, GridDistribution):
         return dist.rebin(max(h, dist.h))
-    if isinstance(dist, PointMass):
-        k_lo = int(np.floor(dist.value / h))
-        k_hi = int(np.ceil(dist.value / h))
-        lo = np.zeros(k_hi - k_lo + 1)
-        hi = np.zeros_like(lo)
-        lo[0] = 1.0
-        hi[-1] = 1.0
-        return GridDistribution(h, k_lo, lo, hi, policy=policy, moments=(dist.value, 0.0))
-    if isinstance(dist, Mixture) and not dist.is_exact:
-        grids = [to_grid(c, h, policy) for c in dist.components]
-        return mix_grids(grids, dist.weights)
     if isinstance(dist, Affine) and not dist.base.is_exact:
         base = to_grid(dist.base, h / dist.scale_factor, policy)
         return base.scaled(dist.scale_factor).shifted(dist.shift_value)
-    return discretize(dist, h, policy)
+    special = dist._to_grid(h, policy)  # point masses, mixtures of grids: exact lattices
+    return special if special is not None else discretize(dist, h, policy)
 
 
 def to_grid_like(dist: Distribution, policy: GridPolicy = DEFAULT_POLICY) -> GridDistribution:

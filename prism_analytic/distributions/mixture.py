@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -63,6 +64,13 @@ class Mixture(Distribution):
 
     def _sf(self, x: np.ndarray) -> np.ndarray:
         return sum(w * c._sf(x) for w, c in zip(self.weights, self.components))
+
+    def _to_grid(self, h: float, policy: Any) -> Any:
+        if self.is_exact:
+            return None  # discretise the exact mixture's CDF directly
+        from .grid import mix_grids, to_grid
+
+        return mix_grids([to_grid(c, h, policy) for c in self.components], self.weights)
 
     def _mean(self) -> float:
         means = [c.mean() for w, c in zip(self.weights, self.components) if w > 0]

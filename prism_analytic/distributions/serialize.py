@@ -9,8 +9,7 @@ import numpy as np
 from scipy import stats
 
 from .._checks import check_count, check_finite, check_nonnegative, check_positive
-from .affine import Affine
-from .base import Distribution
+from .base import Affine, Distribution
 from .empirical import Empirical, PointMass
 from .extremes import IIDMax, OrderStatistic
 from .grid import GridDistribution
