@@ -68,7 +68,7 @@ def bench(
     job = build_job(preset, gpus)
     graph = build_step_graph(job)
     dp = graph.node("replicas")["n"]
-    body_ops = len(graph.node("replicas")["body"])
+    body_ops = graph.node("replicas")["body"].total_ops()  # a compact pipeline is one node
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
