@@ -92,14 +92,16 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     print(
-        f"{'algorithm':24} {'bytes':>9} {'nodes':>5} {'iters':>5}  {'p90/p50 meas':>12} {'pred 90%':>22}"
+        f"{'algorithm':24} {'bytes':>9} {'nodes':>5} {'iters':>5}"
+        f"  {'p90/p50 meas':>12} {'pred 90%':>22}"
         f"  {'p99/p50 meas':>12} {'pred 90%':>22}  fit (sigma, q, f, tail_sigma)"
     )
     for r in rows:
         a, b = r["pred_p90_p50_90pct"], r["pred_p99_p50_90pct"]
         f = r["fit"]
         print(
-            f"{r['algorithm']:24} {r['bytes']:9d} {r['nodes']:5d} {r['iterations']:5d}  {r['measured_p90_p50']:12.3f}"
+            f"{r['algorithm']:24} {r['bytes']:9d} {r['nodes']:5d} {r['iterations']:5d}"
+            f"  {r['measured_p90_p50']:12.3f}"
             f" [{a[0]:.3f}, {a[2]:.3f}] {'in ' if r['p90_inside'] else 'OUT'}"
             f"  {r['measured_p99_p50']:12.3f} [{b[0]:.3f}, {b[2]:.3f}]"
             f" {'in ' if r['p99_inside'] else 'OUT'}  ({f['sigma']:.3g}, {f['q']:.2g},"

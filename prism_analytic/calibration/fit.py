@@ -141,7 +141,7 @@ def solve_gemm_efficiency(
     max_iter: int = 12,
     evaluate: Callable[[Any], PredictedLaw] = predicted_law,
 ) -> tuple[float, PredictedLaw]:
-    """GEMM efficiency at which the predicted ``statistic`` (``"p50"`` or ``"mean"``) is ``target_s``.
+    """GEMM efficiency at which the predicted ``statistic`` (p50 or mean) is ``target_s``.
 
     A secant search in log-log space (step time is close to ``a / eff + b``), started at the
     job's own efficiency. Raises :class:`CalibrationError` when the target needs an
@@ -828,6 +828,15 @@ def calibrate_sizes(
             how if ok else "singular fit: the sizes do not separate the two parameters",
         ),
     ]
+    if res.x[1] <= 1e-6:  # at the bound: the delta-method interval means nothing there
+        params[1] = FittedParameter(
+            "training.step_overhead_s",
+            0.0,
+            None,
+            False,
+            "at its lower bound 0: the medians ask for a negative fixed cost (the model's"
+            " step shrinks faster with size than the measured one)",
+        )
     pred = predict(res.x)
     return CalibrationResult(
         " + ".join(job.name for job, _ in cases),

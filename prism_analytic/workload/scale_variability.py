@@ -29,8 +29,10 @@ __all__ = ["apply_scale_variability", "nodes_spanned", "scale_factors"]
 
 
 def nodes_spanned(job: JobConfig) -> int:
-    """Nodes the data-parallel group spans: ``dp * cp`` ranks, one per node when
-    ``tp * cp`` fills a node, never more than the job's nodes.
+    """Nodes the data-parallel group spans.
+
+    ``dp * cp`` ranks, ``gpus_per_node // tp`` of them per node, never more than the job's
+    nodes.
     """
     p, hw = job.parallelism, job.hardware
     nodes = max(1, job.gpus // hw.gpus_per_node)
