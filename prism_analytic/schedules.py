@@ -200,8 +200,8 @@ def pipeline_dag(
         (Megatron's requirement).
     schedule : {"gpipe", "1f1b", "interleaved"}
         ``"gpipe"``: all forwards then all backwards on each stage. ``"1f1b"``: Megatron
-        non-interleaved one-forward-one-backward (warm-up ``min(p-s-1, m)`` forwards). ``"interleaved"``:
-        Megatron interleaved 1F1B with ``vpp`` model chunks per stage.
+        non-interleaved one-forward-one-backward (warm-up ``min(p-s-1, m)`` forwards).
+        ``"interleaved"``: Megatron interleaved 1F1B with ``vpp`` model chunks per stage.
     vpp : int
         Virtual pipeline (model chunks per stage). Must be 1 for "gpipe" and "1f1b" and >= 2 for
         "interleaved"; chunk ``c`` on stage ``s`` is virtual stage ``c * p + s``.

@@ -23,7 +23,7 @@ KS_MAX = 0.01  # DKW 95% band at 5e4 samples is 0.0061
 LEVELS = (0.01, 0.5, 0.99, 0.999)
 
 
-# ----- helpers -------------------------------------------------------------------------------------
+# ----- helpers ------------------------------------------------------------------------------------
 def ks(result_mc: pa.StepTimeResult, dist) -> float:
     return float(stats.kstest(result_mc.distribution.samples, dist.cdf).statistic)
 
@@ -80,7 +80,7 @@ def pipeline_results():
     )
 
 
-# ----- series-parallel graphs are exact -------------------------------------------------------------
+# ----- series-parallel graphs are exact -----------------------------------------------------------
 def test_chain_of_normals_matches_the_closed_form():
     mus, sds = [1.0, 0.5, 2.0, 0.25, 0.75], [0.05, 0.1, 0.02, 0.01, 0.03]
     r = pa.predict(chain(*(pa.normal(m, s) for m, s in zip(mus, sds))))
@@ -145,7 +145,7 @@ def test_independent_sinks_and_sources():
     assert_same_law(r, pa.max_independent(pa.convolve(a, c), b))
 
 
-# ----- replica groups -------------------------------------------------------------------------------
+# ----- replica groups -----------------------------------------------------------------------------
 @pytest.mark.parametrize("n", [1, 7, 1000, 10**6])
 def test_replica_group_is_iid_max_of_the_body(n):
     r = pa.predict(group_graph(n))
@@ -250,7 +250,7 @@ def test_discrete_speed_law_is_exact():
         assert math.isfinite(r.quantile_bracket(q)[0])
 
 
-# ----- regimes ------------------------------------------------------------------------------------------
+# ----- regimes ------------------------------------------------------------------------------------
 def regime_graph() -> StepGraph:
     body = StepGraph("body")
     body.add_op("f", pa.normal(1.0, 0.05))
@@ -313,7 +313,7 @@ def test_a_certain_regime_state_still_applies_its_factor(method):
     assert 2.0 * (1 - 5e-3) <= low <= 2.0 <= high <= 2.0 * (1 + 5e-3)  # bounds: coarse grid
 
 
-# ----- cost independent of the replica count ---------------------------------------------------------
+# ----- cost independent of the replica count ------------------------------------------------------
 def _library_calls(graph: StepGraph) -> tuple[Counter, pa.StepTimeResult]:
     """Every call into the library's own functions while predicting ``graph``."""
     root = os.path.dirname(pa.__file__)
@@ -357,7 +357,7 @@ def test_analytic_cost_does_not_depend_on_n():
         assert all(a < b for a, b in zip(values, values[1:])), q
 
 
-# ----- bounds --------------------------------------------------------------------------------------------
+# ----- bounds -------------------------------------------------------------------------------------
 def test_bounds_bracket_the_exact_answer_on_series_parallel_graphs():
     mus, sds = [1.0, 0.5, 2.0], [0.05, 0.1, 0.02]
     rb = pa.predict(chain(*(pa.normal(m, s) for m, s in zip(mus, sds))), "bounds")
@@ -411,7 +411,7 @@ def test_bounds_with_regimes_and_groups_contain_analytic():
         assert low <= ra.quantile(q) <= high
 
 
-# ----- the result object -----------------------------------------------------------------------------
+# ----- the result object --------------------------------------------------------------------------
 @pytest.mark.parametrize("method", ["analytic", "bounds", "montecarlo"])
 def test_result_to_dict_summary_plot(method):
     import matplotlib

@@ -2,7 +2,8 @@
 
 For each preset and each GPU count (the preset's unit times powers of 4, plus 1,024 and
 1,048,576), builds the step graph and times :func:`~prism_analytic.engines.predict.predict`
-(best of ``--repeat`` cold calls: the schedule and makespan caches are cleared before each) and, with ``--verify``, the default CLI cross-check
+(best of ``--repeat`` cold calls: the schedule and makespan caches are cleared before each) and,
+with ``--verify``, the default CLI cross-check
 (:func:`~prism_analytic.engines.crosscheck.verify` with its default budget).
 
 Usage::

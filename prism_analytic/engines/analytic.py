@@ -1,5 +1,7 @@
-"""The analytic engine: exact on series-parallel structure and replica groups, correlation-aware
-on the irreducible core (pipelines, overlapped streams).
+"""The analytic engine: exact where the structure allows, correlation-aware on the rest.
+
+Exact on series-parallel structure and replica groups, correlation-aware on the irreducible core
+(pipelines, overlapped streams).
 
 1. Regimes are handled exactly by conditioning: F(t) = sum_r pi_r F(t | r).
 2. Replica groups: the body is evaluated once; n copies joined by a barrier are F^n (persistent
@@ -45,6 +47,7 @@ class AnalyticReport:
     approximated: list[tuple[str, StepGraph, GridDistribution, float]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (the approximated sub-graphs are left out)."""
         return {"exact": self.exact, "core_method": self.core_method, "cores": self.cores}
 
 

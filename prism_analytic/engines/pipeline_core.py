@@ -215,6 +215,8 @@ def pipeline_mean_path(spec: Any, cap: int = OPS_CAP) -> tuple[float, int]:
 
 #: A microbatch-factor mixture component rarer than this is a rare heavy event, conditioned on.
 RARE_WEIGHT = 0.05
+
+
 def rare_events(spec: Any) -> tuple[Any, Any, float] | None:
     """(base law, heavy law, heavy probability) when the microbatch factor is a rare mixture."""
     from ..distributions.mixture import Mixture

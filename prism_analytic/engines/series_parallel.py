@@ -64,6 +64,7 @@ class Reduction:
 
     @property
     def exact(self) -> bool:
+        """True when the graph reduced to a single source-to-sink edge."""
         return self.graph.number_of_edges() == 1 and self.graph.has_edge(SOURCE, SINK)
 
     def result(self) -> Weight:

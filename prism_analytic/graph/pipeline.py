@@ -248,7 +248,7 @@ def pipeline_step_graph(
     microbatch_factor: Distribution | None = None,
     stage_factor: Distribution | None = None,
 ) -> StepGraph:
-    """A :class:`StepGraph` for a pipeline schedule (see :func:`~prism_analytic.schedules.pipeline_dag`).
+    """A :class:`StepGraph` for a schedule (:func:`~prism_analytic.schedules.pipeline_dag`).
 
     Parameters
     ----------
