@@ -1,7 +1,8 @@
 """Analytic vs Monte Carlo: accuracy and speed.
 
-Usage: ``python paper_figures/analytic_vs_montecarlo.py [OUT_DIR]`` (default ``paper_figures/out``); the figure
-maker lives in :mod:`prism_analytic.figures` (``prism figures --only analytic_vs_montecarlo`` does the same).
+Usage: ``python paper_figures/analytic_vs_montecarlo.py [OUT_DIR]`` (default
+``paper_figures/out``); the figure maker lives in :mod:`prism_analytic.figures`
+(``prism figures --only analytic_vs_montecarlo`` does the same).
 """
 
 import json

@@ -1,7 +1,8 @@
 """Cross-datacenter: p95 vs bandwidth and jitter.
 
-Usage: ``python paper_figures/crossdc_bandwidth.py [OUT_DIR]`` (default ``paper_figures/out``); the figure
-maker lives in :mod:`prism_analytic.figures` (``prism figures --only crossdc_bandwidth`` does the same).
+Usage: ``python paper_figures/crossdc_bandwidth.py [OUT_DIR]`` (default
+``paper_figures/out``); the figure maker lives in :mod:`prism_analytic.figures`
+(``prism figures --only crossdc_bandwidth`` does the same).
 """
 
 import json

@@ -1,7 +1,8 @@
 """Extreme-value (Gumbel) convergence of the max of n ranks.
 
-Usage: ``python paper_figures/evt_convergence.py [OUT_DIR]`` (default ``paper_figures/out``); the figure
-maker lives in :mod:`prism_analytic.figures` (``prism figures --only evt_convergence`` does the same).
+Usage: ``python paper_figures/evt_convergence.py [OUT_DIR]`` (default
+``paper_figures/out``); the figure maker lives in :mod:`prism_analytic.figures`
+(``prism figures --only evt_convergence`` does the same).
 """
 
 import json

@@ -1,7 +1,8 @@
 """Fig. 1 analogue: compute and communication time at 16k vs 64k GPUs.
 
-Usage: ``python paper_figures/fig1_scale_std.py [OUT_DIR]`` (default ``paper_figures/out``); the figure
-maker lives in :mod:`prism_analytic.figures` (``prism figures --only fig1_scale_std`` does the same).
+Usage: ``python paper_figures/fig1_scale_std.py [OUT_DIR]`` (default
+``paper_figures/out``); the figure maker lives in :mod:`prism_analytic.figures`
+(``prism figures --only fig1_scale_std`` does the same).
 """
 
 import json

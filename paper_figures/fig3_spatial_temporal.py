@@ -1,7 +1,8 @@
 """Fig. 3 analogue: spatial vs temporal variability (gpu_variability).
 
-Usage: ``python paper_figures/fig3_spatial_temporal.py [OUT_DIR]`` (default ``paper_figures/out``); the figure
-maker lives in :mod:`prism_analytic.figures` (``prism figures --only fig3_spatial_temporal`` does the same).
+Usage: ``python paper_figures/fig3_spatial_temporal.py [OUT_DIR]`` (default
+``paper_figures/out``); the figure maker lives in :mod:`prism_analytic.figures`
+(``prism figures --only fig3_spatial_temporal`` does the same).
 """
 
 import json

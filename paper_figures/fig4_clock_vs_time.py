@@ -1,7 +1,8 @@
 """Fig. 4 analogue: SM clock vs kernel time (gpu_variability).
 
-Usage: ``python paper_figures/fig4_clock_vs_time.py [OUT_DIR]`` (default ``paper_figures/out``); the figure
-maker lives in :mod:`prism_analytic.figures` (``prism figures --only fig4_clock_vs_time`` does the same).
+Usage: ``python paper_figures/fig4_clock_vs_time.py [OUT_DIR]`` (default
+``paper_figures/out``); the figure maker lives in :mod:`prism_analytic.figures`
+(``prism figures --only fig4_clock_vs_time`` does the same).
 """
 
 import json

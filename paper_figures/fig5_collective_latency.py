@@ -1,7 +1,8 @@
 """Fig. 5 analogue: collective latency by size and node count.
 
-Usage: ``python paper_figures/fig5_collective_latency.py [OUT_DIR]`` (default ``paper_figures/out``); the figure
-maker lives in :mod:`prism_analytic.figures` (``prism figures --only fig5_collective_latency`` does the same).
+Usage: ``python paper_figures/fig5_collective_latency.py [OUT_DIR]`` (default
+``paper_figures/out``); the figure maker lives in :mod:`prism_analytic.figures`
+(``prism figures --only fig5_collective_latency`` does the same).
 """
 
 import json

@@ -1,7 +1,8 @@
 """Kernel-class ranking by p95 sensitivity (FSDP).
 
-Usage: ``python paper_figures/kernel_ranking.py [OUT_DIR]`` (default ``paper_figures/out``); the figure
-maker lives in :mod:`prism_analytic.figures` (``prism figures --only kernel_ranking`` does the same).
+Usage: ``python paper_figures/kernel_ranking.py [OUT_DIR]`` (default
+``paper_figures/out``); the figure maker lives in :mod:`prism_analytic.figures`
+(``prism figures --only kernel_ranking`` does the same).
 """
 
 import json

@@ -1,7 +1,8 @@
 """Run time with failures, checkpoints and fail-slow episodes.
 
-Usage: ``python paper_figures/runtime_failures.py [OUT_DIR]`` (default ``paper_figures/out``); the figure
-maker lives in :mod:`prism_analytic.figures` (``prism figures --only runtime_failures`` does the same).
+Usage: ``python paper_figures/runtime_failures.py [OUT_DIR]`` (default
+``paper_figures/out``); the figure maker lives in :mod:`prism_analytic.figures`
+(``prism figures --only runtime_failures`` does the same).
 """
 
 import json

@@ -1,7 +1,8 @@
 """Probability of slow-down vs scale.
 
-Usage: ``python paper_figures/slowdown_vs_scale.py [OUT_DIR]`` (default ``paper_figures/out``); the figure
-maker lives in :mod:`prism_analytic.figures` (``prism figures --only slowdown_vs_scale`` does the same).
+Usage: ``python paper_figures/slowdown_vs_scale.py [OUT_DIR]`` (default
+``paper_figures/out``); the figure maker lives in :mod:`prism_analytic.figures`
+(``prism figures --only slowdown_vs_scale`` does the same).
 """
 
 import json

@@ -1,7 +1,8 @@
 """Predicted vs measured step-time CDFs on the real traces.
 
-Usage: ``python paper_figures/traces_predicted_vs_measured.py [OUT_DIR]`` (default ``paper_figures/out``); the figure
-maker lives in :mod:`prism_analytic.figures` (``prism figures --only traces_predicted_vs_measured`` does the same).
+Usage: ``python paper_figures/traces_predicted_vs_measured.py [OUT_DIR]`` (default
+``paper_figures/out``); the figure maker lives in :mod:`prism_analytic.figures`
+(``prism figures --only traces_predicted_vs_measured`` does the same).
 """
 
 import json

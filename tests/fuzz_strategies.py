@@ -330,7 +330,8 @@ def graphs(draw: Any, depth: int = 0) -> StepGraph:
         names.append(name)
     if depth == 0 and draw(st.booleans()):
         g.add_regime("net", {"ok": 0.9, "slow": 0.1}, {"ok": 1.0, "slow": 2.0},
-                     applies_to=draw(st.sampled_from(["comm", "compute", "inter-node", "typo"])))  # fmt: skip
+                     applies_to=draw(st.sampled_from(
+                         ["comm", "compute", "inter-node", "typo"])))  # fmt: skip
     return g
 
 

@@ -93,7 +93,7 @@ def test_grid_policy_fields():
         pa.GridPolicy(tail_mass=0.5)
 
 
-# ----- counts -----------------------------------------------------------------------------------------
+# ----- counts -------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("op", "name"),
     [
@@ -131,7 +131,7 @@ def test_integral_floats_and_numpy_integers_are_counts():
     assert pa.iid_max(D, 4.0).quantile(0.5) == pa.iid_max(D, np.int64(4)).quantile(0.5)
 
 
-# ----- probability levels and points ------------------------------------------------------------------
+# ----- probability levels and points --------------------------------------------------------------
 GRID = pa.iid_sum(pa.lognormal(1.0, 0.1), 4)
 
 
@@ -178,7 +178,7 @@ def test_non_numeric_quantile_level_names_q():
         D.quantile("a")
 
 
-# ----- samples -----------------------------------------------------------------------------------------
+# ----- samples ------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("samples", "match"),
     [
@@ -205,7 +205,7 @@ def test_dkw_alpha():
             e.dkw_epsilon(alpha)
 
 
-# ----- mixtures ----------------------------------------------------------------------------------------
+# ----- mixtures -----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("weights", "match"),
     [
@@ -229,7 +229,7 @@ def test_mixture_components():
         pa.mixture([], [])
 
 
-# ----- operands -----------------------------------------------------------------------------------------
+# ----- operands -----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("op", "match"),
     [

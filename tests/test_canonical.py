@@ -402,7 +402,8 @@ def test_replica_quantile() -> None:
         5 + 0.5 * r.replica_quantile(0.99, 512)
     )
     np.testing.assert_allclose(r.replica_quantile(np.array([0.5, 0.99]), 8),
-                               stats.norm.ppf(np.array([0.5, 0.99]) ** (1 / 8)), rtol=1e-12)  # fmt: skip
+                               stats.norm.ppf(np.array([0.5, 0.99]) ** (1 / 8)),
+                               rtol=1e-12)  # fmt: skip
     with pytest.raises(ValueError, match="n must be"):
         r.replica_quantile(0.5, 0)
 

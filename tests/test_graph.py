@@ -48,7 +48,7 @@ def rich_graph() -> StepGraph:
     return g
 
 
-# ----- building -------------------------------------------------------------------------------------
+# ----- building -----------------------------------------------------------------------------------
 def test_add_op_records_attributes_and_edges():
     g = StepGraph("g")
     assert g.add_op("fwd", N) == "fwd"
@@ -339,7 +339,7 @@ def test_tags_given_as_a_string():
     assert g.node("a")["tags"] == ("inter-node",)
 
 
-# ----- JSON round trip ------------------------------------------------------------------------------
+# ----- JSON round trip ----------------------------------------------------------------------------
 def test_json_round_trip_is_lossless():
     g = rich_graph()
     d = g.to_dict()
@@ -480,7 +480,7 @@ def test_unserialisable_latency_error_names_the_node():
         g.to_dict()
 
 
-# ----- conditioning --------------------------------------------------------------------------------
+# ----- conditioning -------------------------------------------------------------------------------
 def test_conditioned_scales_matching_ops_only():
     g = rich_graph()
     c = g.conditioned({"comm": 2.0, "inter-node": 3.0})
@@ -515,7 +515,7 @@ def test_conditioned_mean_scales_linearly():
     assert c.node("ar")["latency"].std() == pytest.approx(0.075)
 
 
-# ----- pipelines ----------------------------------------------------------------------------------------
+# ----- pipelines ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "p, m, schedule, vpp",
     [

@@ -106,7 +106,7 @@ def test_predict_montecarlo_uses_seed():
     assert d.diagnostics["seed"] == s.seed
 
 
-# ----- exact symmetric sampling of large groups --------------------------------------------------------
+# ----- exact symmetric sampling of large groups ---------------------------------------------------
 def test_explicit_and_exact_symmetric_sampling_agree_with_theory():
     n, samples = 2000, 20_000
     g = StepGraph()

@@ -14,7 +14,7 @@ LEVELS = np.array([1e-3, 0.01, 0.5, 0.99, 0.999, 1 - 1e-6])
 
 
 def assert_bracket_contains(dist, q, exact, *, rel_width=None):
-    """``dist.quantile_bracket(q)`` contains ``exact`` (and is narrower than rel_width, if given)."""
+    """``dist.quantile_bracket(q)`` contains ``exact`` (and is narrower than rel_width if given)."""
     low, high = (np.asarray(v) for v in dist.quantile_bracket(q))
     exact = np.asarray(exact)
     assert np.all(low <= exact) and np.all(exact <= high), (q, low, exact, high)
@@ -22,7 +22,7 @@ def assert_bracket_contains(dist, q, exact, *, rel_width=None):
         assert np.all((high - low) <= rel_width * np.abs(exact)), (q, (high - low) / exact)
 
 
-# ----- the published reference numbers -------------------------------------------------------------
+# ----- the published reference numbers ------------------------------------------------------------
 def test_max_of_65536_standard_normals():
     m = pa.iid_max(pa.normal(0, 1), 65536)
     assert m.mean() == pytest.approx(4.2911, abs=0.002)
@@ -48,7 +48,7 @@ def test_max_of_a_billion_at_one_minus_a_billionth():
     assert got == pytest.approx(exact, rel=1e-12)
 
 
-# ----- sums -----------------------------------------------------------------------------------------
+# ----- sums ---------------------------------------------------------------------------------------
 def test_sum_of_ten_exponentials_is_gamma_ten():
     s = pa.convolve(*[pa.exponential(1.0)] * 10)
     ref = stats.gamma(10)
@@ -90,7 +90,7 @@ def test_convolve_gammas_of_different_shapes_and_equal_scale():
     np.testing.assert_array_less(LEVELS, high + 1e-12)
 
 
-# ----- maxima and order statistics ------------------------------------------------------------------
+# ----- maxima and order statistics ----------------------------------------------------------------
 @pytest.mark.parametrize("n", [1, 2, 10, 1000, 10**6])
 def test_max_of_exponentials_has_harmonic_mean(n):
     m = pa.iid_max(pa.exponential(1.0), n)
@@ -157,7 +157,7 @@ def test_grid_path_iid_max_brackets_the_exact_path():
     assert np.all(low <= q + 1e-12) and np.all(q <= high + 1e-12)
 
 
-# ----- mixtures and data ------------------------------------------------------------------------------
+# ----- mixtures and data --------------------------------------------------------------------------
 def test_mixture_cdf_and_quantile_by_hand():
     w = (0.3, 0.7)
     mix = pa.mixture([pa.normal(0.0, 1.0), pa.normal(3.0, 0.5)], w)
@@ -189,7 +189,7 @@ def test_empirical_dkw_band_contains_the_true_cdf():
     assert np.all(low <= f) and np.all(f <= high)
 
 
-# ----- bracket acceptance (§5): 0.1% wide and containing the reference --------------------------------
+# ----- bracket acceptance (§5): 0.1% wide and containing the reference ----------------------------
 FINE = pa.GridPolicy(rel_width=1e-5, max_cells=2**21)
 ACCEPT_LEVELS = (0.5, 0.99, 0.999)
 

@@ -1,4 +1,4 @@
-"""Property tests (hypothesis): the laws every distribution and operation must obey (DESIGN.md §9)."""
+"""Property tests (hypothesis): laws every distribution and operation must obey (DESIGN.md §9)."""
 
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def test_grid_cdf_laws_and_mass_conservation(grid_and_amplification):
     assert np.all(s_up <= s_high * (1 + 1e-9) + floor)
 
 
-# ----- sums ------------------------------------------------------------------------------------------
+# ----- sums ---------------------------------------------------------------------------------------
 @SLOWER
 @given(light_tailed(), light_tailed(), light_tailed())
 def test_means_and_variances_add_under_convolution(a, b, c):
@@ -166,7 +166,7 @@ def test_bracket_contains_closed_form_sum_of_gammas(k1, k2, theta, m):
     assert np.all(low <= exact) and np.all(exact <= high)
 
 
-# ----- maxima ------------------------------------------------------------------------------------------
+# ----- maxima -------------------------------------------------------------------------------------
 @FAST
 @given(light_tailed(), light_tailed())
 def test_max_dominates_its_operands(a, b):
@@ -227,7 +227,7 @@ def test_exact_path_bracket_contains_the_order_statistic_relation(d, n):
         assert low <= exact * (1 + 1e-9) and exact * (1 - 1e-9) <= high
 
 
-# ----- analytic vs Monte Carlo ----------------------------------------------------------------------------
+# ----- analytic vs Monte Carlo --------------------------------------------------------------------
 @settings(max_examples=10, deadline=None, derandomize=True)
 @given(light_tailed(), light_tailed(), light_tailed(), st.integers(0, 2**32 - 1))
 def test_max_of_mixed_families_within_monte_carlo_dkw_band(a, b, c, seed):

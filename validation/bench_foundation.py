@@ -23,7 +23,7 @@ Usage::
 
 Progress of the Monte Carlo goes to stderr. Speed is reported as a ratio measured in one process
 (DESIGN.md §9), never asserted.
-"""
+"""  # noqa: E501 (recorded output lines above, kept at their printed width)
 
 from __future__ import annotations
 

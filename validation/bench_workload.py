@@ -38,7 +38,7 @@ Usage::
 
     python validation/bench_workload.py [--preset NAME] [--gpus N] [--samples N]
                                         [--time-samples K] [--repeat R] [--json]
-"""
+"""  # noqa: E501 (recorded output lines above, kept at their printed width)
 
 from __future__ import annotations
 
@@ -114,7 +114,8 @@ def format_report(r: dict) -> str:
     )
     return "\n".join(
         [
-            f"{r['preset']} on {r['gpus']:,} GPUs: dp {r['dp']}, pipeline body {r['body_ops']:,} ops,"
+            f"{r['preset']} on {r['gpus']:,} GPUs: dp {r['dp']},"
+            f" pipeline body {r['body_ops']:,} ops,"
             f" {r['represented_ops']:,} represented ops",
             f"analytic (best of {len(r['analytic_all_s'])}): {r['analytic_best_s']:.2f} s"
             f"  [{', '.join(f'{t:.2f}' for t in r['analytic_all_s'])}]"

@@ -100,7 +100,7 @@ Usage::
 
     python validation/prism_headlines.py [--presets NAME ...] [--samples N] [--no-ablation]
                                          [--json]
-"""
+"""  # noqa: E501 (recorded output tables above, kept at their printed width)
 
 from __future__ import annotations
 

@@ -27,12 +27,12 @@ Two Monte Carlo modes (column ``mc``):
   only run where ``dp > 1024``; at 1,024 GPUs the ``default`` row *is* the explicit one.
 
 What "explicit" does not cover (no Monte Carlo row does; ``--folding`` checks one op): the
-builder's folding *inside* a replica. The ``tp * cp`` GPUs that run a kernel segment in lockstep are an
-:func:`~prism_analytic.iid_max` of a lognormal folded into moments, the layers of a chunk are
-summed by moments into one lognormal op (CLT), and the replica's speed is one factor for the whole
-pipeline (the slowest of its GPUs, not per stage). Both engines see the same folded graph, so this
-table validates the engine (replica maxima, pipeline DAG, regimes, hiccups), not those modelling
-choices; ``prism_analytic.workload.breakdown`` states what they imply per rank.
+builder's folding *inside* a replica. The ``tp * cp`` GPUs that run a kernel segment in lockstep
+are an :func:`~prism_analytic.iid_max` of a lognormal folded into moments, the layers of a chunk
+are summed by moments into one lognormal op (CLT), and the replica's speed is one factor for the
+whole pipeline (the slowest of its GPUs, not per stage). Both engines see the same folded graph,
+so this table validates the engine (replica maxima, pipeline DAG, regimes, hiccups), not those
+modelling choices; ``prism_analytic.workload.breakdown`` states what they imply per rank.
 
 Targets: KS <= 0.05 and |p99 err| <= 0.5%.
 
@@ -70,9 +70,9 @@ stretch of the CDF right at the 0.99 level (70b: p95 1.81 s, p99 2.95 s), so a C
 row. A 40,000-sample rerun of 70b@16,384 (seed 1) gave p99 2.932 s [2.899, 2.987] against the
 analytic 2.947 s (+0.5%); one of 405b@16,384 (seed 777) gave KS 0.0086 (DKW 0.0068), p50
 +0.012%, p99 9.462 s against the analytic 9.504 s (+0.44%, interval +-1.3%). The pooled Monte
-Carlo (``default`` rows with dp > 1,024) agrees with the explicit one, but its reported pool error bound (0.13-0.27 for
-8b: a 2-op body, F then B, is not the exact single-op case) certifies nothing there; the
-explicit rows do.
+Carlo (``default`` rows with dp > 1,024) agrees with the explicit one, but its reported pool
+error bound (0.13-0.27 for 8b: a 2-op body, F then B, is not the exact single-op case) certifies
+nothing there; the explicit rows do.
 
 The builder's folding, checked GPU by GPU (``--folding-only``: a middle pipeline op, forward
 and backward, of the 1,024-GPU job, sampled with every compute kernel its own lognormal draw
@@ -89,20 +89,20 @@ collective one shared draw; 20,000 samples)::
 The op-level fold has the right mean (|err| < 0.005%) and nearly the right spread (std -2.1% to
 +0.8%) but not the exact shape (KS 0.03-0.10): the rare intra-node tail of the tp collectives
 (0.1% at 2x, several per chunk) is mixed into one lognormal body. So the op's own p99 is up to
-0.9% low (70b forward: 16 tp collectives per chunk, so 1.6% of chunks hit one 2x tail, a jump
-of 0.34 ms or 1.6% of the op's 20.6 ms, which the lognormal smears out); the op's CV is only 0.2-0.5%. At step
-level thousands of such ops are summed and maxed and the shape error is diluted, but it is a
-builder approximation the engine agreement above cannot see. Not covered by any check here:
-per-stage (instead of per-replica) persistent speeds, which a StepGraph cannot express (a
-persistent factor shared by the ops of one stage is a correlation across ops; only a replica
-group carries a ``speed``).
+0.9% low (70b forward: 16 tp collectives per chunk, so 1.6% of chunks hit one 2x tail, a jump of
+0.34 ms or 1.6% of the op's 20.6 ms, which the lognormal smears out); the op's CV is only
+0.2-0.5%. At step level thousands of such ops are summed and maxed and the shape error is
+diluted, but it is a builder approximation the engine agreement above cannot see. Not covered by
+any check here: per-stage (instead of per-replica) persistent speeds, which a StepGraph cannot
+express (a persistent factor shared by the ops of one stage is a correlation across ops; only a
+replica group carries a ``speed``).
 
 Usage::
 
     python validation/workload_agreement.py [--samples N] [--presets NAME ...] [--gpus N ...]
                                             [--seed S] [--no-explicit] [--json]
                                             [--folding | --folding-only]
-"""
+"""  # noqa: E501 (recorded output tables above, kept at their printed width)
 
 from __future__ import annotations
 
@@ -249,8 +249,10 @@ def _tier_noise(job: Any, tier: str | None) -> Any:
 def _explicit_layers(
     job: Any, ops: Sequence[Any], layers: int, samples: int, rng: np.random.Generator
 ) -> np.ndarray:
-    """``layers`` passes over ``ops``: every compute kernel drawn on each of the tp * cp GPUs,
-    the slowest GPU taken at every synchronising collective, each collective one shared draw.
+    """Sample ``layers`` passes over ``ops``, GPU by GPU.
+
+    Every compute kernel is drawn on each of the tp * cp GPUs, the slowest GPU is taken at every
+    synchronising collective, and each collective is one shared draw.
     """
     p = job.parallelism
     width, cv = p.tp * p.cp, job.variability.temporal.kernel_cv
@@ -279,8 +281,10 @@ def _explicit_layers(
 def folding_check(
     preset: str, gpus: int = 1024, samples: int = 20_000, seed: int = DEFAULT_SEED
 ) -> list[dict[str, Any]]:
-    """The builder's law of a middle pipeline op (forward and backward) against sampling it
-    GPU by GPU and kernel by kernel (``tp * cp`` GPUs, every kernel its own lognormal draw).
+    """Compare the builder's law of a middle pipeline op with sampling it GPU by GPU.
+
+    The op is checked forward and backward, sampled kernel by kernel on ``tp * cp`` GPUs with
+    every kernel its own lognormal draw.
 
     Only for pipelines whose ops are not the first or last chunk (pp * vpp > 2) and without
     per-microbatch data-parallel traffic (ZeRO-1 presets): the op is then exactly

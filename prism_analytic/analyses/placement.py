@@ -17,11 +17,11 @@ microbatches, 16,384 GPUs: ``prism placement --preset llama3-405b --gpus 16384 -
 ``vpp = 1``): in 1F1B with as many microbatches as stages there is no steady state; the
 critical path runs along the *last* stages, while the early stages finish their forwards and
 wait in the bubble. One slow tp group costs a replica 1.4% on stage 0 and 22-24% on the last
-stages (:func:`stage_costs`). The step waits for the slowest replica, so 16 slow GPUs spread over the
-16 stages of one replica (the whole replica 1.5x slower, p95 18.2 s) give 1.46x the p95 of the
-same GPUs packed as two tp groups on stage 0 of two replicas (12.46 s; no slow GPU: 12.44 s).
-With the interleaved schedule (vpp 8) the bubble is small and the best/worst ratio falls to
-about 1.1x.
+stages (:func:`stage_costs`). The step waits for the slowest replica, so 16 slow GPUs spread
+over the 16 stages of one replica (the whole replica 1.5x slower, p95 18.2 s) give 1.46x the
+p95 of the same GPUs packed as two tp groups on stage 0 of two replicas (12.46 s; no slow GPU:
+12.44 s). With the interleaved schedule (vpp 8) the bubble is small and the best/worst ratio
+falls to about 1.1x.
 """
 
 from __future__ import annotations

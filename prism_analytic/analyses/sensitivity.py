@@ -46,7 +46,10 @@ def implicit_step(h: float, std: float, slope: float) -> float:
 
 
 def implicit_quantile_derivative(base: Any, plus: Any, minus: Any, h: float, p: float) -> float:
-    """``dq_p / dtheta`` from laws at ``theta``, ``theta + h``, ``theta - h`` (implicit function)."""
+    """``dq_p / dtheta`` by the implicit function theorem.
+
+    Uses the laws at ``theta``, ``theta + h`` and ``theta - h``.
+    """
     q = float(base.quantile(p))
     dfdt = (float(plus.cdf(q)) - float(minus.cdf(q))) / (2 * h)
     sd = float(base.std())
@@ -112,8 +115,9 @@ class SensitivityResult:
             f"{self.job}: step mean {self.mean_s:.4g} s, p95 {self.p95_s:.4g} s, std"
             f" {self.std_s:.4g} s",
             "elasticities in ms of step statistic per +100% of the class's mean / variability",
-            f"{'class':<17} {'ms/GPU':>8} {'exposed':>8} {'dMean/dmu':>10} {'dP95/dmu':>9} {'dMean/dvar':>10}"
-            f" {'dP95/dvar':>9} {'(FD)':>8} {'dStd/dvar':>9} {'p95 drop':>9} {'crit.':>6}",
+            f"{'class':<17} {'ms/GPU':>8} {'exposed':>8} {'dMean/dmu':>10} {'dP95/dmu':>9}"
+            f" {'dMean/dvar':>10} {'dP95/dvar':>9} {'(FD)':>8} {'dStd/dvar':>9} {'p95 drop':>9}"
+            f" {'crit.':>6}",
         ]
         for c in sorted(self.classes, key=lambda c: -c.d_p95_d_var):
             lines.append(

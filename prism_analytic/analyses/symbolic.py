@@ -140,7 +140,10 @@ def latex_formulae() -> str:
 
 @lru_cache(maxsize=64)
 def max_normal_constants(n: int) -> tuple[float, float]:
-    """(mean, std) of the max of ``n`` i.i.d. standard normals, by quadrature of ``n phi Phi^(n-1)``."""
+    """(mean, std) of the max of ``n`` i.i.d. standard normals.
+
+    Computed by quadrature of the density ``n phi Phi^(n-1)``.
+    """
 
     def pdf(z):
         return n * math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi) * special.ndtr(z) ** (n - 1)

@@ -1,4 +1,4 @@
-"""What every ``prism`` command prints the same way: JSON values, percent labels, progress, plots."""
+"""What all ``prism`` commands print the same way: JSON values, percent labels, progress, plots."""
 
 from __future__ import annotations
 

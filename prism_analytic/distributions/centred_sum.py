@@ -78,8 +78,10 @@ def _trim(lat: _Lattice, tail: float) -> None:
 
 
 def _rebin(lat: _Lattice, factor: float, copies: int) -> None:
-    """Coarsen by ``factor`` with *stochastic* rounding: a point at fraction ``f`` of a new
-    cell goes to its left end with probability ``1 - f`` and to its right end with ``f``.
+    """Coarsen by ``factor`` with *stochastic* rounding.
+
+    A point at fraction ``f`` of a new cell goes to its left end with probability ``1 - f``
+    and to its right end with ``f``.
 
     The new lattice variable is then the old one plus an error of conditional mean zero given
     everything before it (|error| < new h, conditional variance <= h^2 / 4): a martingale
@@ -213,8 +215,10 @@ def centred_iid_sum(
 
 
 def _deviation_bound(sources: list[tuple[int, float, float]], log_term: float) -> float:
-    """Smallest bound on |R - E R|: Freedman for the errors up to a width cut, and the
-    trivial bound (copies x width) for the few wide ones (the last re-binnings, used once).
+    """Smallest bound on |R - E R| over the width cuts.
+
+    Freedman for the errors up to a width cut, and the trivial bound (copies x width) for the
+    few wide ones (the last re-binnings, used once).
     """
     if not sources:
         return 0.0

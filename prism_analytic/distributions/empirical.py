@@ -46,6 +46,7 @@ class Empirical(Distribution):
 
     @property
     def support(self) -> tuple[float, float]:
+        """Smallest and largest sample."""
         return float(self.samples[0]), float(self.samples[-1])
 
     def _cdf(self, x: np.ndarray) -> np.ndarray:
@@ -107,6 +108,7 @@ class PointMass(Distribution):
 
     @property
     def support(self) -> tuple[float, float]:
+        """The point itself, at both ends."""
         return self.value, self.value
 
     def _to_grid(self, h: float, policy: Any) -> Any:

@@ -56,6 +56,7 @@ class IIDMax(Distribution):
 
     @property
     def support(self) -> tuple[float, float]:
+        """The parent's support."""
         return self.parent.support
 
     def _cdf(self, x: np.ndarray) -> np.ndarray:
@@ -100,6 +101,7 @@ class OrderStatistic(Distribution):
 
     @property
     def support(self) -> tuple[float, float]:
+        """The parent's support."""
         return self.parent.support
 
     def _cdf(self, x: np.ndarray) -> np.ndarray:
@@ -166,6 +168,7 @@ class MaxOfIndependent(Distribution):
 
     @property
     def support(self) -> tuple[float, float]:
+        """Largest lower end and largest upper end of the components' supports."""
         return max(d.support[0] for d in self.dists), max(d.support[1] for d in self.dists)
 
     def _bracket_for_inversion(self) -> tuple[float, float]:
@@ -208,6 +211,7 @@ class MinOfIndependent(Distribution):
 
     @property
     def support(self) -> tuple[float, float]:
+        """Smallest lower end and smallest upper end of the components' supports."""
         return min(d.support[0] for d in self.dists), min(d.support[1] for d in self.dists)
 
     def _bracket_for_inversion(self) -> tuple[float, float]:

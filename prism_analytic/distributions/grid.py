@@ -181,6 +181,7 @@ class GridDistribution(Distribution):
 
     @property
     def support(self) -> tuple[float, float]:
+        """First and last lattice points with mass; infinite where mass lies off the grid."""
         lo = -np.inf if self.below > 0 else float(self.points[np.argmax(self.lo > 0)])
         hi = (
             np.inf
@@ -358,6 +359,7 @@ class GridDistribution(Distribution):
         return self._quantile(rng.random(size))
 
     def to_dict(self, levels: tuple[float, ...] = (0.5, 0.9, 0.95, 0.99, 0.999)) -> dict:
+        """Plain-dict summary (JSON-friendly), with the lattice step, size and policy."""
         d = super().to_dict(levels)
         d.update(
             h=self.h,

@@ -50,6 +50,7 @@ class Mixture(Distribution):
 
     @property
     def support(self) -> tuple[float, float]:
+        """Smallest interval containing every component's support."""
         lows, highs = zip(*(c.support for c in self.components))
         return min(lows), max(highs)
 

@@ -1,4 +1,4 @@
-"""Closed-form latency distributions: any scipy.stats continuous law, and constructors by moments."""
+"""Closed-form latency distributions: any scipy.stats continuous law; constructors by moments."""
 
 from __future__ import annotations
 
@@ -81,6 +81,7 @@ class ScipyDistribution(Distribution):
 
     @property
     def support(self) -> tuple[float, float]:
+        """The frozen scipy distribution's support."""
         lo, hi = self.frozen.support()
         return float(lo), float(hi)
 

@@ -58,7 +58,10 @@ def make_slowdown(out_dir: str | Path, data_root=None, tiny: bool = False) -> di
     nums.update({f"p_step_slow_{int(th * 100)}pct": v for th, v in at.items()})
     nums["p_degraded"] = deg
     path = save(fig, out_dir, name)
-    claim = "PRISM: the probability of slow-down is predicted for large jobs, where variation is magnified"
+    claim = (
+        "PRISM: the probability of slow-down is predicted for large jobs,"
+        " where variation is magnified"
+    )
     return entry(name, path, claim, nums, MODEL, t())
 
 
@@ -129,7 +132,10 @@ def make_sensitivity(out_dir: str | Path, data_root=None, tiny: bool = False) ->
         "d_p95_d_var_ms": {c.key: c.d_p95_d_var * 1e3 for c in res.classes},
         "p95_drop_ms": {c.key: c.p95_drop_without_variability_s * 1e3 for c in res.classes},
     }
-    claim = "PRISM: optimising AllGather and ReduceScatter does the most to reduce step-time variability"
+    claim = (
+        "PRISM: optimising AllGather and ReduceScatter does the most to reduce"
+        " step-time variability"
+    )
     return entry(name, path, claim, nums, MODEL, t())
 
 

@@ -52,4 +52,5 @@ class Timer:
         self.start = time.perf_counter()
 
     def __call__(self) -> float:
+        """Seconds elapsed since the timer was created."""
         return time.perf_counter() - self.start

@@ -55,8 +55,8 @@ def compare_steps(predicted, measured, *, rng=0) -> dict:
         ``predicted``, ``measured`` (from :func:`describe`), ``mean_rel_err``,
         ``p50_rel_err``, ``p90_rel_err``, ``p95_rel_err``, ``measured_p95_ci90`` (percentile
         bootstrap), ``p95_in_measured_ci``, ``measured_p95_ci90_order_stat`` (distribution-free;
-        None for an unbounded end), ``p95_in_order_stat_ci``, ``ks``, ``ks_pvalue``, ``ks_shape``, ``ks_shape_pvalue``,
-        ``std_ratio``.
+        None for an unbounded end), ``p95_in_order_stat_ci``, ``ks``, ``ks_pvalue``, ``ks_shape``,
+        ``ks_shape_pvalue``, ``std_ratio``.
     """
     p = np.asarray(predicted, dtype=float)
     m = np.asarray(measured, dtype=float)

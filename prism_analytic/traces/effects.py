@@ -2,9 +2,10 @@
 
 Everything is read from the data: a slow rank is one whose per-microbatch work is slower than
 the median of the other ranks of its stage by more than 5%, and by more than 5 robust standard
-deviations (1.4826 MAD) of that relative difference over all ranks; stage imbalance compares each stage's per-microbatch work with the mean
-over stages; warm-up steps are a leading run of steps whose times lie more than 4 robust
-standard deviations (1.4826 MAD) from the median of the steps.
+deviations (1.4826 MAD) of that relative difference over all ranks; stage imbalance compares
+each stage's per-microbatch work with the mean over stages; warm-up steps are a leading run of
+steps whose times lie more than 4 robust standard deviations (1.4826 MAD) from the median of the
+steps.
 """
 
 from __future__ import annotations

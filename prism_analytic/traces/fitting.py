@@ -2,12 +2,12 @@
 
 Each sample pool is fitted with every candidate family by maximum likelihood
 (``scipy.stats.<family>.fit``); the family with the lowest AIC is chosen (or the lowest KS
-statistic with ``criterion="ks"``). Candidates with infinite variance or a tail reaching beyond twice the sample's range are
-not eligible (see :func:`_plausible`). Goodness of fit is the one-sample KS test of the chosen
-fit (its p-value is optimistic because the parameters were estimated from the same sample;
-it is used only to fall back to the empirical law when even that optimistic test rejects at
-1%). Confidence intervals of the mean and the 0.95 quantile come from the bootstrap.
-Before samples from successive steps are pooled, :func:`ljung_box` tests them for
+statistic with ``criterion="ks"``). Candidates with infinite variance or a tail reaching beyond
+twice the sample's range are not eligible (see :func:`_plausible`). Goodness of fit is the
+one-sample KS test of the chosen fit (its p-value is optimistic because the parameters were
+estimated from the same sample; it is used only to fall back to the empirical law when even that
+optimistic test rejects at 1%). Confidence intervals of the mean and the 0.95 quantile come from
+the bootstrap. Before samples from successive steps are pooled, :func:`ljung_box` tests them for
 autocorrelation (statsmodels).
 """
 

@@ -1,10 +1,10 @@
 """The latency library of a trace: one fitted law per op signature, with its checks.
 
-A signature is (op name, stage, model chunk) for single-rank ops and (op names, stages of
-the instance's process group) for communication instances, whose sample is the instance's duration after its last member
-arrived (the transfer; the wait for slower peers is what the graph reproduces). Before the
-samples of successive steps are pooled, the per-step means are tested for autocorrelation
-(Ljung-Box); a small p-value is reported, not hidden.
+A signature is (op name, stage, model chunk) for single-rank ops and (op names, stages of the
+instance's process group) for communication instances, whose sample is the instance's duration
+after its last member arrived (the transfer; the wait for slower peers is what the graph
+reproduces). Before the samples of successive steps are pooled, the per-step means are tested
+for autocorrelation (Ljung-Box); a small p-value is reported, not hidden.
 
 Pipeline send/recv as *recorded* mix bubble waiting with transfer; :func:`otsu_split` splits
 their log durations at the Otsu threshold (PRISM's recipe), for comparison with the

@@ -22,8 +22,8 @@ the guaranteed bounds, and reports
 
 Targets (the verdict column): non-reconvergent scenarios need KS <= 0.005, |p99 error| <= 0.1%
 and ``in_bounds``; reconvergent ones need KS <= 0.03, |p50| error <= 0.2%, |p99| error <= 0.3%,
-|spread error| <= 3% (issue #8), and a smaller KS and |spread error| than both baselines. A miss whose size is within
-Monte Carlo's own interval of the target is marked ``~noise``.
+|spread error| <= 3% (issue #8), and a smaller KS and |spread error| than both baselines. A miss
+whose size is within Monte Carlo's own interval of the target is marked ``~noise``.
 
 Usage::
 
