@@ -98,6 +98,11 @@ def test_cli_optimize_json(tmp_path, capsys):
     payload = json.loads(capsys.readouterr().out)
     assert payload["objective"] == "p95" and payload["counts"]["ok"] == 2
     assert (tmp_path / "o.csv").exists()
+    # a narrower search on the same table: its rows are reused, the others do not compete
+    narrow = [a if a != "1,2" else "2" for a in argv]
+    assert main(narrow) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["counts"]["ok"] == 1 and again["best_by_p95"]["tp"] == 2
     with pytest.raises(SystemExit):
         main(["optimize", "--preset", "llama3-8b", "--gpus", "64", "--recompute", "most"])
     assert main(["optimize", "--preset", "llama3-8b", "--gpus", "64", "--plot", "/nope/x.png"]) == 2

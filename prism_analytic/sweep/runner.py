@@ -70,6 +70,26 @@ def run_points(
             done(evaluate_point(p, settings))
         return rows, lost
     pending: dict[cf.Future, SweepPoint] = {}
+    try:
+        _drain(points, settings, executor, pending, done, lost, max_inflight)
+    except BaseException:
+        # interrupted: drop what has not started, so closing the pool does not wait for it
+        for fut in pending:
+            fut.cancel()
+        raise
+    return rows, lost
+
+
+def _drain(
+    points: list[SweepPoint],
+    settings: EvalSettings,
+    executor: Executor,
+    pending: dict[cf.Future, SweepPoint],
+    done: Callable[[dict[str, Any]], None],
+    lost: list[str],
+    max_inflight: int,
+) -> None:
+    """Keep up to ``max_inflight`` configurations submitted until all have finished."""
     queue = iter(points)
     exhausted = False
     while pending or not exhausted:
@@ -88,7 +108,6 @@ def run_points(
                 done(fut.result())
             except Exception as exc:  # noqa: BLE001 - the executor's failure, not the row's
                 lost.append(f"configuration {p.index}: {type(exc).__name__}: {exc}")
-    return rows, lost
 
 
 def run_sweep(
