@@ -26,6 +26,7 @@ from ..distributions.grid import mix_grids
 from ..distributions.grid_extremes import iid_max_grid, max_grids
 from ..distributions.products import scale_mixture
 from ..graph import OP, PIPELINE, StepGraph
+from ..graph.pipeline import explicit_pipeline
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .series_parallel import SINK, reduce_graph
 
@@ -100,19 +101,11 @@ def replica_group(body: GridDistribution, node: dict[str, Any]) -> GridDistribut
     return parts[0] if len(parts) == 1 else max_grids(parts)
 
 
-_PIPELINE_CACHE: dict[tuple, tuple[float, float, dict]] = {}
-
-
 def _pipeline_cached(key: tuple, spec: Any, method: str, window: int | None) -> tuple:
     """Pipeline makespans by spec identity (regime states and re-evaluations share them)."""
-    from .pipeline_core import pipeline_components
+    from .pipeline_core import cached_components
 
-    full = (key, method, window)
-    if full not in _PIPELINE_CACHE:
-        if len(_PIPELINE_CACHE) > 64:
-            _PIPELINE_CACHE.clear()
-        _PIPELINE_CACHE[full] = pipeline_components(spec, method=method, window=window)
-    return _PIPELINE_CACHE[full]
+    return cached_components(key, spec, method, window)
 
 
 def _spec_key(spec: Any) -> tuple:
@@ -187,7 +180,7 @@ class _Evaluator:
         plain = spec.microbatch_factor is None and spec.stage_factor is None
         if plain and (spec.stages == 1 or spec.microbatches == 1):
             # one stage, or one microbatch: the schedule is a chain, evaluated exactly
-            return self.graph(spec.explicit(name), where)
+            return self.graph(explicit_pipeline(spec, name), where)
         comps, info = _pipeline_cached(_spec_key(spec), spec, self.core_method, self.window)
         w = np.array([c[0] for c in comps])
         mean = float(np.dot(w, [c[1] for c in comps]) / w.sum())

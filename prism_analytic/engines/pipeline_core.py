@@ -40,12 +40,23 @@ __all__ = ["pipeline_makespan", "pipeline_mean_path", "OPS_CAP", "clear_caches"]
 OPS_CAP = 2048
 
 
+_COMPONENTS_CACHE: dict[tuple, tuple[float, float, dict]] = {}
+
+
 def clear_caches() -> None:
     """Forget cached schedule structures and makespans (for cold-start timing)."""
-    from . import analytic
-
     _structure.cache_clear()
-    analytic._PIPELINE_CACHE.clear()
+    _COMPONENTS_CACHE.clear()
+
+
+def cached_components(key: tuple, spec: Any, method: str, window: int | None) -> tuple:
+    """:func:`pipeline_components`, cached by ``key`` (the spec's identity) and the method."""
+    full = (key, method, window)
+    if full not in _COMPONENTS_CACHE:
+        if len(_COMPONENTS_CACHE) > 64:
+            _COMPONENTS_CACHE.clear()
+        _COMPONENTS_CACHE[full] = pipeline_components(spec, method=method, window=window)
+    return _COMPONENTS_CACHE[full]
 
 
 @lru_cache(maxsize=32)

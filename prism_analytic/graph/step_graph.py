@@ -21,6 +21,8 @@ import networkx as nx
 from .._checks import check_count, check_positive
 from ..distributions import Distribution
 from ..distributions.serialize import from_spec, to_spec
+from .errors import GraphError
+from .pipeline_spec import PipelineSpec
 
 __all__ = ["StepGraph", "Regime", "GraphError", "OP", "REPLICA", "PIPELINE"]
 
@@ -37,14 +39,12 @@ MAX_NODES = 1_000_000
 MAX_DEPTH = 64
 
 
-class GraphError(ValueError):
-    """A step graph that cannot be evaluated: cycles, unknown nodes, bad sizes or latencies."""
-
-
 @dataclass(frozen=True)
 class Regime:
-    """A per-step common shock: with probability ``probs[s]`` every op tagged ``applies_to``
-    has its latency multiplied by ``factors[s]`` (all ops in the step, replica bodies included).
+    """A per-step common shock that rescales a class of ops.
+
+    With probability ``probs[s]`` every op tagged ``applies_to`` has its latency multiplied by
+    ``factors[s]`` (all ops in the step, replica bodies included).
     """
 
     name: str
@@ -178,8 +178,6 @@ class StepGraph:
             As for :meth:`add_op`; a regime matching them rescales every op of the pipeline.
             Every op also carries the tags ``"pipeline"`` and ``"stage{s}"``.
         """
-        from .pipeline import PipelineSpec
-
         if not isinstance(spec, PipelineSpec):
             raise GraphError(
                 f"pipeline {name!r}: spec must be a PipelineSpec, got {type(spec).__name__}"
@@ -290,6 +288,7 @@ class StepGraph:
     # ----- views --------------------------------------------------------------------------------
     @property
     def nodes(self) -> list[str]:
+        """Node names in insertion order."""
         return list(self.graph.nodes)
 
     def __len__(self) -> int:
@@ -533,8 +532,6 @@ class StepGraph:
                     tags=n.get("tags", ()),
                 )
             elif n.get("type") == PIPELINE:
-                from .pipeline import PipelineSpec
-
                 g.add_pipeline(
                     name,
                     PipelineSpec.from_dict(n["spec"], f"nodes[{name!r}].spec"),
