@@ -23,7 +23,7 @@ METHODS = ("analytic", "montecarlo", "bounds")
 
 
 def run_prediction(job, **options: Any) -> tuple[Any, Any, dict[str, Any]]:
-    """:func:`~prism_analytic.workload.prediction.predict_job` with a progress line on a terminal."""
+    """:func:`~prism_analytic.workload.prediction.predict_job`, with progress on a terminal."""
     from ..workload.prediction import predict_job
 
     if options.get("method", "analytic") == "montecarlo":

@@ -163,6 +163,7 @@ class ExposedComm(Distribution):
 
     @property
     def support(self) -> tuple[float, float]:
+        """Exposure is never negative and has no upper end."""
         return 0.0, math.inf
 
     def _z(self, x: np.ndarray) -> np.ndarray:

@@ -184,8 +184,9 @@ def tree_allreduce_time(nbytes: float, n: int, tier: Tier) -> float:
 
 
 def allreduce_time(nbytes: float, n: int, tier: Tier, algorithm: str = "auto") -> float:
-    """AllReduce by ``algorithm`` in {"ring", "tree", "auto"} ("auto": the faster, as
-    NCCL's tuner picks).
+    """AllReduce by ``algorithm`` in {"ring", "tree", "auto"}.
+
+    ``"auto"`` takes the faster of the two, as NCCL's tuner picks.
     """
     if algorithm == "ring":
         return ring_allreduce_time(nbytes, n, tier)

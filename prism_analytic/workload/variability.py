@@ -147,8 +147,9 @@ class SpatialStats:
     confidence: float
 
     def to_spatial_config(self) -> SpatialVariability:
-        """Spatial variability parameters: body = robust CV; outliers = GPUs beyond 3
-        robust sd, at their mean slowdown.
+        """Spatial variability parameters measured here.
+
+        Body = robust CV; outliers = GPUs beyond 3 robust sd, at their mean slowdown.
         """
         return SpatialVariability(
             cv=self.robust_cv,

@@ -151,7 +151,7 @@ def _toml_value(v: Any) -> str:
 
 
 def dump_toml(job: JobConfig) -> str:
-    """TOML text that :func:`~prism_analytic.workload.jobs.load_config` reads back into an equal :class:`JobConfig`."""
+    """TOML text that :func:`~prism_analytic.workload.jobs.load_config` reads back unchanged."""
     lines: list[str] = []
 
     def emit(table: Mapping[str, Any], path: str) -> None:
