@@ -117,12 +117,14 @@ class Journal:
         self._fh = self.path.open("a", encoding="utf-8")
 
     def append(self, row: dict[str, Any]) -> None:
+        """Write one row as a JSON line and flush it to disk."""
         from ..json_safe import jsonable
 
         self._fh.write(json.dumps(jsonable(row)) + "\n")
         self._fh.flush()
 
     def close(self) -> None:
+        """Close the journal file (it stays on disk until the table is written)."""
         self._fh.close()
 
 
