@@ -186,3 +186,19 @@ def test_unresolvable_pool_is_loud():
     # an error that swallows the level leaves the interval open on that side, honestly
     assert r.pool_error == pytest.approx(1.0)
     assert r.quantile_bracket(0.5) == (-np.inf, np.inf)
+
+
+def test_gridded_op_with_tail_atoms_at_a_trillion_copies():
+    """A grid law trims ~1e-15 of each tail into +-inf atoms; at 1e12 copies some draws land
+    there. They are kept finite and their chance (n x atoms) widens the interval; the
+    closed form (max of 1e12 Gamma(3)) stays inside.
+    """
+    law = pa.iid_sum(pa.exponential(1.0), 3)  # gridded Gamma(3)
+    assert law.above > 0
+    g = StepGraph()
+    g.add_replica_group("dp", chain(law), 10**12)
+    r = pa.predict(g, "montecarlo", samples=SAMPLES)
+    assert np.isfinite(r.distribution.samples).all()
+    assert r.diagnostics["truncation_ks_error"] == pytest.approx(10**12 * (law.above + law.below))
+    exact = {q: stats.gamma(3).isf(-math.expm1(math.log(q) / 10**12)) for q in (0.5, 0.99)}
+    check(r, exact)

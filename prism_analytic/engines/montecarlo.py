@@ -44,6 +44,7 @@ __all__ = [
     "pool_ks_error",
     "pooled_groups",
     "estimated_draws",
+    "truncation_error",
 ]
 
 BLOCK = 8192
@@ -178,6 +179,51 @@ def estimated_draws(graph: StepGraph, samples: int, settings: MonteCarloSettings
     return samples * _graph_draws(graph, settings) + states * _pool_draws(graph, settings)
 
 
+def _finite(values: np.ndarray) -> np.ndarray:
+    """Draws with a law's unresolved tail atoms (a grid's +-inf) moved to the finite extremes.
+
+    Where such a draw lands is unknown; the probability that any draw of a step does is
+    :func:`truncation_error`, which widens the result's intervals.
+    """
+    values = np.asarray(values, dtype=float)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        good = values[~bad]
+        hi = float(good.max()) if good.size else 0.0
+        lo = float(good.min()) if good.size else 0.0
+        values = np.nan_to_num(values, nan=hi, posinf=hi, neginf=lo)
+    return values
+
+
+def _unresolved(law: Any) -> float:
+    """Probability a draw of ``law`` falls in a tail it does not resolve (a grid's atoms)."""
+    return float(getattr(law, "above", 0.0) or 0.0) + float(getattr(law, "below", 0.0) or 0.0)
+
+
+def truncation_error(graph: StepGraph, mult: int = 1) -> float:
+    """Bound on the KS error from unresolved tails: the chance any draw of a step lands there.
+
+    Every op whose law has tail atoms (a :class:`~prism_analytic.distributions.GridDistribution`
+    trims ``tail_mass`` into +-inf) is drawn once per copy of it in the step; by the union
+    bound the sampled step law is within the sum of those masses of the model's (capped at 1).
+    """
+    total = 0.0
+    for _, d in graph.graph.nodes(data=True):
+        if d["type"] == OP:
+            total += mult * _unresolved(d["latency"])
+        elif d["type"] == PIPELINE:
+            spec = d["spec"]
+            worst = max((_unresolved(law) for law in spec.laws.values()), default=0.0)
+            total += mult * spec.n_ops * worst
+        else:
+            if d["speed"] is not None:
+                total += mult * d["n"] * _unresolved(d["speed"])
+            total += truncation_error(d["body"], mult * d["n"])
+        if total >= 1.0:
+            return 1.0
+    return float(min(total, 1.0))
+
+
 def _multiplicities(graph: StepGraph, path: str = "", mult: int = 1) -> dict[str, int]:
     """For every group path: how many copies of it the step holds (product of enclosing n)."""
     out: dict[str, int] = {}
@@ -208,8 +254,8 @@ class _Sampler:
 
     def _draw(self, dist: Any, size: int, rng: np.random.Generator) -> np.ndarray:
         if self.source is None:
-            return dist._sample(size, rng)
-        return dist._isf(self.source.take())
+            return _finite(dist._sample(size, rng))
+        return _finite(dist._isf(self.source.take()))
 
     def _max_level(self, count: int, size: int, rng: np.random.Generator) -> np.ndarray:
         """One copy's survival level at which the max of ``count`` copies is drawn."""
@@ -270,7 +316,7 @@ class _Sampler:
         if _single_op(body) and d["speed"] is None:
             # One op per copy: its exact quantile function gives the max of n draws exactly.
             (only,) = body.graph.nodes
-            return body.graph.nodes[only]["latency"]._isf(level) * factor
+            return _finite(body.graph.nodes[only]["latency"]._isf(level)) * factor
         pool = self.pool(d, path)
         idx = np.searchsorted(-pool.surv, -level, side="left")
         self._record(path, count, pool)
@@ -360,8 +406,10 @@ def _run_blocks(
 
 
 def _summarise(graph: StepGraph, report: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per pooled group: its pools' KS errors (summed over the slow and normal copies,
-    worst regime state), times the number of copies of the group the step holds, capped at 1.
+    """One entry per pooled group, with its KS error on the step.
+
+    The group's pools' KS errors (summed over the slow and normal copies, worst regime state),
+    times the number of copies of the group the step holds, capped at 1.
     """
     mult = _multiplicities(graph)
     groups: dict[str, dict[str, Any]] = {}
@@ -472,12 +520,13 @@ def sample_step_report(
     draws = estimated_draws(graph, samples, settings)
     if draws > settings.max_draws:
         per_sample = _graph_draws(graph, settings)
+        most = max(0, settings.max_draws - draws + samples * per_sample) // max(per_sample, 1)
         raise ValueError(
             f"samples: Monte Carlo of this graph would take {draws:.3g} random draws "
             f"({samples:,} samples x {per_sample:,} per step, plus replica pools), over the "
             f"limit of {settings.max_draws:.3g} (MonteCarloSettings.max_draws, minutes of "
-            f"work); use at most {max(0, settings.max_draws - draws + samples * per_sample) // max(per_sample, 1):,} "
-            "samples, a smaller explicit_limit or pool_size, or raise max_draws"
+            f"work); use at most {most:,} samples, a smaller explicit_limit or pool_size, "
+            "or raise max_draws"
         )
     n_blocks = -(-samples // BLOCK)
     seeds = np.random.SeedSequence(settings.seed).spawn(n_blocks)
@@ -504,11 +553,12 @@ def sample_step_report(
             if progress is not None:
                 progress(sum(p.size for p in parts), samples)
     pooled = _summarise(graph, report)
-    worst = sum(p["ks_error"] for p in pooled)
+    worst = sum(p["ks_error"] for p in pooled) + truncation_error(graph)
     if worst > LOUD_KS_ERROR:
         warnings.warn(
-            f"Monte Carlo: replica pools put an estimated KS error of {worst:.3g} on the step "
-            f"time ({', '.join(p['group'] for p in pooled)}); its intervals are widened by it. "
+            f"Monte Carlo: replica pools and unresolved grid tails put an estimated KS error "
+            f"of {worst:.3g} on the step time (pools: "
+            f"{', '.join(p['group'] for p in pooled) or 'none'}); its intervals are widened by it. "
             "Raise MonteCarloSettings.pool_size or explicit_limit for a sharper answer.",
             PoolAccuracyWarning,
             stacklevel=2,

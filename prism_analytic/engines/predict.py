@@ -12,7 +12,7 @@ from ..graph import GraphError, StepGraph
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .analytic import analytic_distribution
 from .bounds import bound_distributions
-from .montecarlo import MonteCarloSettings, sample_step_report
+from .montecarlo import MonteCarloSettings, sample_step_report, truncation_error
 from .resolution import resolve_policy
 from .result import AnalyticResult, BoundsResult, MonteCarloResult, StepTimeResult
 
@@ -177,5 +177,6 @@ def predict(
             "seed": settings.seed,
             "dkw_95": emp.dkw_epsilon(0.05),
             "pooled_groups": pooled,
+            "truncation_ks_error": truncation_error(graph),
         },
     )

@@ -332,8 +332,13 @@ class MonteCarloResult(StepTimeResult):
 
     @property
     def pool_error(self) -> float:
-        """Sum of the pooled replica groups' KS errors (95th percentile), 0 when none."""
-        return float(sum(p["ks_error"] for p in self.diagnostics.get("pooled_groups", [])))
+        """KS error of the sampled law: pools' errors (95th percentile) plus truncation.
+
+        The sum of the pooled replica groups' KS errors (0 when none) and the bound on draws
+        landing in laws' unresolved tails (``diagnostics["truncation_ks_error"]``).
+        """
+        pools = sum(p["ks_error"] for p in self.diagnostics.get("pooled_groups", []))
+        return float(pools + self.diagnostics.get("truncation_ks_error", 0.0))
 
     def cdf(self, x: Any) -> Any:
         """Empirical P(step <= x)."""
