@@ -73,6 +73,6 @@ def test_custom_spec_cannot_import_code_outside_the_package():
         "edges": [],
     }
     with pytest.raises(
-        ValueError, match=r"nodes\['a'\]\.latency\.class must name a prism_analytic"
+        ValueError, match=r"nodes\['a'\]\.latency\.class must be one of \['ExposedComm'"
     ):
         pa.StepGraph.from_dict(data)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import numpy as np
@@ -11,12 +10,22 @@ from scipy import stats
 from .._checks import check_count, check_finite, check_nonnegative, check_positive
 from .base import Affine, Distribution
 from .empirical import Empirical, PointMass
+from .exposed import ExposedComm
 from .extremes import IIDMax, OrderStatistic
 from .grid import GridDistribution
 from .mixture import Mixture
 from .parametric import ScipyDistribution
 
 __all__ = ["to_spec", "from_spec"]
+
+#: Package classes that describe themselves with ``to_spec_fields()`` and rebuild with
+#: ``from_spec_fields``, by the name a spec's ``class`` field holds (the old module path of
+#: ExposedComm is kept so that graphs saved before it moved still load). A registry, not an
+#: import by name: a spec file cannot make this module import code.
+CUSTOM_CLASSES: dict[str, type] = {
+    "ExposedComm": ExposedComm,
+    "prism_analytic.workload.builder:ExposedComm": ExposedComm,
+}
 
 #: Largest replica count a spec may name (the same limit as :func:`prism_analytic.iid_max`).
 MAX_COUNT = 10**12
@@ -28,11 +37,10 @@ def to_spec(dist: Distribution) -> dict[str, Any]:
     Distributions defined elsewhere in the package (e.g. the workload builder's) serialise
     themselves through a ``to_spec_fields()`` method and a ``from_spec_fields`` classmethod.
     """
-    if hasattr(dist, "to_spec_fields"):
-        cls = type(dist)
+    if type(dist) in CUSTOM_CLASSES.values():
         return {
             "type": "custom",
-            "class": f"{cls.__module__}:{cls.__qualname__}",
+            "class": type(dist).__qualname__,
             "fields": dist.to_spec_fields(),
         }
     if isinstance(dist, IIDMax):
@@ -164,18 +172,11 @@ def _grid_from_spec(spec: dict[str, Any], where: str) -> GridDistribution:
     return GridDistribution(h, k0, sides["lo"], sides["hi"], below, above)
 
 
-def _custom(path: str, fields: dict[str, Any], where: str) -> Distribution:
-    """Rebuild a package-defined distribution class named ``module:qualname``."""
-    module_name, _, qualname = str(path).partition(":")
-    # Only this package's classes: a spec file must not be able to import arbitrary code.
-    if not module_name.startswith("prism_analytic."):
-        raise ValueError(f"{where}.class must name a prism_analytic class, got {path!r}")
-    try:
-        cls = getattr(importlib.import_module(module_name), qualname)
-    except (ImportError, AttributeError):
-        raise ValueError(f"{where}.class: no distribution class {path!r}") from None
-    if not (
-        isinstance(cls, type) and issubclass(cls, Distribution) and hasattr(cls, "from_spec_fields")
-    ):
-        raise ValueError(f"{where}.class: {path!r} is not a serialisable distribution")
+def _custom(name: str, fields: dict[str, Any], where: str) -> Distribution:
+    """Rebuild a registered package class (:data:`CUSTOM_CLASSES`) from its fields."""
+    cls = CUSTOM_CLASSES.get(str(name))
+    if cls is None:
+        raise ValueError(f"{where}.class must be one of {sorted(CUSTOM_CLASSES)}, got {name!r}")
+    if not isinstance(fields, dict):
+        raise ValueError(f"{where}.fields must be an object, got {fields!r}")
     return cls.from_spec_fields(fields)
