@@ -230,6 +230,10 @@ class Distribution(ABC):
         """``scale * X + shift``; override where the result stays in the class (grids)."""
         return Affine(self, shift, scale)
 
+    def _key(self) -> Any:
+        """A hashable identity: equal parameters give equal keys (default: the object)."""
+        return ("object", id(self))
+
     def _to_grid(self, h: float, policy: Any) -> Any:
         """The law on a lattice of spacing ``h``, or None to discretise its CDF (the default).
 

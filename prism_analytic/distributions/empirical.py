@@ -101,6 +101,9 @@ class PointMass(Distribution):
     def __init__(self, value: float) -> None:
         self.value = check_finite(value, "value")
 
+    def _key(self) -> Any:
+        return ("point", self.value)
+
     def __repr__(self) -> str:
         return f"PointMass({self.value:.6g})"
 

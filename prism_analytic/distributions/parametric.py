@@ -35,6 +35,10 @@ class ScipyDistribution(Distribution):
 
     is_exact = True
 
+    def _key(self) -> Any:
+        f = self.frozen
+        return ("scipy", self.family, tuple(f.args), tuple(sorted(f.kwds.items())))
+
     def __init__(self, frozen: Any) -> None:
         dist = getattr(frozen, "dist", None)
         if not isinstance(dist, stats.rv_continuous):

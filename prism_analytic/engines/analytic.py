@@ -120,18 +120,7 @@ def _spec_key(spec: Any) -> tuple:
 
 def _dist_key(dist: Distribution) -> Any:
     """A hashable identity for a latency law: equal parameters give equal keys."""
-    from ..distributions import PointMass, ScipyDistribution
-
-    if isinstance(dist, ScipyDistribution):
-        return (
-            "scipy",
-            dist.family,
-            tuple(dist.frozen.args),
-            tuple(sorted(dist.frozen.kwds.items())),
-        )
-    if isinstance(dist, PointMass):
-        return ("point", dist.value)
-    return ("object", id(dist))
+    return dist._key()
 
 
 class _Evaluator:
