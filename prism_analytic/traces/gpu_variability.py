@@ -1,23 +1,49 @@
 """Slowest of n GPUs from measured per-GPU speeds: fit on half the GPUs, check on the other.
 
 The per-GPU value is the median over that GPU's runs of the SGEMM duration (Longhorn V100,
-``sgemm-longhorn-agg.csv``). A random half of the GPUs is fitted with the candidate families
-of :func:`~prism_analytic.traces.fitting.fit_latency`; the slowest of n GPUs is then computed
-analytically as F^n (``prism_analytic.iid_max``) and compared, by the KS distance, with the
-maxima of n GPUs drawn (with replacement, since n can exceed the half) from the other half.
+``sgemm-longhorn-agg.csv``). A random half of the GPUs (the fit half) is fitted with every
+whole-sample family of :func:`~prism_analytic.traces.fitting.fit_latency` and with a normal
+body + GPD tail (:func:`~prism_analytic.traces.tail_fit.fit_spliced`); the candidate with the
+lowest AIC on the fit half is the per-GPU law F. The slowest of n GPUs is F^n
+(``prism_analytic.iid_max``).
+
+Comparison with the other half (m GPUs, the test half): its law of the slowest of n is the
+plug-in law G_m^n, G_m the test half's empirical CDF, i.e. exactly what subsampling n GPUs
+*with replacement* from the test half converges to. With replacement is the only definition
+that exists for n > m, and it is computed exactly here (no subsampling noise). G_m^n is a step
+function whose largest jump, at the test half's slowest GPU, is ``1 - (1 - 1/m)^n``; any
+continuous prediction therefore has KS >= half that jump (:func:`ks_lower_bound`): 0.14 for
+n = 64 and 0.36 for n = 256 with m = 196. :func:`gpu_max_splits` repeats the split and reports,
+beside the model's KS, three noise floors: the KS between the two halves' own plug-in laws;
+the KS a *perfect* model would get (the law fitted on all GPUs taken as the truth, a test half
+of m drawn from it); and the KS of this same method refitted on a fit half drawn from that
+truth (only the fit half's sampling noise left).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from prism_analytic.traces.errors import TraceFormatError, require_pandas
-from prism_analytic.traces.fitting import LatencyFit, fit_latency
+from prism_analytic.traces.fitting import fit_latency
+from prism_analytic.traces.tail_fit import fit_spliced
 
-__all__ = ["GpuMaxCase", "gpu_max_case", "per_gpu_speeds"]
+__all__ = [
+    "GpuMaxCase",
+    "GpuMaxSplits",
+    "PerGpuLaw",
+    "empirical_max_ks",
+    "fit_per_gpu_law",
+    "gpu_max_case",
+    "gpu_max_splits",
+    "ks_lower_bound",
+    "max_ks",
+    "per_gpu_speeds",
+]
 
 
 def per_gpu_speeds(path) -> np.ndarray:
@@ -53,46 +79,195 @@ def per_gpu_speeds(path) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class GpuMaxCase:
-    """Result of the max-over-n check.
+class PerGpuLaw:
+    """The per-GPU law chosen by AIC on the fit half.
 
     Attributes
     ----------
-    fit : LatencyFit
+    family : str
+        Chosen candidate (a family of :data:`~prism_analytic.traces.fitting.FAMILIES`,
+        ``"normal body + GPD tail"``, or ``"empirical"`` when no candidate could be fitted).
+    aic : dict
+        AIC of the candidates compared (the best whole-sample family and the spliced law).
+    fit : object
+        The chosen fit (``LatencyFit`` or ``SplicedFit``).
+    """
+
+    family: str
+    aic: dict
+    fit: object
+
+    def cdf(self, x) -> np.ndarray:
+        """CDF of the per-GPU law at ``x``."""
+        frozen = getattr(self.fit, "frozen", None)
+        if frozen is not None:
+            return frozen.cdf(x)
+        if self.family == "empirical":
+            s = np.sort(self.fit.samples)
+            return np.searchsorted(s, x, side="right") / s.size
+        return self.fit.cdf(x)
+
+    def rvs(self, size, rng) -> np.ndarray:
+        """Draw per-GPU values (``rng``: numpy Generator)."""
+        if hasattr(self.fit, "sample"):
+            return self.fit.sample(size, rng)
+        return self.fit.rvs(size, rng)
+
+    def distribution(self):
+        """The law as a ``prism_analytic`` distribution."""
+        return self.fit.distribution()
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary."""
+        return {
+            "family": self.family,
+            "aic": {k: float(v) for k, v in self.aic.items()},
+            "fit": self.fit.to_dict(),
+        }
+
+
+def fit_per_gpu_law(values, *, tail_fraction: float = 0.1, seed: int = 0) -> PerGpuLaw:
+    """Fit whole-sample families and a normal body + GPD tail; keep the lowest AIC.
+
+    Parameters
+    ----------
+    values : array_like
+        Per-GPU values of the fit half.
+    tail_fraction : float
+        Share of values above the spliced law's threshold (a fixed rule, default top 10%).
+    seed : int
+        Seed of :func:`~prism_analytic.traces.fitting.fit_latency`'s bootstrap.
+
+    Returns
+    -------
+    PerGpuLaw
+    """
+    whole = fit_latency(values, rng=seed)
+    candidates = {}
+    if whole.family != "empirical":
+        candidates[whole.family] = (whole.aic[whole.family], whole)
+    try:
+        spliced = fit_spliced(values, tail_fraction=tail_fraction)
+        candidates[spliced.family] = (spliced.aic, spliced)
+    except ValueError:
+        pass  # too few values above the threshold: the whole-sample families compete alone
+    if not candidates:
+        return PerGpuLaw("empirical", {}, whole)
+    best = min(candidates, key=lambda k: candidates[k][0])
+    return PerGpuLaw(best, {k: v[0] for k, v in candidates.items()}, candidates[best][1])
+
+
+def max_ks(max_cdf, held_out, n: int) -> float:
+    """Exact KS distance between a predicted law of the max and a held-out set's plug-in G_m^n.
+
+    Parameters
+    ----------
+    max_cdf : callable
+        CDF of the predicted slowest of n (continuous), e.g. ``lambda x: F(x) ** n``.
+    held_out : array_like
+        The held-out per-GPU values (m of them, distinct).
+    n : int
+        Group size.
+
+    Returns
+    -------
+    float
+        ``sup_x |max_cdf(x) - G_m(x)^n|``; G_m^n is a step function, so the supremum is
+        attained at its jumps, on one side or the other.
+    """
+    b = np.sort(np.asarray(held_out, dtype=float))
+    m = b.size
+    model = np.asarray(max_cdf(b), dtype=float)
+    after = (np.arange(1, m + 1) / m) ** n
+    before = (np.arange(m) / m) ** n
+    return float(max(np.max(np.abs(model - after)), np.max(np.abs(model - before))))
+
+
+def empirical_max_ks(a, b, n: int) -> float:
+    """KS distance between two samples' plug-in laws of the slowest of n (``G_a^n``, ``G_b^n``)."""
+    a, b = np.sort(np.asarray(a, float)), np.sort(np.asarray(b, float))
+    grid = np.concatenate([a, b])
+    fa = np.searchsorted(a, grid, side="right") / a.size
+    fb = np.searchsorted(b, grid, side="right") / b.size
+    return float(np.max(np.abs(fa**n - fb**n)))
+
+
+def ks_lower_bound(m: int, n: int) -> float:
+    """Smallest KS any continuous law of the max can reach against a plug-in law G_m^n.
+
+    G_m^n jumps by ``1 - (1 - 1/m)^n`` at the largest held-out value (its largest jump); a
+    continuous CDF passes that point continuously, so it is at least half the jump away from
+    G_m^n on one side of it.
+
+    Parameters
+    ----------
+    m : int
+        Held-out GPUs (distinct values).
+    n : int
+        Group size.
+
+    Returns
+    -------
+    float
+    """
+    return float((1 - (1 - 1 / m) ** n) / 2)
+
+
+def _split(values, rng):
+    perm = rng.permutation(values.size)
+    half = values.size // 2
+    return values[perm[:half]], values[perm[half:]]
+
+
+@dataclass(frozen=True)
+class GpuMaxCase:
+    """Result of the max-over-n check on one random split.
+
+    Attributes
+    ----------
+    law : PerGpuLaw
         The per-GPU law fitted on the fit half.
     n_fit, n_test : int
         GPUs in each half.
     ks : dict
-        n -> KS distance between the analytic max of n and the test half's subsampled maxima.
+        n -> exact KS between the analytic max of n and the test half's plug-in law.
     predicted_median, measured_median : dict
-        n -> median of the slowest of n (ms), predicted and from the test half.
+        n -> median of the slowest of n (ms), predicted and from the test half's plug-in law.
     noise_floor_ks : dict
-        n -> KS distance between the fit half's and the test half's own empirical laws of the
-        slowest of n: what a perfect model of the fit half could not get below.
+        n -> KS between the fit half's and the test half's plug-in laws of the slowest of n.
+    lower_bound_ks : dict
+        n -> :func:`ks_lower_bound` for the test half: no continuous model can go below it.
     """
 
-    fit: LatencyFit
+    law: PerGpuLaw
     n_fit: int
     n_test: int
     ks: dict
     predicted_median: dict
     measured_median: dict
     noise_floor_ks: dict
+    lower_bound_ks: dict
 
     def to_dict(self) -> dict:
         """JSON-ready summary."""
+
+        def f(d):
+            return {str(k): float(v) for k, v in d.items()}
+
         return {
-            "family": self.fit.family,
+            "family": self.law.family,
+            "law": self.law.to_dict(),
             "n_fit_gpus": self.n_fit,
             "n_test_gpus": self.n_test,
-            "ks": {str(k): float(v) for k, v in self.ks.items()},
-            "predicted_median_ms": {str(k): float(v) for k, v in self.predicted_median.items()},
-            "measured_median_ms": {str(k): float(v) for k, v in self.measured_median.items()},
-            "noise_floor_ks": {str(k): float(v) for k, v in self.noise_floor_ks.items()},
+            "ks": f(self.ks),
+            "predicted_median_ms": f(self.predicted_median),
+            "measured_median_ms": f(self.measured_median),
+            "noise_floor_ks": f(self.noise_floor_ks),
+            "lower_bound_ks": f(self.lower_bound_ks),
         }
 
 
-def gpu_max_case(path, *, ns=(4, 16, 64, 256), subsamples: int = 4000, seed: int = 0) -> GpuMaxCase:
+def gpu_max_case(path, *, ns=(4, 16, 64, 256), seed: int = 0) -> GpuMaxCase:
     """Fit per-GPU speed on a random half; compare the analytic max of n with the other half.
 
     Parameters
@@ -101,10 +276,8 @@ def gpu_max_case(path, *, ns=(4, 16, 64, 256), subsamples: int = 4000, seed: int
         ``sgemm-longhorn-agg.csv``.
     ns : sequence of int
         Group sizes.
-    subsamples : int
-        Subsampled groups per n from the test half.
     seed : int
-        Seed of the split and the subsampling.
+        Seed of the split.
 
     Returns
     -------
@@ -113,25 +286,127 @@ def gpu_max_case(path, *, ns=(4, 16, 64, 256), subsamples: int = 4000, seed: int
     import prism_analytic as pa
 
     values = per_gpu_speeds(path)
+    fit_half, test_half = _split(values, np.random.default_rng(seed))
+    law = fit_per_gpu_law(fit_half, seed=seed)
+    dist = law.distribution()
+    ks, pred_med, meas_med, floor, bound = {}, {}, {}, {}, {}
+    test_sorted = np.sort(test_half)
+    for n in map(int, ns):
+        mx = pa.iid_max(dist, n)
+        ks[n] = max_ks(mx.cdf, test_half, n)
+        pred_med[n] = float(mx.quantile(0.5))
+        # Median of the plug-in law G^n: the test value at which G^n first reaches 1/2.
+        k = int(np.ceil(test_half.size * 0.5 ** (1 / n))) - 1
+        meas_med[n] = float(test_sorted[k])
+        floor[n] = empirical_max_ks(fit_half, test_half, n)
+        bound[n] = ks_lower_bound(test_half.size, n)
+    return GpuMaxCase(law, fit_half.size, test_half.size, ks, pred_med, meas_med, floor, bound)
+
+
+@dataclass(frozen=True)
+class GpuMaxSplits:
+    """The max-over-n check repeated over random half splits, beside its noise floors.
+
+    Attributes
+    ----------
+    ns : tuple of int
+        Group sizes.
+    model_ks : dict
+        n -> KS per split between the fitted model's F^n and the test half's plug-in law.
+    halves_ks : dict
+        n -> KS per split between the two halves' plug-in laws (the fit half's empirical law
+        used as the model).
+    perfect_model_ks : dict
+        n -> KS per split between the true F^n and the plug-in law of a test half of the same
+        size drawn from F, with F the law fitted (same selection) on all GPUs: what a model
+        that knew the truth would score (parametric bootstrap).
+    refit_ks : dict
+        n -> KS per split of the same selection refitted on a fit half drawn from F, against
+        a test half drawn from F: what the method itself scores when its model family is right
+        and only the fit half's sampling noise remains (parametric bootstrap).
+    lower_bound_ks : dict
+        n -> :func:`ks_lower_bound` (the same for every split).
+    families : dict
+        Family chosen on the fit half -> number of splits.
+    """
+
+    ns: tuple
+    model_ks: dict
+    halves_ks: dict
+    perfect_model_ks: dict
+    refit_ks: dict
+    lower_bound_ks: dict
+    families: dict
+
+    def summary(self, limit: float = 0.1) -> dict:
+        """Median, 10th and 90th percentile of each KS, and the share of splits <= ``limit``."""
+
+        def s(xs):
+            xs = np.asarray(xs, dtype=float)
+            return {
+                "median": float(np.median(xs)),
+                "p10": float(np.percentile(xs, 10)),
+                "p90": float(np.percentile(xs, 90)),
+                f"share_le_{limit:g}": float(np.mean(xs <= limit)),
+            }
+
+        return {
+            str(n): {
+                "model": s(self.model_ks[n]),
+                "halves": s(self.halves_ks[n]),
+                "perfect_model": s(self.perfect_model_ks[n]),
+                "refit_on_truth": s(self.refit_ks[n]),
+                "lower_bound": float(self.lower_bound_ks[n]),
+            }
+            for n in self.ns
+        }
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary (per-n summaries and the family counts)."""
+        return {
+            "splits": len(self.model_ks[self.ns[0]]),
+            "by_n": self.summary(),
+            "families": dict(self.families),
+        }
+
+
+def gpu_max_splits(path, *, ns=(4, 16, 64, 256), splits: int = 50, seed: int = 0) -> GpuMaxSplits:
+    """Repeat the half split ``splits`` times; report the model's KS beside the noise floors.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``sgemm-longhorn-agg.csv``.
+    ns : sequence of int
+        Group sizes.
+    splits : int
+        Random half splits (>= 2).
+    seed : int
+        Seed of the splits and of the perfect-model draws.
+
+    Returns
+    -------
+    GpuMaxSplits
+    """
+    if isinstance(splits, bool) or not isinstance(splits, int) or splits < 2:
+        raise ValueError(f"splits must be an integer >= 2, got {splits!r}")
+    ns = tuple(int(n) for n in ns)
+    values = per_gpu_speeds(path)
     rng = np.random.default_rng(seed)
-    perm = rng.permutation(values.size)
-    half = values.size // 2
-    fit_half, test_half = values[perm[:half]], values[perm[half:]]
-    fit = fit_latency(fit_half, rng=seed)
-    law = fit.distribution()
-    ks, pred_med, meas_med, floor = {}, {}, {}, {}
-    everything = np.sort(values)
-    f_fit = np.searchsorted(np.sort(fit_half), everything, side="right") / fit_half.size
-    f_test = np.searchsorted(np.sort(test_half), everything, side="right") / test_half.size
-    for n in ns:
-        mx = pa.iid_max(law, int(n))
-        drawn = rng.choice(test_half, size=(subsamples, int(n)), replace=True).max(axis=1)
-        grid = np.unique(drawn)
-        emp = np.searchsorted(np.sort(drawn), grid, side="right") / drawn.size
-        emp_left = np.searchsorted(np.sort(drawn), grid, side="left") / drawn.size
-        model = np.asarray(mx.cdf(grid), dtype=float)
-        ks[int(n)] = float(max(np.max(np.abs(model - emp)), np.max(np.abs(model - emp_left))))
-        pred_med[int(n)] = float(mx.quantile(0.5))
-        meas_med[int(n)] = float(np.median(drawn))
-        floor[int(n)] = float(np.max(np.abs(f_fit**n - f_test**n)))
-    return GpuMaxCase(fit, half, test_half.size, ks, pred_med, meas_med, floor)
+    truth = fit_per_gpu_law(values, seed=seed)
+    model, halves, perfect, refit = ({n: [] for n in ns} for _ in range(4))
+    families = Counter()
+    for _ in range(splits):
+        fit_half, test_half = _split(values, rng)
+        law = fit_per_gpu_law(fit_half, seed=seed)
+        families[law.family] += 1
+        synthetic = truth.rvs(test_half.size, rng)
+        refitted = fit_per_gpu_law(truth.rvs(fit_half.size, rng), seed=seed)
+        for n in ns:
+            model[n].append(max_ks(lambda x, n=n, f=law: f.cdf(x) ** n, test_half, n))
+            halves[n].append(empirical_max_ks(fit_half, test_half, n))
+            perfect[n].append(max_ks(lambda x, n=n: truth.cdf(x) ** n, synthetic, n))
+            refit[n].append(max_ks(lambda x, n=n, f=refitted: f.cdf(x) ** n, synthetic, n))
+    m = values.size - values.size // 2
+    bound = {n: ks_lower_bound(m, n) for n in ns}
+    return GpuMaxSplits(ns, model, halves, perfect, refit, bound, dict(families))
