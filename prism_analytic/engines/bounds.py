@@ -20,7 +20,8 @@ import networkx as nx
 import numpy as np
 
 from ..distributions import GridDistribution, to_grid
-from ..distributions.grid import _pmf_from_cdf_sf, align, convolve_grids, mix_grids
+from ..distributions.bounded_conv import convolve_grids_bounded
+from ..distributions.grid import _pmf_from_cdf_sf, align, mix_grids
 from ..distributions.grid_extremes import _cdf_sf, max_grids
 from ..graph import OP, PIPELINE, StepGraph
 from ..policy import DEFAULT_POLICY, GridPolicy
@@ -72,7 +73,7 @@ class _Bounds:
                 finish[v] = dur
                 continue
             start = preds[0] if len(preds) == 1 else max_grids(preds)
-            finish[v] = convolve_grids(start, dur)
+            finish[v] = convolve_grids_bounded(start, dur)
         sinks = [finish[v] for v in g.graph if g.graph.out_degree(v) == 0]
         return sinks[0] if len(sinks) == 1 else max_grids(sinks)
 
@@ -83,7 +84,7 @@ class _Bounds:
         for path in _dominant_paths(g.graph, {v: d.mean() for v, d in nodes.items()}, self.paths):
             acc = nodes[path[0]]
             for v in path[1:]:
-                acc = convolve_grids(acc, nodes[v])
+                acc = convolve_grids_bounded(acc, nodes[v])
             sums.append(acc)
         return _min_cdf(sums) if len(sums) > 1 else sums[0]
 

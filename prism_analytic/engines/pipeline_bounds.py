@@ -21,9 +21,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import signal
 
 from ..distributions import GridDistribution
+from ..distributions.bounded_conv import bounded_convolve, fold_down, fold_up
 from ..graph import GraphError
 
 __all__ = ["pipeline_bound_grids"]
@@ -69,10 +69,6 @@ def _trim(k0: int, p: np.ndarray, eps: float, side: str) -> tuple[int, np.ndarra
         return k0 + lo, q, float(high_mass)
     q[-1] += high_mass
     return k0 + lo, q, float(low_mass)
-
-
-def _conv(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    return np.maximum(signal.oaconvolve(p, q) if min(p.size, q.size) > 64 else np.convolve(p, q), 0)
 
 
 def pipeline_bound_grids(
@@ -126,9 +122,9 @@ def pipeline_bound_grids(
                     cdf *= full
                 k_s, s_pmf = k0, np.diff(cdf, prepend=0.0)
             k_op, up, _, _ = ops[li[i]]
-            conv = _conv(s_pmf, up)
-            # exact arithmetic keeps mass 1; FFT round-off must not compound through the maxima
-            k_f[i], f_pmf[i], _ = _trim(k_s + k_op, conv / conv.sum(), eps, "up")
+            # exact arithmetic keeps mass 1; the round-off bound of each cell is folded upwards
+            conv = fold_up(*bounded_convolve(np.maximum(s_pmf, 0.0), up), 1.0)
+            k_f[i], f_pmf[i], _ = _trim(k_s + k_op, conv, eps, "up")
     has_succ = set(preds[preds >= 0].tolist())
     sinks = [i for i in range(n) if i not in has_succ]
     k0 = min(int(k_f[i]) for i in sinks)
@@ -200,7 +196,8 @@ def _paths_lower(
         for v in reversed(path):
             _, _, k_op, down = ops[arr["law_index"][v]]
             # sub-probability pmfs: the missing mass is the atom at -inf
-            k_acc, acc, _ = _trim(k_acc + k_op, _conv(acc, down), tail, "down")
+            conv = fold_down(*bounded_convolve(acc, down), float(acc.sum() * down.sum()))
+            k_acc, acc, _ = _trim(k_acc + k_op, conv, tail, "down")
         sums.append((k_acc, acc, max(1.0 - acc.sum(), 0.0)))
     k0 = min(s[0] for s in sums)
     k1 = max(s[0] + s[1].size for s in sums)
