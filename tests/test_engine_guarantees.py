@@ -6,6 +6,8 @@ hand), never with another engine's output.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -65,3 +67,49 @@ def test_folded_sides_sandwich_the_exact_pmf():
     assert (np.cumsum(low[::-1])[::-1] <= s + 1e-15).all()  # lower: less mass above each cell
     assert (np.cumsum(high[::-1])[::-1] >= s - 1e-15).all()
     assert np.isclose(low.sum(), 1.0) and np.isclose(high.sum(), 1.0)
+
+
+# ----- round-off stated next to every "guaranteed" bracket ----------------------------------------
+def test_analytic_result_states_its_roundoff_and_folds_it_into_a_guaranteed_bracket():
+    res = pa.predict(_chain_group(1000))
+    assert res.exact and res.roundoff > 0
+    assert "round-off" in res.guarantee and "round-off" in res.summary()
+    out = res.to_dict()
+    assert out["roundoff_cdf_error"] == res.roundoff
+    for q in (0.5, 0.99):
+        row = out["quantiles"][str(q)]
+        low, high = row["bracket_with_roundoff_s"]
+        num = row["numerical_bracket_s"]
+        assert low <= num[0] and num[1] <= high
+        assert low <= _max_of_gamma2(1000, q) <= high
+
+
+def test_a_vacuous_roundoff_bound_is_not_called_guaranteed():
+    res = pa.predict(_chain_group(10**12))
+    assert res.roundoff == 1.0  # n copies multiply the L1 bound: nothing is left of it
+    row = res.to_dict()["quantiles"]["0.99"]
+    assert row["numerical_bracket_guaranteed"] is False
+    assert row["bracket_with_roundoff_s"] == [-np.inf, np.inf]
+    assert "without round-off" in res.summary()
+    # folded per cell (GridPolicy(fold_roundoff=True)) the brackets hold and stay narrow
+    folded = pa.predict(_chain_group(10**12), policy=pa.GridPolicy(fold_roundoff=True))
+    assert folded.roundoff == 0.0 and "round-off" not in folded.guarantee
+    for q in (0.5, 0.99):
+        low, high = folded.quantile_bracket(q)
+        assert low <= _max_of_gamma2(10**12, q) <= high and high - low < 0.01 * high
+
+
+def test_prism_predict_json_reports_the_roundoff(capsys):
+    from prism_analytic.cli import main
+
+    assert main(["predict", "--preset", "llama3-8b", "--gpus", "8", "--json", "--no-verify"]) == 0
+    text = capsys.readouterr().out
+
+    def no_constants(name):
+        raise AssertionError(f"invalid JSON constant {name}")
+
+    out = json.loads(text, parse_constant=no_constants)
+    assert out["exact"] and out["roundoff_cdf_error"] >= 0
+    assert "round-off" in out["guarantee"] or out["roundoff_cdf_error"] == 0
+    row = out["quantiles"]["0.99"]
+    assert {"roundoff_cdf_error", "bracket_with_roundoff_s"} <= set(row)

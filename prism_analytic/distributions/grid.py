@@ -558,6 +558,10 @@ def mix_grids(grids: list[GridDistribution], weights: np.ndarray) -> GridDistrib
 
 def convolve_grids(a: GridDistribution, b: GridDistribution) -> GridDistribution:
     """Sum of two independent gridded variables (both sandwiches convolved)."""
+    if a.policy.fold_roundoff:  # per-cell round-off bounds folded into each side (tighter)
+        from .bounded_conv import convolve_grids_bounded
+
+        return convolve_grids_bounded(a, b)
     h = max(a.h, b.h)
     a, b = a.rebin(h), b.rebin(h)
     lo = (
