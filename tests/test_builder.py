@@ -166,6 +166,7 @@ def test_grid_policy_coarsens_only_deep_bodies():
 @pytest.fixture
 def prism(monkeypatch, capsys):
     """Run ``prism``; returns (rc, stdout, stderr)."""
+
     def run(*argv: str) -> tuple[int, str, str]:
         try:
             rc = cli.main(list(argv))

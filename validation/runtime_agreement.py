@@ -32,14 +32,18 @@ def main() -> None:
     t = time.perf_counter()
     sims = np.sort(simulate_runs(parts, a.steps, a.runs, seed=7))
     tm = time.perf_counter() - t
-    print(f"{a.preset}@{a.gpus}, {a.steps:,} steps: analytic {ta:.2f} s, Monte Carlo of"
-          f" {a.runs} whole runs {tm:.1f} s")
+    print(
+        f"{a.preset}@{a.gpus}, {a.steps:,} steps: analytic {ta:.2f} s, Monte Carlo of"
+        f" {a.runs} whole runs {tm:.1f} s"
+    )
     for q in (0.5, 0.95, 0.99):
         qa, qm = float(rt.quantile(q)), float(np.quantile(sims, q))
         lo = stats.binom.ppf(0.025, a.runs, q).astype(int)
         hi = min(int(stats.binom.ppf(0.975, a.runs, q)), a.runs - 1)
-        print(f"  p{round(q * 100)}: analytic {qa / 3600:.4f} h, MC {qm / 3600:.4f} h"
-              f" [{sims[lo] / 3600:.4f}, {sims[hi] / 3600:.4f}], diff {100 * (qa / qm - 1):+.3f}%")
+        print(
+            f"  p{round(q * 100)}: analytic {qa / 3600:.4f} h, MC {qm / 3600:.4f} h"
+            f" [{sims[lo] / 3600:.4f}, {sims[hi] / 3600:.4f}], diff {100 * (qa / qm - 1):+.3f}%"
+        )
 
 
 if __name__ == "__main__":
