@@ -98,7 +98,17 @@ class PerGpuLaw:
     fit: object
 
     def cdf(self, x) -> np.ndarray:
-        """CDF of the per-GPU law at ``x``."""
+        """CDF of the per-GPU law.
+
+        Parameters
+        ----------
+        x : array_like
+            Points.
+
+        Returns
+        -------
+        numpy.ndarray
+        """
         frozen = getattr(self.fit, "frozen", None)
         if frozen is not None:
             return frozen.cdf(x)
@@ -108,7 +118,19 @@ class PerGpuLaw:
         return self.fit.cdf(x)
 
     def rvs(self, size, rng) -> np.ndarray:
-        """Draw per-GPU values (``rng``: numpy Generator)."""
+        """Draw per-GPU values.
+
+        Parameters
+        ----------
+        size : int or tuple
+            Output shape.
+        rng : numpy.random.Generator
+            Random generator.
+
+        Returns
+        -------
+        numpy.ndarray
+        """
         if hasattr(self.fit, "sample"):
             return self.fit.sample(size, rng)
         return self.fit.rvs(size, rng)
@@ -184,7 +206,20 @@ def max_ks(max_cdf, held_out, n: int) -> float:
 
 
 def empirical_max_ks(a, b, n: int) -> float:
-    """KS distance between two samples' plug-in laws of the slowest of n (``G_a^n``, ``G_b^n``)."""
+    """KS distance between two samples' plug-in laws of the slowest of n (``G_a^n``, ``G_b^n``).
+
+    Parameters
+    ----------
+    a, b : array_like
+        Per-GPU values of the two samples.
+    n : int
+        Group size.
+
+    Returns
+    -------
+    float
+        ``sup_x |G_a(x)^n - G_b(x)^n|`` (both step functions: checked at every sample value).
+    """
     a, b = np.sort(np.asarray(a, float)), np.sort(np.asarray(b, float))
     grid = np.concatenate([a, b])
     fa = np.searchsorted(a, grid, side="right") / a.size
