@@ -24,16 +24,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import signal
 
-from .grid import GridDistribution, move_mass_up
 from .roundoff import UNIT_ROUNDOFF, fft_l2_error
 
-__all__ = [
-    "bounded_convolve",
-    "convolve_grids_bounded",
-    "fold_down",
-    "fold_up",
-    "tail_rate",
-]
+__all__ = ["bounded_convolve", "fold_down", "fold_up", "tail_rate"]
 
 _U = UNIT_ROUNDOFF
 #: Largest total tilt ``t * (len(a) + len(b))``: tilted values stay below e^300 ~ 1e130, so
@@ -127,37 +120,13 @@ def fold_up(est: np.ndarray, err: np.ndarray, total: float) -> np.ndarray:
     """
     out = est + err
     excess = float(out.sum()) - total
-    if excess > 0:
-        return move_mass_up(out, excess)
-    out[-1] -= excess
+    if excess <= 0:
+        out[-1] -= excess
+        return out
+    # empty the bottom cells up to the one where the cumulative mass reaches ``excess``; the
+    # cells above stay untouched (a difference of CDFs would lose the far tail's precision)
+    below = np.cumsum(out)
+    cut = min(int(np.searchsorted(below, excess, side="left")), out.size - 1)
+    out[:cut] = 0.0
+    out[cut] = max(float(below[cut]) - excess, 0.0)
     return out
-
-
-def convolve_grids_bounded(a: GridDistribution, b: GridDistribution) -> GridDistribution:
-    """Sum of two independent grids whose sides hold against floating-point round-off.
-
-    As :func:`~.grid.convolve_grids`, but each side's convolution comes with a per-cell
-    round-off bound that is folded into it (:func:`fold_down`, :func:`fold_up`), so no
-    round-off is left to report: the result's ``roundoff`` is the operands' only.
-    """
-    h = max(a.h, b.h)
-    a, b = a.rebin(h), b.rebin(h)
-    below = 1.0 - (1.0 - a.below) * (1.0 - b.below)
-    above = 1.0 - (1.0 - a.above) * (1.0 - b.above)
-    lo = fold_down(*bounded_convolve(np.maximum(a.lo, 0.0), np.maximum(b.lo, 0.0)), 1.0 - below)
-    hi = fold_up(*bounded_convolve(np.maximum(a.hi, 0.0), np.maximum(b.hi, 0.0)), 1.0 - above)
-    moments = None
-    if a.moments is not None and b.moments is not None:  # independent: means and variances add
-        moments = (a.moments[0] + b.moments[0], a.moments[1] + b.moments[1])
-    return GridDistribution(
-        h,
-        a.k0 + b.k0,
-        lo,
-        hi,
-        below,
-        above,
-        a.policy,
-        moments,
-        min(a.tail_index, b.tail_index),
-        a.roundoff + b.roundoff,
-    ).trimmed()

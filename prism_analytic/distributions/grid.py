@@ -19,6 +19,7 @@ from scipy import signal
 
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .base import Affine, Distribution
+from .bounded_conv import bounded_convolve, fold_down, fold_up
 from .roundoff import fft_l1_error
 
 __all__ = ["GridDistribution", "discretize", "to_grid", "to_grid_like", "align"]
@@ -559,8 +560,6 @@ def mix_grids(grids: list[GridDistribution], weights: np.ndarray) -> GridDistrib
 def convolve_grids(a: GridDistribution, b: GridDistribution) -> GridDistribution:
     """Sum of two independent gridded variables (both sandwiches convolved)."""
     if a.policy.fold_roundoff:  # per-cell round-off bounds folded into each side (tighter)
-        from .bounded_conv import convolve_grids_bounded
-
         return convolve_grids_bounded(a, b)
     h = max(a.h, b.h)
     a, b = a.rebin(h), b.rebin(h)
@@ -600,4 +599,34 @@ def convolve_grids(a: GridDistribution, b: GridDistribution) -> GridDistribution
         moments,
         min(a.tail_index, b.tail_index),
         roundoff,
+    ).trimmed()
+
+
+def convolve_grids_bounded(a: GridDistribution, b: GridDistribution) -> GridDistribution:
+    """Sum of two independent grids whose sides hold against floating-point round-off.
+
+    As :func:`convolve_grids`, but each side's convolution comes with a per-cell round-off
+    bound that is folded into it (:func:`~.bounded_conv.fold_down` and ``fold_up``), so no
+    round-off is left to report: the result's ``roundoff`` is the operands' only.
+    """
+    h = max(a.h, b.h)
+    a, b = a.rebin(h), b.rebin(h)
+    below = 1.0 - (1.0 - a.below) * (1.0 - b.below)
+    above = 1.0 - (1.0 - a.above) * (1.0 - b.above)
+    lo = fold_down(*bounded_convolve(np.maximum(a.lo, 0.0), np.maximum(b.lo, 0.0)), 1.0 - below)
+    hi = fold_up(*bounded_convolve(np.maximum(a.hi, 0.0), np.maximum(b.hi, 0.0)), 1.0 - above)
+    moments = None
+    if a.moments is not None and b.moments is not None:  # independent: means and variances add
+        moments = (a.moments[0] + b.moments[0], a.moments[1] + b.moments[1])
+    return GridDistribution(
+        h,
+        a.k0 + b.k0,
+        lo,
+        hi,
+        below,
+        above,
+        a.policy,
+        moments,
+        min(a.tail_index, b.tail_index),
+        a.roundoff + b.roundoff,
     ).trimmed()

@@ -20,8 +20,7 @@ import networkx as nx
 import numpy as np
 
 from ..distributions import GridDistribution, to_grid
-from ..distributions.bounded_conv import convolve_grids_bounded
-from ..distributions.grid import _pmf_from_cdf_sf, align, mix_grids
+from ..distributions.grid import _pmf_from_cdf_sf, align, convolve_grids_bounded, mix_grids
 from ..distributions.grid_extremes import _cdf_sf, max_grids
 from ..graph import OP, PIPELINE, StepGraph
 from ..policy import DEFAULT_POLICY, GridPolicy
