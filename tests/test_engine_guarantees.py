@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import networkx as nx
 import numpy as np
 import pytest
 from scipy import stats
@@ -113,3 +114,45 @@ def test_prism_predict_json_reports_the_roundoff(capsys):
     assert "round-off" in out["guarantee"] or out["roundoff_cdf_error"] == 0
     row = out["quantiles"]["0.99"]
     assert {"roundoff_cdf_error", "bracket_with_roundoff_s"} <= set(row)
+
+
+# ----- deterministic graphs that are not series-parallel ------------------------------------------
+def _wheatstone(values: dict[str, float]) -> tuple[StepGraph, float]:
+    """A Wheatstone bridge (s -> x, y; x -> z, w; y -> z) of point masses and its longest path."""
+    edges = {"s": [], "x": ["s"], "y": ["s"], "z": ["x", "y"], "w": ["x"], "t": ["z", "w"]}
+    g, dag = StepGraph("bridge"), nx.DiGraph()
+    for v, preds in edges.items():
+        g.add_op(v, pa.point_mass(values[v]), after=preds)
+        dag.add_node(v)
+        dag.add_edges_from((p, v) for p in preds)
+    finish: dict[str, float] = {}
+    for v in nx.topological_sort(dag):  # the longest path by hand, in the order of the graph
+        finish[v] = values[v] + max((finish[p] for p in dag.predecessors(v)), default=0.0)
+    return g, max(finish.values())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_constant_non_series_parallel_graph_is_exact_and_bracketed(seed):
+    rng = np.random.default_rng(seed)
+    values = {v: float(x) for v, x in zip("sxyzwt", rng.uniform(0.0, 3.0, 6))}
+    if seed == 0:  # the issue's value: the longest path is exactly 5.5 (with a tie)
+        values = {"s": 1.0, "x": 2.0, "y": 1.5, "z": 2.5, "w": 0.5, "t": 0.0}
+    g, exact = _wheatstone(values)
+    res = pa.predict(g)
+    assert res.exact and res.diagnostics.get("cores", []) == []
+    for q in (0.0001, 0.5, 0.99):
+        low, high = res.quantile_bracket(q)
+        assert low <= exact <= high and high - low <= 1e-3 * exact
+    low, high = pa.predict(g, "bounds").quantile_bracket(0.5)
+    assert low <= exact <= high
+
+
+def test_a_random_op_in_the_core_is_still_labelled_approximate():
+    g, _ = _wheatstone({"s": 1.0, "x": 2.0, "y": 1.5, "z": 2.5, "w": 0.5, "t": 0.0})
+    h = StepGraph("bridge+noise")
+    for v in g.topological_order():
+        d = g.node(v)
+        law = pa.normal(2.0, 0.1) if v == "z" else d["latency"]
+        h.add_op(v, law, after=list(g.graph.predecessors(v)))
+    res = pa.predict(h)
+    assert not res.exact and "NOT its error" in res.guarantee

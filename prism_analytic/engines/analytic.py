@@ -28,7 +28,7 @@ from ..distributions.products import scale_mixture
 from ..graph import OP, PIPELINE, StepGraph
 from ..graph.pipeline import explicit_pipeline
 from ..policy import DEFAULT_POLICY, GridPolicy
-from .series_parallel import SINK, reduce_graph
+from .series_parallel import SINK, deterministic_makespan, reduce_graph
 
 __all__ = ["analytic_distribution", "AnalyticReport", "mean_critical_path", "replica_group"]
 
@@ -157,6 +157,9 @@ class _Evaluator:
         if reduction.exact:
             result = reduction.result()
             return result if result is not None else to_grid(point_mass(0.0), h, self.policy)
+        constant = deterministic_makespan(reduction.graph)
+        if constant is not None:  # a core of constants: its longest path, exactly
+            return constant
         result = self.core(reduction.graph, h, path or g.name)
         self.report.approximated.append((path or g.name, g, result, self.weight))
         return self.overrides.get(part_key(path or g.name, result), result)
@@ -179,13 +182,19 @@ class _Evaluator:
         self.report.cores.append(
             {"where": where, "edges": spec.n_ops, "mean_s": mean, "std_s": std, **info}
         )
-        grids = [
-            to_grid(normal(mu, sd), h, self.policy)
-            if sd > 0
-            else to_grid(point_mass(mu), h, self.policy)
-            for _, mu, sd in comps
-        ]
-        law = grids[0] if len(grids) == 1 else mix_grids(grids, w / w.sum())
+        if len(comps) > 64:  # a factor-conditioned mixture: gridded once, not per component
+            from .pipeline_factors import NormalMixture
+
+            mix = NormalMixture(w, [c[1] for c in comps], [c[2] for c in comps])
+            law = to_grid(mix, h, self.policy)
+        else:
+            grids = [
+                to_grid(normal(mu, sd), h, self.policy)
+                if sd > 0
+                else to_grid(point_mass(mu), h, self.policy)
+                for _, mu, sd in comps
+            ]
+            law = grids[0] if len(grids) == 1 else mix_grids(grids, w / w.sum())
         sub = StepGraph(name)
         sub.add_pipeline(name, spec, kind=d["kind"], tags=d["tags"])
         self.report.approximated.append((where, sub, law, self.weight))

@@ -18,12 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import networkx as nx
+import numpy as np
 
 from ..distributions import Distribution, GridDistribution, point_mass
 from ..distributions.grid import convolve_grids
 from ..distributions.grid_extremes import max_grids
 
-__all__ = ["Reduction", "reduce_graph", "SOURCE", "SINK"]
+__all__ = ["Reduction", "reduce_graph", "deterministic_makespan", "SOURCE", "SINK"]
 
 SOURCE = "__source__"
 SINK = "__sink__"
@@ -117,3 +118,44 @@ def reduce_graph(dag: nx.DiGraph, weight: Callable[[str], Weight]) -> Reduction:
 def as_duration(w: Weight, like: GridDistribution | None = None) -> Distribution:
     """A zero weight as a point mass; grids unchanged."""
     return point_mass(0.0) if w is None else w
+
+
+def _atom(side: np.ndarray) -> int | None:
+    nz = np.flatnonzero(side)
+    return int(nz[0]) if nz.size == 1 else None
+
+
+def deterministic_makespan(m: nx.MultiDiGraph) -> GridDistribution | None:
+    """The exact makespan of an irreducible core whose every duration is a single atom.
+
+    A core of constants needs no approximation: its makespan is the longest source-to-sink
+    path, and taking it separately over the lower sides' atoms and the upper sides' atoms
+    (lattice indices, integer arithmetic on one common lattice) keeps the rounding sandwich
+    exactly. ``None`` when some edge has spread or tail atoms.
+    """
+    grids = [w for _, _, w in m.edges(data="w") if w is not None]
+    if not grids or any(g.below > 0 or g.above > 0 for g in grids):
+        return None
+    h = max(g.h for g in grids)
+    idx: dict[int, tuple[int, int]] = {}
+    for g in grids:
+        r = g.rebin(h)  # floor / ceil: the lower atom stays lower, the upper one upper
+        lo, hi = _atom(r.lo), _atom(r.hi)
+        if lo is None or hi is None:
+            return None
+        idx[id(g)] = (r.k0 + lo, r.k0 + hi)
+    longest: dict = {}
+    for x in nx.topological_sort(m):
+        arrivals = [
+            (la + (0 if w is None else idx[id(w)][0]), ha + (0 if w is None else idx[id(w)][1]))
+            for a, _, w in m.in_edges(x, data="w")
+            for la, ha in [longest[a]]
+        ]
+        longest[x] = (
+            (max(a[0] for a in arrivals), max(a[1] for a in arrivals)) if arrivals else (0, 0)
+        )
+    k_lo, k_hi = longest[SINK]
+    lo = np.zeros(k_hi - k_lo + 1)
+    hi = np.zeros_like(lo)
+    lo[0], hi[-1] = 1.0, 1.0
+    return GridDistribution(h, k_lo, lo, hi, policy=grids[0].policy, moments=None)
