@@ -139,6 +139,28 @@ def _direct(
     return float(mu), float(var), stage_part
 
 
+def _conditioned_core(spec: Any, method: str, window: int | None) -> Any:
+    """``core(w, s) -> (mean, var)``: the canonical core with the factors fixed at ``w``, ``s``.
+
+    Given the factors, op ``(s, k)`` has mean ``m_x W_k S_s`` and sd ``s_x W_k S_s``: a plain
+    pipeline whose stage laws are scaled by ``S_s`` and whose microbatches have point-mass
+    factors ``W_k``.
+    """
+    plain = spec._replace(microbatch_factor=None, stage_factor=None)
+    base = spec.moments
+    stage_of = {k: int(k.split()[1][1:]) for k in base}  # law_key "F s3 c0" -> 3
+
+    def core(w: np.ndarray | None, s: np.ndarray | None) -> tuple[float, float]:
+        sp = plain._replace()
+        f = {k: 1.0 if s is None else float(s[stage_of[k]]) for k in base}
+        sp.__dict__["moments"] = {k: (v[0] * f[k], v[1] * f[k]) for k, v in base.items()}
+        w_mom = None if w is None else np.stack([w, np.zeros_like(w)], axis=1)
+        mu, var, _ = _direct(sp, method, window, w_mom)
+        return mu, var
+
+    return core
+
+
 def truncation(spec: Any, cap: int = OPS_CAP) -> tuple[int, int] | None:
     """The two microbatch counts ``(m1, m2)`` to extrapolate from, or None to evaluate directly."""
     if spec.n_ops <= cap:
@@ -253,11 +275,18 @@ def pipeline_components(
     microbatch ``k`` (weight ``q (1-q)^(m-1)`` each), and two or more (the remaining weight),
     represented by one pair per distance ``d`` weighted by the number of pairs ``m - d`` at that
     distance (an approximation of that rare remainder).
-    Inside each condition the factor of a microbatch is its component's law. Other pipelines
-    (and conditioned ones too long to evaluate directly) are one normal from
-    :func:`pipeline_makespan`.
+    Inside each condition the factor of a microbatch is its component's law. Other shared
+    factors (per-microbatch work, per-stage speed) are conditioned on by quasi-Monte-Carlo over
+    the factor vector (:func:`~.pipeline_factors.factor_components`: a mixture of normals, one
+    per Sobol point). Plain pipelines, and conditioned ones too long to evaluate directly, are
+    one normal from :func:`pipeline_makespan`.
     """
     rare = rare_events(spec)
+    has_factor = spec.microbatch_factor is not None or spec.stage_factor is not None
+    if rare is None and has_factor and truncation(spec, cap) is None:
+        from .pipeline_factors import factor_components
+
+        return factor_components(spec, _conditioned_core(spec, method, window))
     if rare is None or truncation(spec, cap) is not None:
         mu, sd, info = pipeline_makespan(spec, method=method, window=window, cap=cap)
         return [(1.0, mu, sd)], info

@@ -1,0 +1,321 @@
+"""Shared pipeline factors by conditioning: quasi-Monte-Carlo over the factors, a core inside.
+
+A :class:`~prism_analytic.graph.pipeline_spec.PipelineSpec` may carry a per-microbatch work
+factor ``W_k`` (every op of microbatch ``k`` scaled by it) and a persistent per-stage speed
+factor ``S_s`` (every op of stage ``s``). Given the factors, the pipeline is a plain pipeline
+whose op ``(s, k)`` has mean ``m_x W_k S_s`` and sd ``s_x W_k S_s``; the makespan's law is the
+mixture of these conditional laws over the factors' joint law. Loading the factors into one
+Gaussian canonical form instead (the engine's former approach) misses how strongly they break
+the lattice's ties (the makespan is a max over paths, very non-linear in the factors).
+
+The mixture is evaluated with ``n`` scrambled-Sobol points of the factor vector (randomised
+quasi-Monte Carlo; a fixed seed, so results are deterministic). Inside each condition:
+
+* the conditional **mean path** ``L(f)`` (the longest path by mean latency) is computed exactly
+  by a max-plus recursion, vectorised over all points;
+* the noise of the ops adds ``E[M | f] - L(f)`` (a positive "jitter bias": a max over
+  near-critical paths) and ``Var(M | f)``. The cheap independent-input Clark recursion
+  (vectorised over all points) measures how tied each condition is; a Clark-Mehler evaluation
+  of the canonical core at a few *anchor* conditions calibrates it (a least-squares line of the
+  Clark-Mehler bias and sd on the independent-input ones), and the line is applied at every point.
+
+The result is a mixture of ``n`` normals. It is an estimate (checked against op-by-op Monte
+Carlo in tests/test_pipeline_factors.py and ``prism agreement``), not a bound.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import special
+from scipy.stats import qmc
+
+from ..distributions import Distribution
+from .canonical import _clark
+
+__all__ = [
+    "NormalMixture",
+    "factor_points",
+    "conditional_moments",
+    "factor_components",
+    "N_POINTS",
+    "N_ANCHORS",
+]
+
+#: Quasi-Monte-Carlo points over the factor vector (a power of two for Sobol balance).
+N_POINTS = 4096
+#: Conditions evaluated with the Clark-Mehler core to calibrate the cheap recursion.
+N_ANCHORS = 8
+#: Sobol scrambling seed (fixed: the engine is deterministic).
+SEED = 20261130
+#: Largest (ops x conditions) block held at once by the vectorised recursions.
+MAX_CELLS = 2**20
+#: Mean bins the conditional normals are merged into (moment-matched) before gridding.
+MERGE_BINS = 256
+#: Standard deviations beyond which a component's CDF is taken as exactly 0 or 1 (1e-19).
+WINDOW_SD = 9.0
+
+
+def factor_points(spec: Any, n: int = N_POINTS, seed: int = SEED) -> tuple[Any, Any]:
+    """``n`` quasi-random draws of the factors: ``(W (n, m) or None, S (n, p) or None)``.
+
+    Each coordinate is the factor law's quantile of a scrambled Sobol coordinate, so the points
+    are draws of the exact joint law (independent factors) with low discrepancy.
+    """
+    m, p = spec.microbatches, spec.stages
+    wf, sf = spec.microbatch_factor, spec.stage_factor
+    dim = (m if wf is not None else 0) + (p if sf is not None else 0)
+    if dim == 0:
+        raise ValueError("factor_points: the pipeline has no microbatch_factor or stage_factor")
+    u = qmc.Sobol(dim, scramble=True, seed=seed).random(n)
+    u = np.clip(u, 0.5 / n, 1 - 0.5 / n)  # Sobol may hit 0; keep quantiles finite
+    w = s = None
+    if wf is not None:
+        w = np.asarray(wf.quantile(u[:, :m].ravel()), dtype=float).reshape(n, m)
+    if sf is not None:
+        s = np.asarray(sf.quantile(u[:, dim - p :].ravel()), dtype=float).reshape(n, p)
+    return w, s
+
+
+def _op_scale(spec: Any, w: Any, s: Any, n: int) -> np.ndarray:
+    """``(ops, n)`` factor product of every op under each condition."""
+    arr = spec.arrays
+    scale = np.ones((arr["law_index"].size, n))
+    if w is not None:
+        scale *= w.T[arr["microbatch"]]
+    if s is not None:
+        scale *= s.T[arr["stage"]]
+    return scale
+
+
+def conditional_moments(spec: Any, w: Any, s: Any) -> dict[str, np.ndarray]:
+    """Per condition: mean path ``L`` and independent-input Clark mean and variance.
+
+    Parameters
+    ----------
+    spec : PipelineSpec
+    w, s : numpy.ndarray or None
+        Factor values, ``(n, microbatches)`` and ``(n, stages)`` (as from :func:`factor_points`).
+
+    Returns
+    -------
+    dict
+        ``path``, ``ind_mean``, ``ind_var``: arrays of shape ``(n,)``.
+    """
+    arr = spec.arrays
+    n = (w if w is not None else s).shape[0]
+    ops = arr["law_index"].size
+    step = max(1, MAX_CELLS // ops)  # conditions per chunk, bounding memory
+    out = {"path": np.empty(n), "ind_mean": np.empty(n), "ind_var": np.empty(n)}
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        part = _chunk(spec, None if w is None else w[a:b], None if s is None else s[a:b])
+        for k, v in part.items():
+            out[k][a:b] = v
+    return out
+
+
+def _chunk(spec: Any, w: Any, s: Any) -> dict[str, np.ndarray]:
+    """:func:`conditional_moments` for one block of conditions."""
+    arr = spec.arrays
+    n = (w if w is not None else s).shape[0]
+    mom = np.array([spec.moments[k] for k in arr["law_keys"]])
+    scale = _op_scale(spec, w, s, n)
+    mx = mom[arr["law_index"], 0][:, None] * scale
+    vx = (mom[arr["law_index"], 1][:, None] * scale) ** 2
+    del scale
+    ops = mx.shape[0]
+    # row `ops` is the finish of a missing predecessor: 0 with no variance
+    path = np.zeros((ops + 1, n))
+    mu = np.zeros((ops + 1, n))
+    var = np.zeros((ops + 1, n))
+    preds = arr["preds"]
+    for gen in arr["gens"]:
+        a, b = preds[gen, 0], preds[gen, 1]
+        path[gen] = mx[gen] + np.maximum(path[a], path[b])
+        two = b >= 0
+        ma, va = mu[a], var[a]
+        if two.any():
+            out = _clark(mu[a[two]], mu[b[two]], var[a[two]], var[b[two]], 0.0)
+            ma[two], va[two] = out[4], out[5]
+        mu[gen] = ma + mx[gen]
+        var[gen] = va + vx[gen]
+    sink = _sink(arr)
+    return {"path": path[sink], "ind_mean": mu[sink], "ind_var": var[sink]}
+
+
+def _sink(arr: dict[str, Any]) -> int:
+    """The schedule's unique sink (1F1B and interleaved end with the first stage's last B)."""
+    n = arr["law_index"].size
+    has_succ = np.zeros(n, dtype=bool)
+    p = arr["preds"]
+    has_succ[p[p >= 0]] = True
+    sinks = np.flatnonzero(~has_succ)
+    if sinks.size != 1:
+        raise ValueError(f"pipeline schedule has {sinks.size} sinks; expected one")
+    return int(sinks[0])
+
+
+def factor_components(
+    spec: Any,
+    core: Any,
+    *,
+    n: int = N_POINTS,
+    anchors: int = N_ANCHORS,
+    seed: int = SEED,
+) -> tuple[list[tuple[float, float, float]], dict[str, Any]]:
+    """The makespan as a mixture ``[(weight, mean, std)]`` over quasi-random factor conditions.
+
+    Parameters
+    ----------
+    spec : PipelineSpec
+        A pipeline with a ``microbatch_factor`` and/or ``stage_factor``.
+    core : callable
+        ``core(plain_spec_with_scaled_moments, w_row, s_row) -> (mean, var)``: the canonical
+        core evaluated in one condition (used at the anchors).
+    n, anchors, seed
+        Quasi-Monte-Carlo points, Clark-Mehler anchor conditions, Sobol seed.
+
+    Returns
+    -------
+    tuple
+        The components and an ``info`` dict.
+    """
+    w, s = factor_points(spec, n, seed)
+    cm = conditional_moments(spec, w, s)
+    path, ind_bias = cm["path"], cm["ind_mean"] - cm["path"]
+    ind_sd = np.sqrt(cm["ind_var"])
+    # anchors: conditions spread over the range of the independent-input bias
+    order = np.argsort(ind_bias)
+    pick = order[np.linspace(0, n - 1, anchors).round().astype(int)]
+    a_bias, a_sd = [], []
+    for j in pick:
+        mu_j, var_j = core(w[j] if w is not None else None, s[j] if s is not None else None)
+        a_bias.append(mu_j - path[j])
+        a_sd.append(np.sqrt(max(var_j, 0.0)))
+    a_bias, a_sd = np.array(a_bias), np.array(a_sd)
+    bias = _fit(ind_bias[pick], a_bias, ind_bias)
+    sd = np.maximum(_fit(ind_sd[pick], a_sd, ind_sd), 0.0)
+    comps = merge_components(np.full(n, 1.0 / n), path + bias, sd)
+    info = {
+        "conditioned_on": "shared factors (scrambled Sobol points)",
+        "factor_points": n,
+        "anchors": int(anchors),
+        "components": len(comps),
+    }
+    return comps, info
+
+
+def merge_components(
+    w: np.ndarray, mu: np.ndarray, sd: np.ndarray, bins: int = MERGE_BINS
+) -> list[tuple[float, float, float]]:
+    """Merge normals whose means share one of ``bins`` equal-width bins, matching moments.
+
+    Each bin's components become one normal with the bin's weight, mean and variance (the law
+    of total variance), so the mixture's mean and variance are unchanged; equal-width bins keep
+    the extreme components (the tail) apart. Used to make the mixture cheap to grid.
+    """
+    edges = np.linspace(mu.min(), mu.max(), bins + 1)
+    idx = np.clip(np.searchsorted(edges, mu, side="right") - 1, 0, bins - 1)
+    wb = np.bincount(idx, w, bins)
+    keep = wb > 0
+    m1 = np.bincount(idx, w * mu, bins)[keep] / wb[keep]
+    m2 = np.bincount(idx, w * (sd**2 + mu**2), bins)[keep] / wb[keep]
+    sdb = np.sqrt(np.maximum(m2 - m1**2, 0.0))
+    return [(float(a), float(b), float(c)) for a, b, c in zip(wb[keep], m1, sdb, strict=True)]
+
+
+def _fit(x: np.ndarray, y: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Least-squares line of ``y`` on ``x`` evaluated at ``at`` (a constant if ``x`` is flat)."""
+    if np.ptp(x) <= 1e-12 * max(np.abs(x).max(), 1e-300):
+        return np.full_like(at, float(np.mean(y)))
+    slope, icpt = np.polyfit(x, y, 1)
+    return slope * at + icpt
+
+
+class NormalMixture(Distribution):
+    """A finite mixture of many normals, with vectorised CDF and survival function.
+
+    The engine's form of :func:`factor_components`' output (thousands of components), so that
+    it is gridded once instead of component by component.
+
+    Parameters
+    ----------
+    weights, means, stds : array_like
+        One entry per component; weights are normalised, stds must be >= 0 (0: a point mass).
+    """
+
+    def __init__(self, weights: Any, means: Any, stds: Any) -> None:
+        w = np.asarray(weights, dtype=float).ravel()
+        mu = np.asarray(means, dtype=float).ravel()
+        sd = np.asarray(stds, dtype=float).ravel()
+        if not (w.size == mu.size == sd.size) or w.size == 0:
+            raise ValueError("weights, means and stds must be non-empty and of equal length")
+        if (w < 0).any() or w.sum() <= 0 or (sd < 0).any() or not np.isfinite(mu).all():
+            raise ValueError("weights must be >= 0 with a positive sum, stds >= 0, means finite")
+        self.w, self.mu, self.sd = w / w.sum(), mu, sd
+        self.is_exact = True
+
+    def __repr__(self) -> str:
+        return f"NormalMixture({self.w.size} components, mean {self._mean():.6g})"
+
+    @property
+    def support(self) -> tuple[float, float]:  # noqa: D102 - normals: the whole line
+        if (self.sd == 0).all():
+            return float(self.mu.min()), float(self.mu.max())
+        return -np.inf, np.inf
+
+    def _z(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=float)
+        flat = x.reshape(-1, 1)
+        safe = np.where(self.sd > 0, self.sd, 1.0)
+        z = (flat - self.mu) / safe
+        # a point mass: -inf below its value, +inf at and above it
+        return np.where(self.sd > 0, z, np.where(flat >= self.mu, np.inf, -np.inf)), x.shape
+
+    def _cdf(self, x: np.ndarray) -> np.ndarray:
+        return self._tails(x, upper=False)
+
+    def _sf(self, x: np.ndarray) -> np.ndarray:
+        return self._tails(x, upper=True)
+
+    def _tails(self, x: np.ndarray, upper: bool) -> np.ndarray:
+        """CDF (or SF): dense for a few points, by component windows on a sorted lattice."""
+        x = np.asarray(x, dtype=float)
+        sign = -1.0 if upper else 1.0
+        if x.size < 64 or not (np.diff(x.ravel()) >= 0).all():
+            z, shape = self._z(x)
+            return (special.ndtr(sign * z) @ self.w).reshape(shape)
+        # A sorted lattice (gridding): a component's CDF is 0 or 1 to within 1e-19 beyond
+        # WINDOW_SD of its mean, so only the points inside its window are evaluated.
+        flat = x.ravel()
+        step = np.zeros(flat.size + 1)  # difference array of the components' constant parts
+        val = np.zeros(flat.size)  # the components' values inside their windows
+        for w, mu, sd in zip(self.w, self.mu, self.sd, strict=True):
+            if sd == 0:  # a point mass: cdf steps at mu (inclusive), sf just above it
+                lo = hi = np.searchsorted(flat, mu, side="right" if upper else "left")
+            else:
+                lo = np.searchsorted(flat, mu - WINDOW_SD * sd, side="left")
+                hi = np.searchsorted(flat, mu + WINDOW_SD * sd, side="right")
+                val[lo:hi] += w * special.ndtr(sign * (flat[lo:hi] - mu) / sd)
+            if upper:  # 1 below the window
+                step[0] += w
+                step[lo] -= w
+            else:  # 1 above it
+                step[hi] += w
+        out = np.cumsum(step)[:-1] + val
+        return np.clip(out, 0.0, 1.0).reshape(x.shape)
+
+    def _mean(self) -> float:
+        return float(self.w @ self.mu)
+
+    def _var(self) -> float:
+        return float(self.w @ (self.sd**2 + self.mu**2) - self._mean() ** 2)
+
+    def _sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        k = rng.choice(self.w.size, size=size, p=self.w)
+        return self.mu[k] + self.sd[k] * rng.standard_normal(size)
+
+    def _key(self) -> Any:
+        return ("NormalMixture", self.w.tobytes(), self.mu.tobytes(), self.sd.tobytes())
