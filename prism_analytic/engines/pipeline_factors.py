@@ -36,6 +36,7 @@ from .canonical import _clark
 
 __all__ = [
     "NormalMixture",
+    "normal_scores",
     "factor_points",
     "conditional_moments",
     "factor_components",
@@ -44,32 +45,46 @@ __all__ = [
 ]
 
 #: Quasi-Monte-Carlo points over the factor vector (a power of two for Sobol balance).
-N_POINTS = 4096
+N_POINTS = 8192
 #: Conditions evaluated with the Clark-Mehler core to calibrate the cheap recursion.
 N_ANCHORS = 8
 #: Sobol scrambling seed (fixed: the engine is deterministic).
 SEED = 20261130
 #: Largest (ops x conditions) block held at once by the vectorised recursions.
 MAX_CELLS = 2**20
+#: Cuts (normal-score units) of the tail strata along the mean path's gradient direction.
+STRATA = (2.0, 3.5)
 #: Mean bins the conditional normals are merged into (moment-matched) before gridding.
 MERGE_BINS = 256
 #: Standard deviations beyond which a component's CDF is taken as exactly 0 or 1 (1e-19).
 WINDOW_SD = 9.0
 
 
-def factor_points(spec: Any, n: int = N_POINTS, seed: int = SEED) -> tuple[Any, Any]:
-    """``n`` quasi-random draws of the factors: ``(W (n, m) or None, S (n, p) or None)``.
+def normal_scores(spec: Any, n: int = N_POINTS, seed: int = SEED) -> np.ndarray:
+    """``(n, dim)`` scrambled-Sobol standard-normal scores, one column per factor.
 
-    Each coordinate is the factor law's quantile of a scrambled Sobol coordinate, so the points
-    are draws of the exact joint law (independent factors) with low discrepancy.
+    Columns are the microbatch factors (if any), then the stage factors (if any).
     """
     m, p = spec.microbatches, spec.stages
-    wf, sf = spec.microbatch_factor, spec.stage_factor
-    dim = (m if wf is not None else 0) + (p if sf is not None else 0)
+    dim = (m if spec.microbatch_factor is not None else 0) + (
+        p if spec.stage_factor is not None else 0
+    )
     if dim == 0:
         raise ValueError("factor_points: the pipeline has no microbatch_factor or stage_factor")
     u = qmc.Sobol(dim, scramble=True, seed=seed).random(n)
-    u = np.clip(u, 0.5 / n, 1 - 0.5 / n)  # Sobol may hit 0; keep quantiles finite
+    return special.ndtri(np.clip(u, 0.5 / n, 1 - 0.5 / n))  # Sobol may hit 0: keep it finite
+
+
+def factor_points(spec: Any, z: np.ndarray) -> tuple[Any, Any]:
+    """The factors at normal scores ``z``: ``(W (n, m) or None, S (n, p) or None)``.
+
+    Each coordinate is the factor law's quantile of ``Phi(z)``, so scores drawn from the
+    standard normal give draws of the exact joint law (independent factors).
+    """
+    n, dim = z.shape
+    m, p = spec.microbatches, spec.stages
+    wf, sf = spec.microbatch_factor, spec.stage_factor
+    u = special.ndtr(z)
     w = s = None
     if wf is not None:
         w = np.asarray(wf.quantile(u[:, :m].ravel()), dtype=float).reshape(n, m)
@@ -182,7 +197,34 @@ def factor_components(
     tuple
         The components and an ``info`` dict.
     """
-    w, s = factor_points(spec, n, seed)
+    z = normal_scores(spec, n, seed)
+    half = n // 2
+    # Pilot on the untilted half: the direction along which the mean path grows fastest.
+    w0, s0 = factor_points(spec, z[:half])
+    path0 = conditional_moments(spec, w0, s0)["path"]
+    zc = z[:half] - z[:half].mean(axis=0)
+    grad = np.linalg.lstsq(zc, path0 - path0.mean(), rcond=None)[0]
+    norm = float(np.linalg.norm(grad))
+    direction = grad / norm if norm > 0 else np.full(z.shape[1], z.shape[1] ** -0.5)
+    # Stratified for the far tail (the replica maximum reads F at 1 - 1e-5): the projection
+    # ``a . z`` on that direction is exactly standard normal, so it is cut at STRATA; the untilted
+    # half keeps its points below the first cut (weight Phi(cut) in all), each quarter after it is
+    # moved into one tail stratum along the direction (its exact probability in all).
+    proj = z @ direction
+    cuts = (-np.inf, *STRATA, np.inf)
+    prob = np.diff(special.ndtr(np.array(cuts)))
+    weight = np.zeros(n)
+    keep = proj[:half] < cuts[1]
+    weight[:half][keep] = prob[0] / keep.sum()
+    parts = np.array_split(np.arange(half, n), len(STRATA))
+    for k, idx in enumerate(parts):
+        lo, hi = special.ndtr(cuts[k + 1]), special.ndtr(cuts[k + 2])
+        target = special.ndtri(lo + (hi - lo) * special.ndtr(proj[idx]))
+        z[idx] += (target - proj[idx])[:, None] * direction[None, :]
+        weight[idx] = prob[k + 1] / idx.size
+    z, weight = z[weight > 0], weight[weight > 0]
+    n = z.shape[0]
+    w, s = factor_points(spec, z)
     cm = conditional_moments(spec, w, s)
     path, ind_bias = cm["path"], cm["ind_mean"] - cm["path"]
     ind_sd = np.sqrt(cm["ind_var"])
@@ -197,9 +239,10 @@ def factor_components(
     a_bias, a_sd = np.array(a_bias), np.array(a_sd)
     bias = _fit(ind_bias[pick], a_bias, ind_bias)
     sd = np.maximum(_fit(ind_sd[pick], a_sd, ind_sd), 0.0)
-    comps = merge_components(np.full(n, 1.0 / n), path + bias, sd)
+    comps = merge_components(weight / weight.sum(), path + bias, sd)
     info = {
-        "conditioned_on": "shared factors (scrambled Sobol points)",
+        "conditioned_on": "shared factors (scrambled Sobol points, tail-stratified)",
+        "tilt_direction_norm": norm,
         "factor_points": n,
         "anchors": int(anchors),
         "components": len(comps),
@@ -208,7 +251,7 @@ def factor_components(
 
 
 def merge_components(
-    w: np.ndarray, mu: np.ndarray, sd: np.ndarray, bins: int = MERGE_BINS
+    w: np.ndarray, mu: np.ndarray, sd: np.ndarray, bins: int | None = None
 ) -> list[tuple[float, float, float]]:
     """Merge normals whose means share one of ``bins`` equal-width bins, matching moments.
 
@@ -216,6 +259,7 @@ def merge_components(
     of total variance), so the mixture's mean and variance are unchanged; equal-width bins keep
     the extreme components (the tail) apart. Used to make the mixture cheap to grid.
     """
+    bins = MERGE_BINS if bins is None else bins
     edges = np.linspace(mu.min(), mu.max(), bins + 1)
     idx = np.clip(np.searchsorted(edges, mu, side="right") - 1, 0, bins - 1)
     wb = np.bincount(idx, w, bins)
