@@ -45,13 +45,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").register(sub)
+    parser.set_defaults(_command_parsers=sub.choices)  # for errors in the command's own name
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``prism`` command; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # report them as `prism COMMAND: error:` with the command's usage
+        args._command_parsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.func(args) or 0)
     except (ValueError, TypeError, FileNotFoundError) as exc:

@@ -7,6 +7,7 @@ import math
 
 __all__ = [
     "positive_int",
+    "nonnegative_int",
     "positive_float",
     "nonnegative_float",
     "probability",
@@ -25,6 +26,17 @@ def positive_int(text: str) -> int:
     if not math.isfinite(value) or value != int(value) or value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
     return int(value)
+
+
+def nonnegative_int(text: str) -> int:
+    """An integer >= 0, e.g. a count of steps to drop or of bisection probes."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
+    return value
 
 
 def sample_count(text: str) -> int:

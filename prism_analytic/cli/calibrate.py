@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from ..workload.jobs import build_job
-from .argtypes import positive_float, positive_int
+from .argtypes import nonnegative_int, positive_float, positive_int
 from .output import jsonable
 from .predict import apply_overlay
 
@@ -123,7 +123,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--check", action="store_true", help="compare with --steps, do not fit")
     p.add_argument("--out", metavar="FILE", help="write the fitted overlay (TOML) here")
     p.add_argument(
-        "--drop-first", type=int, default=2, help="warm-up steps dropped per log (default 2)"
+        "--drop-first",
+        type=nonnegative_int,
+        default=2,
+        help="warm-up steps dropped per log (default 2)",
     )
     p.add_argument(
         "--stall-threshold",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .argtypes import positive_float, positive_int
+from .argtypes import nonnegative_int, positive_float, positive_int
 from .output import check_plot_path, jsonable, save_figure
 
 __all__ = ["register"]
@@ -85,7 +85,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="cross-DC noise sigma values, increasing (default: the job's)",
     )
     p.add_argument("--tolerance", type=positive_float, default=0.05, help="default 0.05")
-    p.add_argument("--bisect-steps", type=int, default=6, help="threshold bisection probes")
+    p.add_argument(
+        "--bisect-steps",
+        type=nonnegative_int,
+        default=6,
+        help="threshold bisection probes (default 6; 0 = the first bandwidth tested that meets it)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--plot", metavar="FILE", help="write the degradation curve to FILE")
     p.set_defaults(func=_cmd)

@@ -54,8 +54,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", metavar="NAME", help="model preset (see `prism presets`)")
     p.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs")
     p.add_argument("--config", metavar="FILE", help="TOML overrides / whole job file")
-    p.add_argument("--slow-gpus", type=positive_int, required=True, metavar="K")
-    p.add_argument("--slow-factor", type=positive_float, required=True, metavar="F")
+    p.add_argument(
+        "--slow-gpus", type=positive_int, required=True, metavar="K", help="how many GPUs are slow"
+    )
+    p.add_argument(
+        "--slow-factor",
+        type=positive_float,
+        required=True,
+        metavar="F",
+        help="their time multiplier (1.5 = 50%% slower; below 1 = faster)",
+    )
     p.add_argument("--no-search", action="store_true", help="named placements only")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--plot", metavar="FILE", help="write a bar chart to FILE")

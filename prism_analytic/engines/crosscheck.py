@@ -288,9 +288,9 @@ def verify(
     if do_bounds:
         b = predict(graph, "bounds")
         table = {str(q): [_finite(v) for v in b.quantile_bracket(q)] for q in levels}
-        note = f"computed in {b.compute_time_s:.2f} s"
+        bounds_note = f"computed in {b.compute_time_s:.2f} s"
     else:
-        note = (
+        bounds_note = (
             f"not computed: {ops:,} explicit ops exceed the default limit of {BOUNDS_MAX_OPS} "
             "(pass bounds=True, or use --method bounds)"
         )
@@ -331,7 +331,7 @@ def verify(
         "step_band": step_band,
         "step_band_confidence": 1 - alpha * len(cores),
         "bounds": table,
-        "bounds_note": note,
+        "bounds_note": bounds_note,
         "cores": cores,
         "checked_probability": checked,
         "not_checked": skipped,

@@ -1,0 +1,66 @@
+"""Regressions found by using the ``prism`` command as a new user would (QA pass)."""
+
+import pytest
+
+import prism_analytic as pa
+from prism_analytic.cli import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [
+        (
+            ["crossdc", "--preset", "llama3-70b", "--gpus", "1024", "--bandwidths", "1,10"]
+            + ["--bisect-steps", "-1"],
+            "--bisect-steps",
+        ),
+        (
+            ["calibrate", "--preset", "llama3-70b", "--gpus", "1024", "--mfu", "0.4"]
+            + ["--drop-first", "-1"],
+            "--drop-first",
+        ),
+        (
+            ["calibrate", "--preset", "llama3-70b", "--gpus", "1024", "--mfu", "0.4"]
+            + ["--drop-first", "x"],
+            "--drop-first",
+        ),
+    ],
+)
+def test_negative_counts_are_rejected_naming_the_argument(argv, name, capsys):
+    # were accepted silently (crossdc ran with no bisection; calibrate ignored it with --mfu)
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"prism {argv[0]}: error: argument {name}:")
+    assert "integer >= 0" in err
+
+
+def test_verify_keeps_the_bounds_note():
+    # the bounds note was overwritten by the cross-check note, so `prism predict` printed
+    # "guaranteed bounds: None" or the KS message instead of why bounds were not computed
+    from prism_analytic.graph.pipeline import pipeline_step_graph
+
+    replica = pipeline_step_graph(
+        2, 4, lambda phase, stage, mb, chunk: pa.normal(1e-3, 5e-5), compact=True
+    )
+    step = pa.StepGraph("step")
+    step.add_replica_group("dp", replica, n=4)
+    result = pa.predict(step)
+    assert not result.exact
+    ver = pa.verify(step, result, budget_s=0.2, bounds=False).verification
+    assert ver["bounds"] is None
+    assert ver["bounds_note"].startswith("not computed")
+    ver = pa.verify(step, result, budget_s=0.2, bounds=True).verification
+    assert ver["bounds"] is not None
+    assert ver["bounds_note"].startswith("computed in")
+
+
+def test_unknown_option_is_reported_by_the_command(capsys):
+    # was `prism: error: unrecognized arguments: --bogus`, with the top-level usage
+    with pytest.raises(SystemExit) as exc:
+        main(["presets", "--bogus"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: prism presets" in err
+    assert err.strip().splitlines()[-1] == "prism presets: error: unrecognized arguments: --bogus"
