@@ -9,7 +9,8 @@ the estimate together with a bound ``err[k] >= |est[k] - exact[k]|`` for every c
 * exponentially tilted FFT: ``a_i e^{t i}`` and ``b_j e^{t j}`` convolve to ``c_k e^{t k}``, so
   the tilted transform's 2-norm bound, multiplied back by ``e^{-t k}``, decays along the tail
   at the tail's own rate (``t`` is measured from the operands' tails); relative errors of the
-  tilt weights (a few units of round-off, non-negative terms) are added with a margin;
+  tilt weights (the rounding of their arguments ``t k`` dominates: at most ``T u`` for a total
+  tilt ``T <= 300``) are added with a margin;
 * direct summation (short operands): relative error ``gamma_m`` of a sum of non-negative terms.
 
 Each cell keeps the estimate with the smaller bound. :func:`fold_down` and :func:`fold_up` turn
@@ -92,8 +93,11 @@ def bounded_convolve(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarr
     untilt = np.exp(-t * kc)
     tilted = signal.fftconvolve(at, bt) * untilt
     e_fft = fft_l2_error(at, bt) * untilt
-    # tilt weights and products carry a few units of round-off each, on non-negative terms
-    err_t = (1 + 16 * _U) * e_fft + 16 * _U * (np.abs(tilted) + e_fft)
+    # Each weight exp(t k) is off by the rounding of its argument (|t k| u <= T u, T the total
+    # tilt) plus exp's own; three weights and two products per term, all terms non-negative:
+    # a relative error below (3 T + 8) u, taken with margin.
+    rel = (4.0 * t * (a.size + b.size) + 16.0) * _U
+    err_t = (1 + rel) * e_fft + rel * (np.abs(tilted) + e_fft)
     better = err_t < err
     est = np.where(better, np.maximum(tilted, 0.0), est)
     return est, np.where(better, err_t, err)
