@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 #: Quasi-Monte-Carlo points over the factor vector (a power of two for Sobol balance).
-N_POINTS = 8192
+N_POINTS = 32768
 #: Conditions evaluated with the Clark-Mehler core to calibrate the cheap recursion.
 N_ANCHORS = 8
 #: Sobol scrambling seed (fixed: the engine is deterministic).
