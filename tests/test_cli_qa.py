@@ -64,3 +64,18 @@ def test_unknown_option_is_reported_by_the_command(capsys):
     err = capsys.readouterr().err
     assert "usage: prism presets" in err
     assert err.strip().splitlines()[-1] == "prism presets: error: unrecognized arguments: --bogus"
+
+
+def test_trace_predict_says_where_the_plot_went(tmp_path, capsys):
+    # every other command prints "plot written to FILE"; trace-predict wrote it silently
+    pytest.importorskip("pandas")
+    from _traces_synth import make_trace
+
+    frame, _ = make_trace(steps=24, mb_sd=0.03, seed=5)
+    trace = tmp_path / "t.parquet"
+    frame.to_parquet(trace)
+    plot = tmp_path / "cdf.png"
+    argv = ["trace-predict", str(trace), "--samples", "300", "--analytic", "off"]
+    assert main(argv + ["--plot", str(plot)]) == 0
+    assert f"plot written to {plot}" in capsys.readouterr().out
+    assert plot.stat().st_size > 0

@@ -30,11 +30,16 @@ def _cmd(args: argparse.Namespace) -> int:
     else:
         print(result.summary())
     if target is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(6, 4))
         result.plot(ax)
         save_figure(fig, target)
+        if not args.json:
+            print(f"plot written to {target}")
     return 0
 
 
