@@ -229,8 +229,11 @@ def factor_components(
     path, ind_bias = cm["path"], cm["ind_mean"] - cm["path"]
     ind_sd = np.sqrt(cm["ind_var"])
     # anchors: conditions spread over the range of the independent-input bias
+    # (at the probability-weighted quantiles, so that the tail strata do not crowd them)
     order = np.argsort(ind_bias)
-    pick = order[np.linspace(0, n - 1, anchors).round().astype(int)]
+    cum = np.cumsum(weight[order]) / weight.sum()
+    levels = (np.arange(anchors) + 0.5) / anchors
+    pick = order[np.minimum(np.searchsorted(cum, levels), n - 1)]
     a_bias, a_sd = [], []
     for j in pick:
         mu_j, var_j = core(w[j] if w is not None else None, s[j] if s is not None else None)
