@@ -242,7 +242,12 @@ class AnalyticResult(StepTimeResult):
                 if self.guaranteed_bracket(q) != self.quantile_bracket(q):
                     low, high = self.guaranteed_bracket(q)
                     kind = "guaranteed" if self.exact else "numerical"
-                    lines[i] = lines[i].replace(self._label(), "bracket (without round-off)") + (
+                    plain = (
+                        "bracket (without round-off)"
+                        if self.exact
+                        else "numerical bracket (of the approximation, without round-off)"
+                    )
+                    lines[i] = lines[i].replace(self._label(), plain) + (
                         f"   {kind} with round-off [{low:.6g}, {high:.6g}]"
                     )
         ver = self.verification
