@@ -9,6 +9,7 @@ deviation ratios (64k over 16k) are compared with PRISM's 2.03x (compute) and 2.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +73,8 @@ def make(out_dir: str | Path, data_root: str | Path | None = None, tiny: bool = 
         nums[f"{what}_std_s"] = stds
         nums[f"{what}_std_ratio"] = ratio
         prism = 2.03 if what == "compute" else 2.91
-        ax.set_title(f"{what}: std ratio {ratio:.2f}x (PRISM {prism}x)")
+        shown = f"{ratio:.2f}x" if math.isfinite(ratio) else "n/a (no spread)"
+        ax.set_title(f"{what}: std ratio {shown} (PRISM {prism}x)")
         ax.set_xlabel(f"{what} time per step (s)")
         ax.set_ylabel("CDF")
         ax.grid(alpha=0.3)
