@@ -9,18 +9,24 @@ Gaussian canonical form instead (the engine's former approach) misses how strong
 the lattice's ties (the makespan is a max over paths, very non-linear in the factors).
 
 The mixture is evaluated with ``n`` scrambled-Sobol points of the factor vector (randomised
-quasi-Monte Carlo; a fixed seed, so results are deterministic). Inside each condition:
+quasi-Monte Carlo; a fixed seed, so results are deterministic): half of them as drawn (the
+bulk, below the first stratum), and a quarter in each of two tail strata of the projection of
+the normal scores on the direction along which the mean path grows fastest (fitted on the
+bulk), each with its exact probability, so that the far tail the replica maximum reads is
+resolved. Inside each condition:
 
 * the conditional **mean path** ``L(f)`` (the longest path by mean latency) is computed exactly
   by a max-plus recursion, vectorised over all points;
 * the noise of the ops adds ``E[M | f] - L(f)`` (a positive "jitter bias": a max over
   near-critical paths) and ``Var(M | f)``. The cheap independent-input Clark recursion
   (vectorised over all points) measures how tied each condition is; a Clark-Mehler evaluation
-  of the canonical core at a few *anchor* conditions calibrates it (a least-squares line of the
+  of the canonical core at a few *anchor* conditions (at probability-weighted quantiles of the
+  independent-input bias) calibrates it (a least-squares line of the
   Clark-Mehler bias and sd on the independent-input ones), and the line is applied at every point.
 
-The result is a mixture of ``n`` normals. It is an estimate (checked against op-by-op Monte
-Carlo in tests/test_pipeline_factors.py and ``prism agreement``), not a bound.
+The result is a mixture of normals (merged into at most ``MERGE_BINS`` by mean). It is an
+estimate (checked against op-by-op Monte Carlo in tests/test_pipeline_factors.py and
+``prism agreement``), not a bound.
 """
 
 from __future__ import annotations
