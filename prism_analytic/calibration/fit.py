@@ -349,7 +349,11 @@ def calibrate_to_throughput(
         {"description": desc, "value": value, "target_mean_step_s": target},
         params,
         _law_dict(law),
-        {"predicted_mfu_at_mean_step": achieved, "deterministic_core_step_s": est.step_s},
+        {
+            "predicted_mfu_at_mean_step": achieved,
+            # the mean model at the fitted efficiency (the noise-free step the fit implies)
+            "deterministic_core_step_s": step_time(_with(job, _gemm_overlay(job, eff))).step_s,
+        },
     )
 
 
