@@ -111,9 +111,9 @@ def _pipeline_cached(key: tuple, spec: Any, method: str, window: int | None) -> 
 def _spec_key(spec: Any) -> tuple:
     """A hashable identity of a pipeline spec by its sizes and its laws' moments."""
     laws = tuple(sorted(spec.moments.items()))
+    # the factors' whole law (not two moments): conditioning reads their quantiles
     factors = tuple(
-        None if f is None else (float(f.mean()), float(f.std()))
-        for f in (spec.microbatch_factor, spec.stage_factor)
+        None if f is None else _dist_key(f) for f in (spec.microbatch_factor, spec.stage_factor)
     )
     return (spec.stages, spec.microbatches, spec.schedule, spec.vpp, laws, factors)
 
