@@ -12,6 +12,16 @@ parameter, i.e. ``d stat / d log theta`` at ``theta = 1``):
   law. This avoids differencing quantiles, which move in grid-cell steps.
 * the finite-difference cross-check: ``(q(1 + h) - q(1 - h)) / 2h`` directly.
 
+**Numerical resolution.** Kernel-class variability often moves the step by far less than one
+cell of the grid (on llama3-8b at 64 GPUs a GEMM's variability moves the p95 by ~4e-6 s against a
+1e-4 s cell and a 8e-4 s bracket). A difference of two gridded laws then carries the lattice's
+rounding, which is correlated between the two but not identical. Every derivative (and the p95
+drop) is therefore evaluated on two lattices, the policy's ``rel_width`` and twice it, each pair
+of laws on one common policy; its **resolution** is the change between the two lattices (and, for
+the p95, the disagreement of the implicit rule with finite differences). A value whose size is
+not at least twice its resolution is reported as ``None`` with the reason in
+:attr:`ClassSensitivity.unresolved`, instead of a number that is lattice noise.
+
 Also reported per class: the drop in p95 when its variability is removed (``lam = 0``), and its
 **criticality index** ``(d E[step] / d log mean_c) / (class time per GPU per step)``: step
 seconds per second of the class's work. 0: hidden behind other work or off the critical path;
@@ -21,7 +31,7 @@ whose persistent speed factor stretches the class's time, e.g. 1.1x on a degrade
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,6 +45,8 @@ __all__ = [
     "sensitivity",
     "implicit_quantile_derivative",
     "implicit_step",
+    "resolve",
+    "DERIVATIVE_FIELDS",
 ]
 
 
@@ -61,24 +73,56 @@ def implicit_quantile_derivative(base: Any, plus: Any, minus: Any, h: float, p: 
     return -dfdt / dens
 
 
+#: Derivative fields of :class:`ClassSensitivity` that are checked for resolution.
+DERIVATIVE_FIELDS = (
+    "d_mean_d_mean",
+    "d_p95_d_mean",
+    "d_std_d_mean",
+    "d_mean_d_var",
+    "d_p95_d_var",
+    "d_std_d_var",
+    "d_p95_d_var_fd",
+    "d_p95_d_mean_fd",
+    "p95_drop_without_variability_s",
+)
+
+#: A value is resolved when its size is at least this many times its numerical resolution.
+RESOLVED_RATIO = 2.0
+
+
 @dataclass(frozen=True)
 class ClassSensitivity:
-    """One kernel class's derivatives (seconds per unit relative change)."""
+    """One kernel class's derivatives (seconds per unit relative change).
+
+    A derivative is ``None`` when it is below the numerical resolution (see the module notes);
+    ``unresolved`` then says why, and ``resolution_s`` holds every field's resolution (its
+    change between the two lattices, for the p95 also the implicit-vs-finite-difference gap).
+    """
 
     key: str
     label: str
     time_per_rank_s: float
     exposed_per_rank_s: float
-    d_mean_d_mean: float
-    d_p95_d_mean: float
-    d_std_d_mean: float
-    d_mean_d_var: float
-    d_p95_d_var: float
-    d_std_d_var: float
-    d_p95_d_var_fd: float
-    d_p95_d_mean_fd: float
-    p95_drop_without_variability_s: float
-    criticality: float
+    d_mean_d_mean: float | None
+    d_p95_d_mean: float | None
+    d_std_d_mean: float | None
+    d_mean_d_var: float | None
+    d_p95_d_var: float | None
+    d_std_d_var: float | None
+    d_p95_d_var_fd: float | None
+    d_p95_d_mean_fd: float | None
+    p95_drop_without_variability_s: float | None
+    criticality: float | None
+    resolution_s: dict[str, float] = field(default_factory=dict)
+    unresolved: dict[str, str] = field(default_factory=dict)
+
+
+def _sort_key(v: float | None) -> float:
+    return -np.inf if v is None else v
+
+
+def _fmt(v: float | None, width: int) -> str:
+    return f"{'n/r':>{width}}" if v is None else f"{v * 1e3:>{width}.4g}"
 
 
 @dataclass(frozen=True)
@@ -91,19 +135,21 @@ class SensitivityResult:
     std_s: float
     h: float
     classes: tuple[ClassSensitivity, ...]
+    rel_widths: tuple[float, float] = (5e-5, 1e-4)
 
     def ranking(self, by: str = "d_p95_d_var") -> list[str]:
-        """Class keys, largest first."""
-        return [c.key for c in sorted(self.classes, key=lambda c: -getattr(c, by))]
+        """Class keys, largest first (unresolved values last)."""
+        return [c.key for c in sorted(self.classes, key=lambda c: -_sort_key(getattr(c, by)))]
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict."""
+        """Plain dict (unresolved derivatives are ``None``, their reasons in ``unresolved``)."""
         return {
             "job": self.job,
             "mean_s": self.mean_s,
             "p95_s": self.p95_s,
             "std_s": self.std_s,
             "h": self.h,
+            "rel_widths": list(self.rel_widths),
             "ranking_by_p95_variability": self.ranking("d_p95_d_var"),
             "ranking_by_p95_drop": self.ranking("p95_drop_without_variability_s"),
             "classes": [asdict(c) for c in self.classes],
@@ -114,46 +160,146 @@ class SensitivityResult:
         lines = [
             f"{self.job}: step mean {self.mean_s:.4g} s, p95 {self.p95_s:.4g} s, std"
             f" {self.std_s:.4g} s",
-            "elasticities in ms of step statistic per +100% of the class's mean / variability",
+            "elasticities in ms of step statistic per +100% of the class's mean / variability;"
+            f" n/r: below the numerical resolution (lattices rel_width {self.rel_widths[0]:g}"
+            f" and {self.rel_widths[1]:g} disagree by more than half the value)",
             f"{'class':<17} {'ms/GPU':>8} {'exposed':>8} {'dMean/dmu':>10} {'dP95/dmu':>9}"
             f" {'dMean/dvar':>10} {'dP95/dvar':>9} {'(FD)':>8} {'dStd/dvar':>9} {'p95 drop':>9}"
             f" {'crit.':>6}",
         ]
-        for c in sorted(self.classes, key=lambda c: -c.d_p95_d_var):
+        for c in sorted(self.classes, key=lambda c: -_sort_key(c.d_p95_d_var)):
+            crit = f"{'n/r':>6}" if c.criticality is None else f"{c.criticality:>6.3f}"
             lines.append(
                 f"{c.label:<17} {c.time_per_rank_s * 1e3:>8.4g}"
-                f" {c.exposed_per_rank_s * 1e3:>8.4g} {c.d_mean_d_mean * 1e3:>10.4g}"
-                f" {c.d_p95_d_mean * 1e3:>9.4g} {c.d_mean_d_var * 1e3:>10.4g}"
-                f" {c.d_p95_d_var * 1e3:>9.4g} {c.d_p95_d_var_fd * 1e3:>8.4g}"
-                f" {c.d_std_d_var * 1e3:>9.4g} {c.p95_drop_without_variability_s * 1e3:>9.4g}"
-                f" {c.criticality:>6.3f}"
+                f" {c.exposed_per_rank_s * 1e3:>8.4g} {_fmt(c.d_mean_d_mean, 10)}"
+                f" {_fmt(c.d_p95_d_mean, 9)} {_fmt(c.d_mean_d_var, 10)}"
+                f" {_fmt(c.d_p95_d_var, 9)} {_fmt(c.d_p95_d_var_fd, 8)}"
+                f" {_fmt(c.d_std_d_var, 9)} {_fmt(c.p95_drop_without_variability_s, 9)} {crit}"
+            )
+        n_unres = sum(len(c.unresolved) for c in self.classes)
+        if n_unres:
+            lines.append(
+                f"{n_unres} value(s) unresolved: smaller than twice their numerical resolution"
+                " (see 'unresolved' in --json); a finer --rel-width may resolve them"
             )
         return "\n".join(lines)
 
     def plot(self, ax: Any = None) -> Any:
-        """Bars: p95 elasticity to each class's variability and mean."""
+        """Bars: p95 elasticity to each class's variability and mean (unresolved: no bar)."""
         import matplotlib.pyplot as plt
 
+        def ms(v: float | None) -> float:
+            return np.nan if v is None else v * 1e3
+
         ax = ax or plt.gca()
-        cl = sorted(self.classes, key=lambda c: c.d_p95_d_var)
+        cl = sorted(self.classes, key=lambda c: _sort_key(c.d_p95_d_var))
         y = np.arange(len(cl))
         ax.barh(
             y + 0.2,
-            [c.d_p95_d_var * 1e3 for c in cl],
+            [ms(c.d_p95_d_var) for c in cl],
             0.4,
             label="d p95 / d variability (per +100%, linearised)",
         )
         ax.barh(
             y - 0.2,
-            [c.p95_drop_without_variability_s * 1e3 for c in cl],
+            [ms(c.p95_drop_without_variability_s) for c in cl],
             0.4,
             label="p95 drop if variability removed",
         )
         ax.set_yticks(y, [c.label for c in cl], fontsize=8)
-        ax.set_xlabel("p95 step time change (ms)")
+        ax.set_xlabel("p95 step time change (ms); no bar: below numerical resolution")
         ax.legend(fontsize=7, loc="lower right")
         ax.grid(axis="x", alpha=0.3)
         return ax
+
+
+def _raw_derivatives(job: Any, om: Any, c: str, h: float, pol: Any, base: Any) -> dict[str, float]:
+    """Every derivative of class ``c`` with all laws on the one policy ``pol`` (``base``'s)."""
+
+    def predict(g):
+        return _predict(g, policy=pol)
+
+    # the variability's base through the perturbation path (factor 1), so that it and the
+    # perturbed and removed laws are built the same way and differ only by the perturbation
+    base_var = predict(perturbed_graph(job, om, c, "variability", 1.0))
+    ev = {
+        (what, v): predict(perturbed_graph(job, om, c, what, v))
+        for what in ("mean", "variability")
+        for v in (1 + h, 1 - h)
+    }
+    removed = predict(perturbed_graph(job, om, c, "variability", 0.0))
+
+    def d(stat, what):
+        hi, lo = ev[(what, 1 + h)], ev[(what, 1 - h)]
+        return (float(stat(hi)) - float(stat(lo))) / (2 * h)
+
+    def q(r):
+        return r.quantile(0.95)
+
+    implicit = {}
+    for what, b in (("mean", base), ("variability", base_var)):
+        hq = implicit_step(h, float(b.std()), abs(d(lambda r: r.mean(), what)))
+        if hq == h:
+            hi, lo = ev[(what, 1 + h)], ev[(what, 1 - h)]
+        else:
+            hi = predict(perturbed_graph(job, om, c, what, 1 + hq))
+            lo = predict(perturbed_graph(job, om, c, what, 1 - hq))
+        implicit[what] = implicit_quantile_derivative(b, hi, lo, hq, 0.95)
+    return {
+        "d_mean_d_mean": d(lambda r: r.mean(), "mean"),
+        "d_p95_d_mean": implicit["mean"],
+        "d_std_d_mean": d(lambda r: r.std(), "mean"),
+        "d_mean_d_var": d(lambda r: r.mean(), "variability"),
+        "d_p95_d_var": implicit["variability"],
+        "d_std_d_var": d(lambda r: r.std(), "variability"),
+        "d_p95_d_var_fd": d(q, "variability"),
+        "d_p95_d_mean_fd": d(q, "mean"),
+        "p95_drop_without_variability_s": float(q(base_var)) - float(q(removed)),
+    }
+
+
+def resolve(
+    fine: dict[str, float], coarse: dict[str, float], ratio: float = RESOLVED_RATIO
+) -> tuple[dict[str, float | None], dict[str, float], dict[str, str]]:
+    """Keep the values that the lattice resolves.
+
+    Parameters
+    ----------
+    fine, coarse : dict
+        The same quantities computed on the fine and on the coarse lattice.
+    ratio : float
+        A value is kept when ``|fine| >= ratio * resolution``.
+
+    Returns
+    -------
+    values : dict
+        ``fine``'s values, ``None`` where unresolved.
+    resolution : dict
+        ``|fine - coarse|``; for the implicit p95 derivatives also at least
+        ``|implicit - finite difference|``.
+    reasons : dict
+        Why each unresolved value was left out.
+    """
+    pairs = {"d_p95_d_var": "d_p95_d_var_fd", "d_p95_d_mean": "d_p95_d_mean_fd"}
+    values: dict[str, float | None] = {}
+    res: dict[str, float] = {}
+    reasons: dict[str, str] = {}
+    for k, v in fine.items():
+        r = abs(v - coarse[k])
+        if k in pairs:
+            r = max(r, abs(v - fine[pairs[k]]))
+        if k in pairs.values():
+            r = max(r, abs(v - fine[next(a for a, b in pairs.items() if b == k)]))
+        res[k] = r
+        if np.isfinite(v) and np.isfinite(r) and abs(v) >= ratio * r and v != 0:
+            values[k] = v
+        else:
+            values[k] = None
+            reasons[k] = (
+                f"below the numerical resolution: {v:.3g} s on the fine lattice, {coarse[k]:.3g}"
+                f" s on the coarse one (resolution {r:.2g} s; needs |value| >= {ratio:g}x it)"
+            )
+    return values, res, reasons
 
 
 def sensitivity(
@@ -173,9 +319,9 @@ def sensitivity(
     classes : list of str, optional
         Kernel class keys (default: every class with time in the step).
     rel_width : float, optional
-        Grid resolution of every evaluation (:class:`~prism_analytic.policy.GridPolicy`),
-        default 5e-5 (5x finer than the engine's default, to resolve the small moves a
-        class's variability makes); ``None``: the engine's default.
+        Grid resolution of the fine lattice (:class:`~prism_analytic.policy.GridPolicy`),
+        default 5e-5 (5x finer than the engine's default); the resolution check uses twice it.
+        ``None``: the engine's default.
     """
     from ..policy import DEFAULT_POLICY, GridPolicy
     from ..workload.builder import build_step_graph
@@ -192,58 +338,39 @@ def sensitivity(
     bad = [c for c in classes if c not in keys]
     if bad:
         raise ValueError(f"unknown kernel class {bad[0]!r}; allowed: {keys}")
-    pol = DEFAULT_POLICY if rel_width is None else GridPolicy(rel_width=rel_width)
-
-    def predict(g):
-        return _predict(g, policy=pol)
-
-    base = predict(build_step_graph(job, means=om))
+    fine_rw = DEFAULT_POLICY.rel_width if rel_width is None else float(rel_width)
+    coarse_rw = min(2 * fine_rw, 0.5)
+    fine_pol, coarse_pol = GridPolicy(rel_width=fine_rw), GridPolicy(rel_width=coarse_rw)
+    base = _predict(build_step_graph(job, means=om), policy=fine_pol)
+    base_coarse = _predict(build_step_graph(job, means=om), policy=coarse_pol)
     q95 = float(base.quantile(0.95))
     out = []
     labels = dict(KERNEL_CLASSES)
     for c in classes:
-        ev = {
-            (what, v): predict(perturbed_graph(job, om, c, what, v))
-            for what in ("mean", "variability")
-            for v in (1 + h, 1 - h)
-        }
-        removed = predict(perturbed_graph(job, om, c, "variability", 0.0))
-
-        def d(stat, what, ev=ev):
-            hi, lo = ev[(what, 1 + h)], ev[(what, 1 - h)]
-            return (float(stat(hi)) - float(stat(lo))) / (2 * h)
-
-        def q(r):
-            return r.quantile(0.95)
-
-        dm_mu = d(lambda r: r.mean(), "mean")
-        implicit = {}
-        for what in ("mean", "variability"):
-            hq = implicit_step(h, float(base.std()), abs(d(lambda r: r.mean(), what)))
-            if hq == h:
-                hi, lo = ev[(what, 1 + h)], ev[(what, 1 - h)]
-            else:
-                hi = predict(perturbed_graph(job, om, c, what, 1 + hq))
-                lo = predict(perturbed_graph(job, om, c, what, 1 - hq))
-            implicit[what] = implicit_quantile_derivative(base, hi, lo, hq, 0.95)
+        fine = _raw_derivatives(job, om, c, h, fine_pol, base)
+        coarse = _raw_derivatives(job, om, c, h, coarse_pol, base_coarse)
+        values, res, reasons = resolve(fine, coarse)
+        dm_mu = values["d_mean_d_mean"]
         out.append(
             ClassSensitivity(
                 key=c,
                 label=labels[c],
                 time_per_rank_s=total[c],
                 exposed_per_rank_s=per_rank[c],
-                d_mean_d_mean=dm_mu,
-                d_p95_d_mean=implicit["mean"],
-                d_std_d_mean=d(lambda r: r.std(), "mean"),
-                d_mean_d_var=d(lambda r: r.mean(), "variability"),
-                d_p95_d_var=implicit["variability"],
-                d_std_d_var=d(lambda r: r.std(), "variability"),
-                d_p95_d_var_fd=d(q, "variability"),
-                d_p95_d_mean_fd=d(q, "mean"),
-                p95_drop_without_variability_s=q95 - float(removed.quantile(0.95)),
-                criticality=dm_mu / total[c] if total[c] > 0 else 0.0,
+                **values,
+                criticality=(dm_mu / total[c] if total[c] > 0 else 0.0)
+                if dm_mu is not None
+                else None,
+                resolution_s=res,
+                unresolved=reasons,
             )
         )
     return SensitivityResult(
-        job.name, float(base.mean()), q95, float(base.std()), float(h), tuple(out)
+        job.name,
+        float(base.mean()),
+        q95,
+        float(base.std()),
+        float(h),
+        tuple(out),
+        (fine_rw, coarse_rw),
     )

@@ -71,14 +71,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="For each kernel class (GEMM, attention, AllGather, ReduceScatter, "
         "AllReduce, send/recv, all-to-all, optimizer): the derivative of the step's mean, "
         "p95 and std with respect to the class's mean and variability, the p95 drop without "
-        "its variability and its criticality index; symbolic (sympy) closed forms checked "
+        "its variability and its criticality index (values below the numerical resolution are "
+        "reported unresolved); symbolic (sympy) closed forms checked "
         "against the engine and finite differences.",
     )
     p.add_argument("--preset", metavar="NAME", help="model preset (see `prism presets`)")
     p.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs")
     p.add_argument("--config", metavar="FILE", help="TOML overrides / whole job file")
     p.add_argument("--h", type=float, default=0.05, help="relative difference step (default 0.05)")
-    p.add_argument("--rel-width", type=float, default=5e-5, help="grid resolution (default 5e-5)")
+    p.add_argument(
+        "--rel-width",
+        type=float,
+        default=5e-5,
+        help="grid resolution of the fine lattice (default 5e-5); derivatives are also computed"
+        " at twice it, and those that change between the two by more than half their size are"
+        " reported unresolved (n/r)",
+    )
     p.add_argument("--symbolic", action="store_true", help="print the derived formulae (LaTeX)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--plot", metavar="FILE", help="write a bar chart to FILE")

@@ -129,8 +129,16 @@ def make_sensitivity(out_dir: str | Path, data_root=None, tiny: bool = False) ->
         "job": job.name,
         "ranking_by_p95_variability": res.ranking("d_p95_d_var"),
         "ranking_by_p95_drop": res.ranking("p95_drop_without_variability_s"),
-        "d_p95_d_var_ms": {c.key: c.d_p95_d_var * 1e3 for c in res.classes},
-        "p95_drop_ms": {c.key: c.p95_drop_without_variability_s * 1e3 for c in res.classes},
+        # None: below the numerical resolution (see ClassSensitivity.unresolved)
+        "d_p95_d_var_ms": {
+            c.key: None if c.d_p95_d_var is None else c.d_p95_d_var * 1e3 for c in res.classes
+        },
+        "p95_drop_ms": {
+            c.key: None
+            if c.p95_drop_without_variability_s is None
+            else c.p95_drop_without_variability_s * 1e3
+            for c in res.classes
+        },
     }
     claim = (
         "PRISM: optimising AllGather and ReduceScatter does the most to reduce"
