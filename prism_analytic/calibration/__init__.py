@@ -1,8 +1,9 @@
 """Calibration of the stochastic step-time model to measured logs and published throughput.
 
 * :mod:`.logs`: step-log readers (MLPerf ``:::MLLOG``, CSV, JSON, straggler-trace results).
+* :mod:`.result`: what a calibration returns (parameters with intervals, the law, the overlay).
 * :mod:`.fit`: the fit (GEMM efficiency on the *predicted* median/mean, stalls, goodness of
-  fit, identifiability) and the TOML overlay that ``prism predict --config`` takes.
+  fit, identifiability).
 * :mod:`.collective_noise`: the scale model of collective-latency noise (slowest of N nodes).
 """
 

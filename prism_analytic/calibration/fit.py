@@ -39,13 +39,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
 from .logs import StepLog, StepLogError, per_run_normalised, pool_logs
+from .result import (
+    CalibrationError,
+    CalibrationResult,
+    FittedParameter,
+    PredictedLaw,
+    law_dict,
+    overlay_toml,
+)
 
 __all__ = [
     "CalibrationError",
@@ -61,51 +68,6 @@ __all__ = [
     "check_against_logs",
     "overlay_toml",
 ]
-
-
-class CalibrationError(ValueError):
-    """A calibration that cannot be done as asked (unreachable target, bad option)."""
-
-
-@dataclass(frozen=True)
-class FittedParameter:
-    """One free parameter of the stochastic model after calibration.
-
-    Attributes
-    ----------
-    key : str
-        Full TOML key (``hardware.efficiency.gemm``).
-    value : float or None
-        Fitted value; None when not identified.
-    interval : tuple of float or None
-        ``(low, high)``: what it means is in ``method``.
-    identified : bool
-    method : str
-        How it was fitted and what the interval is.
-    """
-
-    key: str
-    value: float | None
-    interval: tuple[float, float] | None
-    identified: bool
-    method: str
-
-
-@dataclass(frozen=True)
-class PredictedLaw:
-    """Summary of a predicted step-time law (the analytic engine's)."""
-
-    mean_s: float
-    p50_s: float
-    p90_s: float
-    p99_s: float
-    std_s: float
-    result: Any = field(repr=False, compare=False)
-
-    def sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
-        """Independent steps drawn from the law (inverse CDF)."""
-        u = rng.uniform(1e-12, 1 - 1e-12, size)
-        return np.asarray(self.result.quantile(u), dtype=float)
 
 
 def predicted_law(job: Any) -> PredictedLaw:
@@ -182,112 +144,6 @@ def solve_gemm_efficiency(
     raise CalibrationError(f"GEMM efficiency search did not converge (last {x1:.6g})")
 
 
-@dataclass
-class CalibrationResult:
-    """Outcome of a calibration: fitted parameters, the calibrated prediction, goodness of fit."""
-
-    job_name: str
-    target: dict
-    parameters: list[FittedParameter]
-    predicted: dict
-    goodness: dict
-
-    def overlay(self) -> dict:
-        """Nested mapping of the identified parameters (what ``--config`` takes)."""
-        out: dict = {}
-        for p in self.parameters:
-            if not p.identified or p.value is None:
-                continue
-            node = out
-            *path, leaf = p.key.split(".")
-            for k in path:
-                node = node.setdefault(k, {})
-            node[leaf] = p.value
-        return out
-
-    def to_toml(self) -> str:
-        """The overlay as TOML text with the fit's provenance in comments."""
-        return overlay_toml(self)
-
-    def to_dict(self) -> dict:
-        """Plain dict (JSON-ready after :func:`~prism_analytic.cli.output.jsonable`)."""
-        return {
-            "job": self.job_name,
-            "target": self.target,
-            "parameters": [asdict(p) for p in self.parameters],
-            "predicted": self.predicted,
-            "goodness_of_fit": self.goodness,
-            "overlay": self.overlay(),
-        }
-
-    def summary(self) -> str:
-        """Readable multi-line report."""
-        lines = [f"calibration of {self.job_name} to {self.target.get('description', '')}"]
-        for p in self.parameters:
-            if p.identified and p.value is not None:
-                iv = f" [{p.interval[0]:.6g}, {p.interval[1]:.6g}]" if p.interval else ""
-                lines.append(f"  {p.key} = {p.value:.6g}{iv}  ({p.method})")
-            else:
-                lines.append(f"  {p.key}: not identified ({p.method})")
-        pr = self.predicted
-        if "mean_s" not in pr:  # several sizes: one median per size
-            lines.append(f"  calibrated prediction: {pr}")
-        else:
-            lines.append(
-                "  calibrated prediction: mean {:.4f} s, p50 {:.4f} s, p90/p50 {:.4f},"
-                " p99/p50 {:.4f}".format(
-                    pr["mean_s"],
-                    pr["p50_s"],
-                    pr["p90_s"] / pr["p50_s"],
-                    pr["p99_s"] / pr["p50_s"],
-                )
-            )
-        for k, v in self.goodness.items():
-            lines.append(f"  fit: {k} = {v}")
-        return "\n".join(lines)
-
-
-def _law_dict(law: PredictedLaw) -> dict:
-    return {
-        "mean_s": law.mean_s,
-        "p50_s": law.p50_s,
-        "p90_s": law.p90_s,
-        "p99_s": law.p99_s,
-        "std_s": law.std_s,
-    }
-
-
-def _fmt(x: float) -> str:
-    return repr(float(x))
-
-
-def overlay_toml(result: CalibrationResult) -> str:
-    """TOML text of :meth:`CalibrationResult.overlay`, with provenance comments."""
-    lines = [
-        f"# prism calibrate: {result.job_name} fitted to {result.target.get('description', '')}",
-        "# Apply with: prism predict ... --config THIS_FILE (merged over the job).",
-    ]
-    for p in result.parameters:
-        state = (
-            f"{p.value:.6g} in [{p.interval[0]:.6g}, {p.interval[1]:.6g}]"
-            if p.identified and p.interval
-            else ("fitted" if p.identified else "not identified, left at its default")
-        )
-        lines.append(f"# {p.key}: {state}; {p.method}")
-    tables: dict[str, dict[str, float]] = {}
-    for p in result.parameters:
-        if p.identified and p.value is not None:
-            section, key = p.key.rsplit(".", 1)
-            tables.setdefault(section, {})[key] = p.value
-    for section, kv in tables.items():
-        lines += ["", f"[{section}]"]
-        lines += [f"{k} = {_fmt(v)}" for k, v in kv.items()]
-    return "\n".join(lines) + "\n"
-
-
-# --------------------------------------------------------------------------------------
-# Throughput targets
-# --------------------------------------------------------------------------------------
 def calibrate_to_throughput(
     job: Any,
     *,
@@ -348,7 +204,7 @@ def calibrate_to_throughput(
         job.name,
         {"description": desc, "value": value, "target_mean_step_s": target},
         params,
-        _law_dict(law),
+        law_dict(law),
         {
             "predicted_mfu_at_mean_step": achieved,
             # the mean model at the fitted efficiency (the noise-free step the fit implies)
@@ -546,7 +402,7 @@ def calibrate_to_logs(
             "sources": [lg.source for lg in logs],
         },
         params,
-        _law_dict(law),
+        law_dict(law),
         goodness,
     )
 
