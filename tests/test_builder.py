@@ -30,8 +30,8 @@ from prism_analytic.workload.config import (
     TierNoise,
     VariabilityConfig,
 )
-from prism_analytic.workload.mean_model import step_time
 from prism_analytic.workload.presets import MODELS, preset_job
+from prism_analytic.workload.step_estimate import step_time
 
 _QUIET = TierNoise(sigma=0.0, tail_prob=0.0, tail_factor=1.0)
 NO_NOISE = VariabilityConfig(

@@ -9,8 +9,9 @@ import prism_analytic as pa
 from prism_analytic.workload.builder import build_step_graph, comm_law
 from prism_analytic.workload.config import TierNoise
 from prism_analytic.workload.jobs import merge_config
-from prism_analytic.workload.mean_model import op_means, step_time
+from prism_analytic.workload.mean_model import op_means
 from prism_analytic.workload.presets import preset_job
+from prism_analytic.workload.step_estimate import step_time
 
 QUIET = {"sigma": 0.0, "tail_prob": 0.0}
 # a near-certain 1000x tail with a near-zero body keeps the replica maximum additive, so the shift

@@ -11,13 +11,13 @@ import prism_analytic as pa
 from prism_analytic.workload.builder import build_step_graph
 from prism_analytic.workload.config import ConfigError
 from prism_analytic.workload.jobs import merge_config
-from prism_analytic.workload.mean_model import step_time
 from prism_analytic.workload.presets import preset_job
 from prism_analytic.workload.scale_variability import (
     apply_scale_variability,
     nodes_spanned,
     scale_factors,
 )
+from prism_analytic.workload.step_estimate import step_time
 
 
 def _job(gpus: int, **scale):

@@ -13,7 +13,7 @@ from prism_analytic.workload.config import (
     OverlapConfig,
     validate_layout,
 )
-from prism_analytic.workload.mean_model import bubble_fraction, op_means, step_time
+from prism_analytic.workload.mean_model import op_means
 from prism_analytic.workload.presets import (
     HARDWARE,
     MODELS,
@@ -25,6 +25,7 @@ from prism_analytic.workload.presets import (
     preset_dict,
     preset_job,
 )
+from prism_analytic.workload.step_estimate import bubble_fraction, step_time
 
 
 # --------------------------------------------------------------------------------------

@@ -23,8 +23,8 @@ from prism_analytic.calibration import (
 )
 from prism_analytic.datasets import data_root
 from prism_analytic.workload.jobs import load_config, merge_config
-from prism_analytic.workload.mean_model import step_time
 from prism_analytic.workload.presets import preset_job
+from prism_analytic.workload.step_estimate import step_time
 
 CONFIGS = Path(__file__).parent / "configs"
 SIZES = (512, 1024, 1536, 2048, 2496)

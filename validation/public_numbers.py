@@ -46,8 +46,8 @@ from prism_analytic.workload.config import (
     TrainingConfig,
 )
 from prism_analytic.workload.flops import model_flops_per_token
-from prism_analytic.workload.mean_model import step_time
 from prism_analytic.workload.presets import hardware_preset, model_preset
+from prism_analytic.workload.step_estimate import step_time
 from prism_analytic.workload.variability import load_mlperf_runs
 
 LLAMA3_MFU_16K = 0.41

@@ -2,7 +2,7 @@
 
 For each GPU count the step-time law is computed analytically and compared with the
 deterministic (no-variability) step time of the mean model
-(:func:`~prism_analytic.workload.mean_model.step_time`), which is what a deterministic
+(:func:`~prism_analytic.workload.step_estimate.step_time`), which is what a deterministic
 performance model predicts. Reported per scale:
 
 * ``p_step_slow``: P(one step > (1 + threshold) x deterministic step), steps marginal over
@@ -106,7 +106,8 @@ def slowdown_one(job: Any, threshold: float) -> SlowdownRow:
     """The :class:`SlowdownRow` of one built job."""
     from ..engines.predict import predict
     from ..workload.builder import build_step_graph
-    from ..workload.mean_model import op_means, step_time
+    from ..workload.mean_model import op_means
+    from ..workload.step_estimate import step_time
     from .allocation import allocation_moments
     from .decompose import decompose
 

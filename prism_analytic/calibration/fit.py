@@ -165,7 +165,7 @@ def calibrate_to_throughput(
         Half-width of the published number's uncertainty, relative; default: half a unit of
         the last digit as quoted (0.41 -> 0.005 / 0.41).
     """
-    from ..workload.mean_model import step_time
+    from ..workload.step_estimate import step_time
 
     if (mfu is None) == (tokens_per_s is None):
         raise CalibrationError("give exactly one of mfu= or tokens_per_s=")

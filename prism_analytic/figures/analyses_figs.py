@@ -19,7 +19,7 @@ def make_slowdown(out_dir: str | Path, data_root=None, tiny: bool = False) -> di
     from ..engines.predict import predict
     from ..workload.builder import build_step_graph
     from ..workload.jobs import build_job
-    from ..workload.mean_model import step_time
+    from ..workload.step_estimate import step_time
 
     t = Timer()
     name = "slowdown_vs_scale"

@@ -5,7 +5,7 @@ This module turns a :class:`~prism_analytic.workload.config.JobConfig` into
 * :func:`op_means`: the mean duration of every op the step DAG is built from (per
   layer per microbatch compute by op, tp/cp/ep collectives, pipeline p2p, dp/FSDP
   collectives, optimizer), with how much of each is *exposed* after overlap;
-* :func:`step_time`: a closed-form step time from those means, and MFU.
+* the closed-form step time from those means is :mod:`.step_estimate`.
 
 Cost model (one GPU of the slowest pipeline stage):
 
@@ -45,11 +45,10 @@ from .flops import (
     embedding_ops,
     head_ops,
     layer_ops,
-    model_flops_per_token,
     parameter_count,
 )
 
-__all__ = ["OpMean", "OpMeans", "StepEstimate", "op_means", "step_time", "mfu", "bubble_fraction"]
+__all__ = ["OpMean", "OpMeans", "op_means"]
 
 
 @dataclass(frozen=True)
@@ -103,7 +102,8 @@ class OpMean:
     hidden_s: float | None = None
 
 
-def _total(ops: Iterable[OpMean], exposed: bool = True) -> float:
+def total_seconds(ops: Iterable[OpMean], exposed: bool = True) -> float:
+    """Total time of ``ops`` (count x seconds), exposed part only unless ``exposed=False``."""
     return math.fsum(o.count * (o.exposed_s if exposed else o.seconds) for o in ops)
 
 
@@ -163,12 +163,12 @@ class OpMeans:
     @property
     def layer_fwd_s(self) -> float:
         """Exposed time of one layer's forward (compute + exposed comm)."""
-        return _total(self.layer_fwd)
+        return total_seconds(self.layer_fwd)
 
     @property
     def layer_bwd_s(self) -> float:
         """Exposed time of one layer's backward."""
-        return _total(self.layer_bwd)
+        return total_seconds(self.layer_bwd)
 
     def compute_by_class(self, phase: str = "fwd") -> dict[str, float]:
         """One layer's compute seconds by op class (``gemm``, ``attention``, ``memory``)."""
@@ -204,99 +204,6 @@ class OpMeans:
     def to_dict(self) -> dict:
         """Nested plain dict."""
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class StepEstimate:
-    """Deterministic step-time estimate and its parts (seconds).
-
-    Attributes
-    ----------
-    step_s : float
-        Total.
-    pipeline_s : float
-        Forward/backward of all microbatches including bubble and exposed p2p.
-    stage_fwd_s, stage_bwd_s : float
-        Slowest stage's forward / backward per microbatch (all chunks, exposed comm).
-    bubble_s : float
-        ``(p - 1) / v * t_stage``.
-    pp_fill_drain_s : float
-        Unhidden p2p hops while the pipeline fills and drains.
-    dp_exposed_s : float
-        Exposed once-per-step data-parallel communication.
-    optimizer_s, overhead_s : float
-    tokens_per_step : int
-    model_flops_per_step : float
-    mfu : float
-        Model FLOPs utilisation against the BF16 peak.
-    tflops_per_gpu : float
-        Achieved model TFLOP/s per GPU.
-    """
-
-    step_s: float
-    pipeline_s: float
-    stage_fwd_s: float
-    stage_bwd_s: float
-    bubble_s: float
-    pp_fill_drain_s: float
-    dp_exposed_s: float
-    optimizer_s: float
-    overhead_s: float
-    tokens_per_step: int
-    model_flops_per_step: float
-    mfu: float
-    tflops_per_gpu: float
-
-    def summary(self) -> str:
-        """One line."""
-        return (
-            f"step {self.step_s:.3f} s (pipeline {self.pipeline_s:.3f}, bubble"
-            f" {self.bubble_s:.3f}, dp {self.dp_exposed_s:.3f}, optimizer"
-            f" {self.optimizer_s:.3f}); MFU {self.mfu:.1%}, {self.tflops_per_gpu:.0f} TFLOP/s/GPU"
-        )
-
-    def to_dict(self) -> dict:
-        """Plain dict."""
-        return asdict(self)
-
-    def plot(self, ax=None):
-        """Horizontal stacked bar of where the step's time goes; returns the Axes."""
-        if ax is None:
-            import matplotlib.pyplot as plt
-
-            _, ax = plt.subplots(figsize=(7, 1.8))
-        parts = [
-            ("forward/backward", self.pipeline_s - self.bubble_s - self.pp_fill_drain_s),
-            ("bubble", self.bubble_s),
-            ("pp fill/drain", self.pp_fill_drain_s),
-            ("dp exposed", self.dp_exposed_s),
-            ("optimizer", self.optimizer_s),
-            ("overhead", self.overhead_s),
-        ]
-        left = 0.0
-        for label, width in parts:
-            ax.barh(0, width, left=left, label=label)
-            left += width
-        ax.set_yticks([])
-        ax.set_xlabel("seconds")
-        ax.set_title(f"mean step {self.step_s:.3f} s, MFU {self.mfu:.1%}")
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=3, fontsize="small")
-        return ax
-
-
-def bubble_fraction(schedule: str, pp: int, microbatches: int, vpp: int = 1) -> float:
-    """Pipeline bubble over useful time: ``(p - 1) / (v m)`` (v = 1 unless interleaved).
-
-    Narayanan et al., SC'21: GPipe and 1F1B share ``(p-1)/m``; interleaving divides it
-    by the number of chunks per stage.
-    """
-    if schedule not in ("gpipe", "1f1b", "interleaved"):
-        raise ValueError(f"schedule must be gpipe, 1f1b or interleaved, got {schedule!r}")
-    for name, v in (("pp", pp), ("microbatches", microbatches), ("vpp", vpp)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-    v = vpp if schedule == "interleaved" else 1
-    return (pp - 1) / (v * microbatches)
 
 
 # --------------------------------------------------------------------------------------
@@ -596,7 +503,7 @@ def op_means(job: JobConfig) -> OpMeans:
         act = 2.0 * p.micro_batch_size * m.seq_len / p.cp * m.hidden
         act /= p.tp if p.sequence_parallel else 1
         s = coll.p2p_time(act, tier)
-        chunk_fwd = per_chunk * _total(layer_fwd)
+        chunk_fwd = per_chunk * total_seconds(layer_fwd)
         pp_send = _comm(
             "pp_send",
             "p2p",
@@ -612,8 +519,8 @@ def op_means(job: JobConfig) -> OpMeans:
     # data-parallel traffic
     dense, expert = _stage_params(job)
     hw = job.hardware
-    stage_fwd_c = per_stage * _total(layer_fwd)
-    stage_bwd_c = per_stage * _total(layer_bwd)
+    stage_fwd_c = per_stage * total_seconds(layer_fwd)
+    stage_bwd_c = per_stage * total_seconds(layer_bwd)
     ov = p.overlap.dp
     dp_mb: list[OpMean] = []
     dp_step: list[OpMean] = []
@@ -741,70 +648,3 @@ def op_means(job: JobConfig) -> OpMeans:
         first_stage_layers=end_layers,
         last_stage_layers=end_layers,
     )
-
-
-def step_time(job: JobConfig, means: OpMeans | None = None) -> StepEstimate:
-    """Closed-form mean step time and MFU of ``job``.
-
-    Parameters
-    ----------
-    job : JobConfig
-    means : OpMeans, optional
-        Reuse a previous :func:`op_means` result.
-
-    Returns
-    -------
-    StepEstimate
-    """
-    om = means if means is not None else op_means(job)
-    p, m, hw = job.parallelism, job.model, job.hardware
-    lf, lb = om.layer_fwd_s, om.layer_bwd_s
-    mid_layers = om.layers_per_chunk * om.chunks_per_stage if p.pp > 1 else m.layers
-    ef, eb = _total(om.embedding_fwd), _total(om.embedding_bwd)
-    hf, hb = _total(om.head_fwd), _total(om.head_bwd)
-    if p.pp == 1:
-        stages = [(m.layers * lf + ef + hf, m.layers * lb + eb + hb)]
-    else:
-        stages = [
-            (mid_layers * lf, mid_layers * lb),
-            (om.first_stage_layers * lf + ef, om.first_stage_layers * lb + eb),
-            (om.last_stage_layers * lf + hf, om.last_stage_layers * lb + hb),
-        ]
-    mb_f = sum(o.exposed_s for o in om.dp_microbatch if o.phase == "fwd")
-    mb_b = sum(o.exposed_s for o in om.dp_microbatch if o.phase == "bwd")
-    p2p = 0.0
-    if om.pp_send is not None:
-        p2p = om.chunks_per_stage * om.pp_send.exposed_s  # per direction per microbatch
-    fwd_s, bwd_s = max(stages, key=lambda fb: fb[0] + fb[1])
-    fwd_s += mb_f + p2p
-    bwd_s += mb_b + p2p
-    t_stage = fwd_s + bwd_s
-    bubble = (p.pp - 1) / Layout.of(job).pipeline_vpp * t_stage
-    fill = 2 * (p.pp - 1) * om.pp_send.seconds if om.pp_send is not None else 0.0
-    pipeline = p.microbatches * t_stage + bubble + fill
-    dp_exposed = sum(o.exposed_s for o in om.dp_step)
-    overhead = job.training.step_overhead_s
-    step = pipeline + dp_exposed + om.optimizer.seconds + overhead
-    tokens = p.global_batch * m.seq_len
-    flops = model_flops_per_token(m) * tokens
-    achieved = flops / (step * job.gpus)
-    return StepEstimate(
-        step_s=step,
-        pipeline_s=pipeline,
-        stage_fwd_s=fwd_s,
-        stage_bwd_s=bwd_s,
-        bubble_s=bubble,
-        pp_fill_drain_s=fill,
-        dp_exposed_s=dp_exposed,
-        optimizer_s=om.optimizer.seconds,
-        overhead_s=overhead,
-        tokens_per_step=tokens,
-        model_flops_per_step=flops,
-        mfu=achieved / hw.peak_flops.bf16,
-        tflops_per_gpu=achieved / 1e12,
-    )
-
-
-def mfu(job: JobConfig) -> float:
-    """Model FLOPs utilisation of ``job`` predicted by :func:`step_time`."""
-    return step_time(job).mfu

@@ -11,7 +11,7 @@ from ..engines.crosscheck import verify as cross_check
 from ..engines.predict import predict
 from .builder import build_step_model
 from .config import JobConfig
-from .mean_model import step_time
+from .step_estimate import step_time
 
 __all__ = ["predict_job"]
 

@@ -66,7 +66,7 @@ def apply_scale_variability(job: JobConfig) -> JobConfig:
     sc = job.variability.scale
     if not sc.active:
         return job
-    from .mean_model import step_time
+    from .step_estimate import step_time
 
     f = scale_factors(job)
     v = job.variability
