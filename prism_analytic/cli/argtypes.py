@@ -6,6 +6,7 @@ import argparse
 import math
 
 __all__ = [
+    "add_job_arguments",
     "positive_int",
     "nonnegative_int",
     "positive_float",
@@ -99,3 +100,10 @@ def int_list(text: str) -> list[int]:
 def float_list(text: str) -> list[float]:
     """A comma-separated list of positive numbers, e.g. ``0.5,1,2``."""
     return _list(text, positive_float, "positive numbers")
+
+
+def add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--preset NAME --gpus N --config FILE``, the job options of the analysis commands."""
+    parser.add_argument("--preset", metavar="NAME", help="model preset (see `prism presets`)")
+    parser.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs")
+    parser.add_argument("--config", metavar="FILE", help="TOML overrides / whole job file")

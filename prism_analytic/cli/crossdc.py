@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from .argtypes import nonnegative_int, positive_float, positive_int
-from .output import check_plot_path, jsonable, save_figure
+from .argtypes import add_job_arguments, nonnegative_int, positive_float, positive_int
+from .output import check_plot_path, jsonable, plot_result
 
 __all__ = ["register"]
 
@@ -39,15 +39,7 @@ def _cmd(args: argparse.Namespace) -> int:
         bisect_steps=args.bisect_steps,
     )
     if plot is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 3.8))
-        res.plot(ax)
-        ax.set_title(f"{job.name} over {args.datacenters} datacenters")
-        save_figure(fig, plot)
+        plot_result(plot, res, f"{job.name} over {args.datacenters} datacenters", (6, 3.8))
     if args.json:
         print(json.dumps(jsonable(res.to_dict()), indent=2))
         return 0
@@ -67,9 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "inter-datacenter bandwidth (and cross-DC jitter), relative to one datacenter, and the "
         "bandwidth above which the p95 degradation stays under the tolerance.",
     )
-    p.add_argument("--preset", metavar="NAME", help="model preset (see `prism presets`)")
-    p.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs")
-    p.add_argument("--config", metavar="FILE", help="TOML overrides / whole job file")
+    add_job_arguments(p)
     p.add_argument("--datacenters", type=positive_int, default=2, metavar="D")
     p.add_argument(
         "--bandwidths",

@@ -11,7 +11,15 @@ from typing import Any
 
 from ..json_safe import jsonable
 
-__all__ = ["LEVELS", "pct", "jsonable", "progress_printer", "check_plot_path", "save_figure"]
+__all__ = [
+    "LEVELS",
+    "pct",
+    "jsonable",
+    "progress_printer",
+    "check_plot_path",
+    "save_figure",
+    "plot_result",
+]
 
 #: Quantile levels the commands report.
 LEVELS = (0.5, 0.9, 0.99, 0.999)
@@ -80,3 +88,18 @@ def save_figure(fig: Any, target: Path) -> None:
     fig.tight_layout()
     fig.savefig(target)
     plt.close(fig)
+
+
+def plot_result(
+    target: Path, result: Any, title: str, figsize: tuple[float, float] = (6, 3.5)
+) -> None:
+    """Draw ``result.plot(ax)`` with ``title`` into the file ``target`` (Agg backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=figsize)
+    result.plot(ax)
+    ax.set_title(title)
+    save_figure(fig, target)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from .argtypes import positive_float, positive_int
-from .output import check_plot_path, jsonable, save_figure
+from .argtypes import add_job_arguments, positive_float, positive_int
+from .output import check_plot_path, jsonable, plot_result
 
 __all__ = ["register"]
 
@@ -19,15 +19,9 @@ def _cmd(args: argparse.Namespace) -> int:
     job = build_job(args.preset, args.gpus, args.config)
     res = placement_analysis(job, args.slow_gpus, args.slow_factor, search=not args.no_search)
     if plot is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(7, 4))
-        res.plot(ax)
-        ax.set_title(f"{job.name}: {args.slow_gpus} GPUs {args.slow_factor:g}x slower")
-        save_figure(fig, plot)
+        plot_result(
+            plot, res, f"{job.name}: {args.slow_gpus} GPUs {args.slow_factor:g}x slower", (7, 4)
+        )
     if args.json:
         print(json.dumps(jsonable(res.to_dict()), indent=2))
         return 0
@@ -51,9 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "F times slower (packed in a tp group, a stage, a replica; spread over stages or "
         "replicas; on the stage with most or least slack) and a structured search.",
     )
-    p.add_argument("--preset", metavar="NAME", help="model preset (see `prism presets`)")
-    p.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs")
-    p.add_argument("--config", metavar="FILE", help="TOML overrides / whole job file")
+    add_job_arguments(p)
     p.add_argument(
         "--slow-gpus", type=positive_int, required=True, metavar="K", help="how many GPUs are slow"
     )

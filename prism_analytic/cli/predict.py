@@ -15,7 +15,7 @@ from typing import Any
 
 from ..workload.jobs import apply_overlay, build_job
 from .argtypes import positive_int, sample_count
-from .output import check_plot_path, jsonable, progress_printer, save_figure
+from .output import check_plot_path, jsonable, plot_result, progress_printer
 
 __all__ = ["register", "build_job", "apply_overlay", "run_prediction", "METHODS"]
 
@@ -61,15 +61,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     except (ValueError, TypeError) as exc:
         raise type(exc)(f"cannot evaluate {job.name}: {exc}") from exc
     if plot is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        result.plot(ax)
-        ax.set_title(f"{job.name}: step time ({args.method})")
-        save_figure(fig, plot)
+        plot_result(plot, result, f"{job.name}: step time ({args.method})")
     layout = layout_dict(job)
     if args.json:
         out = {

@@ -5,8 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from .argtypes import nonnegative_float, positive_float, positive_int, probability
-from .output import check_plot_path, jsonable, save_figure
+from .argtypes import (
+    add_job_arguments,
+    nonnegative_float,
+    positive_float,
+    positive_int,
+    probability,
+)
+from .output import check_plot_path, jsonable, plot_result
 
 __all__ = ["register"]
 
@@ -47,15 +53,7 @@ def _cmd(args: argparse.Namespace) -> int:
         out["prob"] = args.prob
         out["time_at_prob_s"] = float(rt.quantile(args.prob))
     if plot is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        rt.plot(ax)
-        ax.set_title(f"{job.name}: {steps:,} steps")
-        save_figure(fig, plot)
+        plot_result(plot, rt, f"{job.name}: {steps:,} steps")
     if args.json:
         print(json.dumps(jsonable(out), indent=2))
         return 0
@@ -78,9 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run time of M steps with the job's allocation held fixed across steps "
         "(fresh per-step noise), plus failures, checkpoints, restarts and fail-slow episodes.",
     )
-    p.add_argument("--preset", metavar="NAME", help="model preset (see `prism presets`)")
-    p.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs")
-    p.add_argument("--config", metavar="FILE", help="TOML overrides / whole job file")
+    add_job_arguments(p)
     p.add_argument("--steps", type=positive_int, metavar="M", help="training steps in the run")
     p.add_argument("--tokens", type=positive_float, metavar="T", help="tokens to train on")
     p.add_argument("--deadline", type=positive_float, metavar="SECONDS", help="P(run <= SECONDS)")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from .argtypes import positive_int
-from .output import check_plot_path, jsonable, save_figure
+from .argtypes import add_job_arguments
+from .output import check_plot_path, jsonable, plot_result
 
 __all__ = ["register"]
 
@@ -29,15 +29,8 @@ def _cmd(args: argparse.Namespace) -> int:
     moments = class_moments_per_rank(job, op_means(job))
     checks = closed_form_check(moments, job.parallelism.dp)
     if plot is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6.5, 4))
-        res.plot(ax)
-        ax.set_title(f"{job.name}: p95 sensitivity to kernel-class variability")
-        save_figure(fig, plot)
+        title = f"{job.name}: p95 sensitivity to kernel-class variability"
+        plot_result(plot, res, title, (6.5, 4))
     out = res.to_dict()
     out["closed_form_check"] = [{**c.__dict__, "rel_error": c.rel_error} for c in checks]
     if args.json:
@@ -75,9 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "reported unresolved); symbolic (sympy) closed forms checked "
         "against the engine and finite differences.",
     )
-    p.add_argument("--preset", metavar="NAME", help="model preset (see `prism presets`)")
-    p.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs")
-    p.add_argument("--config", metavar="FILE", help="TOML overrides / whole job file")
+    add_job_arguments(p)
     p.add_argument("--h", type=float, default=0.05, help="relative difference step (default 0.05)")
     p.add_argument(
         "--rel-width",

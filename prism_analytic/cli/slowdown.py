@@ -6,7 +6,7 @@ import argparse
 import json
 
 from .argtypes import int_list, positive_float
-from .output import check_plot_path, jsonable, save_figure
+from .output import check_plot_path, jsonable, plot_result
 
 __all__ = ["register"]
 
@@ -17,15 +17,7 @@ def _cmd(args: argparse.Namespace) -> int:
     plot = check_plot_path(args.plot)
     res = slowdown(args.preset, args.gpus, args.threshold, args.config)
     if plot is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        res.plot(ax)
-        ax.set_title(f"{args.preset or 'job'}: probability of slow-down")
-        save_figure(fig, plot)
+        plot_result(plot, res, f"{args.preset or 'job'}: probability of slow-down")
     if args.json:
         print(json.dumps(jsonable(res.to_dict()), indent=2))
         return 0
