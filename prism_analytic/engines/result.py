@@ -110,8 +110,39 @@ class StepTimeResult:
         return lines
 
 
+class _LawView:
+    """What a result with a whole law (``self.distribution``) answers by delegating to it.
+
+    Analytic results hold the computed law, Monte Carlo results the empirical one.
+    """
+
+    def cdf(self, x: Any) -> Any:
+        """P(step <= x) under the result's law."""
+        return self.distribution.cdf(x)
+
+    def sf(self, x: Any) -> Any:
+        """P(step > x) under the result's law, computed directly."""
+        return self.distribution.sf(x)
+
+    def quantile(self, q: Any) -> Any:
+        """The q-quantile of the result's law."""
+        return self.distribution.quantile(q)
+
+    def mean(self) -> float:
+        """Mean of the result's law."""
+        return self.distribution.mean()
+
+    def std(self) -> float:
+        """Standard deviation of the result's law."""
+        return self.distribution.std()
+
+    def plot(self, ax: Any = None, *, ccdf: bool = False) -> Any:
+        """CDF (or CCDF) of the result's law."""
+        return self.distribution.plot(ax, ccdf=ccdf, label=self.method)
+
+
 @dataclass(frozen=True, kw_only=True)
-class AnalyticResult(StepTimeResult):
+class AnalyticResult(_LawView, StepTimeResult):
     """The analytic engine's step-time distribution.
 
     Attributes
@@ -180,26 +211,6 @@ class AnalyticResult(StepTimeResult):
         else:
             text += "; run verify() (the CLI does by default) for guaranteed bounds"
         return text
-
-    def cdf(self, x: Any) -> Any:
-        """P(step <= x)."""
-        return self.distribution.cdf(x)
-
-    def sf(self, x: Any) -> Any:
-        """P(step > x), computed directly."""
-        return self.distribution.sf(x)
-
-    def quantile(self, q: Any) -> Any:
-        """The q-quantile of the computed law."""
-        return self.distribution.quantile(q)
-
-    def mean(self) -> float:
-        """Mean of the computed law."""
-        return self.distribution.mean()
-
-    def std(self) -> float:
-        """Standard deviation of the computed law."""
-        return self.distribution.std()
 
     def quantile_bracket(self, q: float, confidence: float = 0.95) -> tuple[float, float]:
         """The numerical bracket at ``q`` (guaranteed for the graph only when :attr:`exact`)."""
@@ -289,10 +300,6 @@ class AnalyticResult(StepTimeResult):
             lines.append("  WARNING: " + ver["warning"])
         return lines
 
-    def plot(self, ax: Any = None, *, ccdf: bool = False) -> Any:
-        """CDF (or CCDF) of the computed law."""
-        return self.distribution.plot(ax, ccdf=ccdf, label=self.method)
-
 
 @dataclass(frozen=True, kw_only=True)
 class BoundsResult(StepTimeResult):
@@ -353,7 +360,7 @@ class BoundsResult(StepTimeResult):
 
 
 @dataclass(frozen=True, kw_only=True)
-class MonteCarloResult(StepTimeResult):
+class MonteCarloResult(_LawView, StepTimeResult):
     """The Monte Carlo engine's empirical step-time law.
 
     Attributes
@@ -390,26 +397,6 @@ class MonteCarloResult(StepTimeResult):
         pools = sum(p["ks_error"] for p in self.diagnostics.get("pooled_groups", []))
         return float(pools + self.diagnostics.get("truncation_ks_error", 0.0))
 
-    def cdf(self, x: Any) -> Any:
-        """Empirical P(step <= x)."""
-        return self.distribution.cdf(x)
-
-    def sf(self, x: Any) -> Any:
-        """Empirical P(step > x)."""
-        return self.distribution.sf(x)
-
-    def quantile(self, q: Any) -> Any:
-        """Empirical q-quantile."""
-        return self.distribution.quantile(q)
-
-    def mean(self) -> float:
-        """Sample mean."""
-        return self.distribution.mean()
-
-    def std(self) -> float:
-        """Sample standard deviation."""
-        return self.distribution.std()
-
     def interval_confidence(self, confidence: float = 0.95) -> float:
         """Confidence of :meth:`quantile_bracket` (Bonferroni with the pools' 95% error)."""
         n_pooled = len(self.diagnostics.get("pooled_groups", []))
@@ -431,10 +418,6 @@ class MonteCarloResult(StepTimeResult):
 
     def _label(self) -> str:
         return f"{self.interval_confidence():.0%} CI"
-
-    def plot(self, ax: Any = None, *, ccdf: bool = False) -> Any:
-        """Empirical CDF (or CCDF)."""
-        return self.distribution.plot(ax, ccdf=ccdf, label=self.method)
 
     def _quantile_rows(self, levels: tuple[float, ...]) -> dict[str, dict[str, Any]]:
         conf = self.interval_confidence()
