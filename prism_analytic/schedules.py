@@ -107,8 +107,8 @@ def _data_predecessor(node: Op, p: int, v: int) -> Op | None:
     return None
 
 
-def check_schedule(stages: int, microbatches: int, schedule: str, vpp: int) -> None:
-    """Raise ValueError unless the sizes and schedule are valid (see :func:`pipeline_dag`)."""
+def check_schedule(stages: int, microbatches: int, schedule: str, vpp: int) -> tuple[int, int, int]:
+    """``(stages, microbatches, vpp)`` as ints; ValueError unless valid (:func:`pipeline_dag`)."""
     p = _check_positive_int("stages", stages)
     m = _check_positive_int("microbatches", microbatches)
     v = _check_positive_int("vpp", vpp)
@@ -124,6 +124,7 @@ def check_schedule(stages: int, microbatches: int, schedule: str, vpp: int) -> N
             )
     elif v != 1:
         raise ValueError(f"vpp must be 1 for schedule {schedule!r} (use 'interleaved'), got {vpp}")
+    return p, m, v
 
 
 def schedule_levels(
@@ -225,21 +226,7 @@ def pipeline_dag(
     >>> g.number_of_nodes(), nx.is_directed_acyclic_graph(g)
     (128, True)
     """
-    p = _check_positive_int("stages", stages)
-    m = _check_positive_int("microbatches", microbatches)
-    v = _check_positive_int("vpp", vpp)
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-    if schedule == "interleaved":
-        if v < 2:
-            raise ValueError(f"vpp must be >= 2 for schedule 'interleaved', got {vpp}")
-        if m % p != 0:
-            raise ValueError(
-                f"schedule 'interleaved' needs microbatches divisible by stages (Megatron), "
-                f"got microbatches={m}, stages={p}"
-            )
-    elif v != 1:
-        raise ValueError(f"vpp must be 1 for schedule {schedule!r} (use 'interleaved'), got {vpp}")
+    p, m, v = check_schedule(stages, microbatches, schedule, vpp)
 
     g = nx.DiGraph(schedule=schedule, stages=p, microbatches=m, vpp=v)
     programs = _stage_programs(p, m, schedule, v)
