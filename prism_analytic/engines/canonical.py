@@ -512,15 +512,22 @@ class _Engine:
             blk = t[None, :] * rows[:, ia] + tc[None, :] * rows[:, ib]
             blk[np.diag_indices(g)] = var
         else:
-            # Hermite coefficients of theta*(U + alpha)^+ for n = 2..NH: theta*phi*He_{n-2}(-al)/n!
+            # Hermite coefficients of theta*(U + alpha)^+ for n = 2..NH: theta*phi*He_{n-2}(-al)/n!,
+            # kept as a unit vector (sum n! h[n]^2 = 1): the residual's scale theta*phi(alpha)
+            # underflows to ~1e-160 when one input dominates by ~27 sd, and solving for the
+            # residual weight s in those units overflowed (s ~ 1e154, s * s * rv = inf). The
+            # weight is solved for the unit residual instead (the same s * hh, no overflow).
             hh = np.empty((g, HERMITE_ORDER - 1))
             x = -al
             he_prev, he = np.zeros(g), np.ones(g)
             for k in range(HERMITE_ORDER - 1):
-                hh[:, k] = thph * he / _FACT[k]
+                hh[:, k] = he / _FACT[k]
                 he_prev, he = he, x * he - k * he_prev
+            norm = np.sqrt(np.sum(_FACT * hh * hh, axis=1))
+            live = (thph > 0) & (norm > 0)  # no residual at an exact tie or a total underflow
+            hh *= np.where(live, 1.0 / np.where(live, norm, 1.0), 0.0)[:, None]
             coef = _FACT * hh
-            rv = np.sum(coef * hh, axis=1)
+            rv = live.astype(float)
             P = self.P
             pa, pb = P[ia], P[ib]
             dp = pa - pb  # (a_A - a_B) . a_j for every slot j
