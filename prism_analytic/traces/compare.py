@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-__all__ = ["describe", "compare_steps", "QUANTILES"]
+__all__ = ["describe", "compare_steps", "out_of_sample_checks", "QUANTILES"]
 
 QUANTILES = {"p50_s": 0.5, "p90_s": 0.9, "p95_s": 0.95}
 
@@ -99,3 +99,30 @@ def compare_steps(predicted, measured, *, rng=0) -> dict:
         std_ratio=dp["std_s"] / dm["std_s"] if dm["std_s"] > 0 else float("inf"),
     )
     return out
+
+
+def out_of_sample_checks(metrics: dict) -> dict:
+    """The trace issue's out-of-sample distribution targets, each met or not.
+
+    Parameters
+    ----------
+    metrics : dict
+        From :func:`compare_steps` (held-out steps).
+
+    Returns
+    -------
+    dict
+        Target -> bool: ``|mean err| <= 2%``, ``|p50 err| <= 2%``, ``|p90 err| <= 3%``,
+        ``p95 in measured 90% CI`` (percentile bootstrap), ``KS shape p >= 0.05``,
+        ``std ratio in [0.67, 1.5]``. The in-sample mean target needs the fit steps and is
+        checked by the caller.
+    """
+    m = metrics
+    return {
+        "|mean err| <= 2%": abs(m["mean_rel_err"]) <= 0.02,
+        "|p50 err| <= 2%": abs(m["p50_rel_err"]) <= 0.02,
+        "|p90 err| <= 3%": abs(m["p90_rel_err"]) <= 0.03,
+        "p95 in measured 90% CI": bool(m["p95_in_measured_ci"]),
+        "KS shape p >= 0.05": m["ks_shape_pvalue"] >= 0.05,
+        "std ratio in [0.67, 1.5]": 0.67 <= m["std_ratio"] <= 1.5,
+    }

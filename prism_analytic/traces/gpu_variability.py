@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from prism_analytic.traces import gpu_floors
 from prism_analytic.traces.errors import TraceFormatError, require_pandas
 from prism_analytic.traces.fitting import fit_latency
 from prism_analytic.traces.tail_fit import fit_spliced
@@ -194,15 +195,10 @@ def max_ks(max_cdf, held_out, n: int) -> float:
     Returns
     -------
     float
-        ``sup_x |max_cdf(x) - G_m(x)^n|``; G_m^n is a step function, so the supremum is
-        attained at its jumps, on one side or the other.
+        ``sup_x |max_cdf(x) - G_m(x)^n|`` (:func:`~prism_analytic.traces.gpu_floors.max_ks`
+        with replacement).
     """
-    b = np.sort(np.asarray(held_out, dtype=float))
-    m = b.size
-    model = np.asarray(max_cdf(b), dtype=float)
-    after = (np.arange(1, m + 1) / m) ** n
-    before = (np.arange(m) / m) ** n
-    return float(max(np.max(np.abs(model - after)), np.max(np.abs(model - before))))
+    return gpu_floors.max_ks(max_cdf, held_out, n, replace=True)
 
 
 def empirical_max_ks(a, b, n: int) -> float:
@@ -232,7 +228,7 @@ def ks_lower_bound(m: int, n: int) -> float:
 
     G_m^n jumps by ``1 - (1 - 1/m)^n`` at the largest held-out value (its largest jump); a
     continuous CDF passes that point continuously, so it is at least half the jump away from
-    G_m^n on one side of it.
+    G_m^n on one side of it (:func:`~prism_analytic.traces.gpu_floors.ks_lower_bound`).
 
     Parameters
     ----------
@@ -245,7 +241,7 @@ def ks_lower_bound(m: int, n: int) -> float:
     -------
     float
     """
-    return float((1 - (1 - 1 / m) ** n) / 2)
+    return gpu_floors.ks_lower_bound(m, n, replace=True)
 
 
 def _split(values, rng):
