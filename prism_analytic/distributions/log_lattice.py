@@ -1,0 +1,758 @@
+"""Sums of heavy-tailed laws on a log-spaced (octave) lattice with a guaranteed sandwich.
+
+A linear lattice cannot hold a Pareto or a wide lognormal: the far tail needs a range of
+1e10-1e30 times the bulk, and a linear cell small enough for the bulk would need far more
+cells than memory allows. Here the lattice is made of octaves ``[2^j, 2^(j+1))``, each cut
+into ``n`` equal cells (``n`` a power of two), so every cell is at most ``1/n`` of its value
+wide, whatever the scale. The variable is ``shift + Y`` with ``Y`` on that lattice.
+
+As in :mod:`.grid`, two discrete variables are carried: ``lo`` (every mass rounded down to
+a lattice point, plus an atom at -inf, ``below``) and ``hi`` (rounded up, plus an atom at
++inf, ``above``); ``lo <= X <= hi`` stochastically. The sum of independent variables is
+monotone, so summing the ``lo`` sides and rounding the result down (and the ``hi`` sides,
+rounding up) keeps the sandwich: every quantile bracket provably contains the exact quantile
+(up to the floating-point round-off reported in ``roundoff``).
+
+The sum of two lattice variables is computed octave by octave. Every pair ``(x, y)`` whose
+larger member lies in octave ``b`` sums to a value in octaves ``b`` or ``b + 1``, whose cells
+are ``h_b = 2^b / n`` or ``2 h_b`` wide. The smaller member is rounded (down on the lower
+side, up on the upper side) onto the ``h_b`` lattice first: since the larger member already
+lies on it, ``floor_h(x + y) = y + floor_h(x)``, and rounding to the nested ``2 h_b`` lattice
+afterwards gives the same point as rounding the exact sum, so each sum is rounded once. The
+pairs of all octaves are then batched FFT convolutions of length ``4 n``: a sum costs
+``O(J n log n)`` for ``J`` octaves, and ``iid_sum`` of ``m`` copies takes ``log2(m)``
+doublings plus one addition per set bit of ``m``.
+
+Each sum moves each point by at most one cell (``1/n`` of its value), so after ``s`` sums the
+bracket is at most about ``s / n`` of the value wide (about half that in practice: a rounding
+moves a point by half a cell on average). For laws with an infinite mean the early errors
+shrink relative to the growing sum and the bracket stays near ``2 / n``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import scipy.fft
+
+from ..policy import DEFAULT_POLICY, GridPolicy
+from .base import Distribution
+from .grid import GridDistribution, move_mass_down, move_mass_up
+from .roundoff import UNIT_ROUNDOFF
+
+__all__ = [
+    "LogLatticeDistribution",
+    "log_lattice_convolve",
+    "log_lattice_iid_sum",
+    "needs_log_lattice",
+    "points_per_octave",
+    "to_log_lattice",
+]
+
+#: Octaves of float64's normal range: lattice points stay exact binary fractions.
+_MIN_OCTAVE, _MAX_OCTAVE = -1000, 1000
+
+#: Most octaves one lattice may span (the rest of a range becomes tail atoms).
+MAX_OCTAVES = 400
+
+#: Fewest and most cells per octave chosen by :func:`points_per_octave`.
+MIN_POINTS, MAX_POINTS = 256, 4096
+
+#: A law needs the log lattice when its far tail (the 1e-12 upper quantile) lies more than
+#: this many interquartile ranges above its median: a linear lattice of ``max_cells`` cells
+#: then cannot resolve the bulk and reach the tail (lognormal sigma >= 1.5, Pareto alpha < 3).
+FAR_TAIL_RATIO = 1e4
+
+
+class LogLatticeDistribution(Distribution):
+    """A law known through its rounding sandwich on a log-spaced lattice (see module doc).
+
+    Parameters
+    ----------
+    n : int
+        Cells per octave (a power of two).
+    j0 : int
+        Exponent of the first octave: the lattice points are
+        ``shift + 2^j (1 + i / n)`` for ``j = j0 .. j0 + J - 1`` and ``i = 0 .. n - 1``.
+    lo, hi : ndarray
+        Point masses of the lower and upper variables, shape ``(J, n)``.
+    below : float
+        Mass of the lower variable at -inf.
+    above : float
+        Mass of the upper variable at +inf.
+    shift : float
+        Constant added to every lattice point.
+    policy : GridPolicy
+        The policy that produced this lattice.
+    moments : tuple of float, optional
+        Exact (mean, variance) of the variable, when known (sums add them).
+    tail_index : float
+        Moments of order >= ``tail_index`` are infinite (see :mod:`.tails`).
+    roundoff : float
+        Rigorous bound on the CDF error left by floating-point round-off of the FFTs and not
+        folded into the sides (as in :class:`~.grid.GridDistribution`).
+    """
+
+    is_exact = False
+
+    def __init__(
+        self,
+        n: int,
+        j0: int,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        below: float = 0.0,
+        above: float = 0.0,
+        shift: float = 0.0,
+        policy: GridPolicy = DEFAULT_POLICY,
+        moments: tuple[float, float] | None = None,
+        tail_index: float = math.inf,
+        roundoff: float = 0.0,
+    ) -> None:
+        lo = np.asarray(lo, dtype=float)
+        hi = np.asarray(hi, dtype=float)
+        if lo.shape != hi.shape or lo.ndim != 2 or lo.shape[1] != n or lo.shape[0] == 0:
+            raise ValueError(f"lo and hi must both have shape (octaves, {n}), got {lo.shape}")
+        if n < 2 or n & (n - 1):
+            raise ValueError(f"n must be a power of two >= 2, got {n}")
+        self.n = int(n)
+        self.j0 = int(j0)
+        self.lo = lo
+        self.hi = hi
+        self.below = float(below)
+        self.above = float(above)
+        self.shift_value = float(shift)
+        self.policy = policy
+        self.moments = None if moments is None else (float(moments[0]), float(moments[1]))
+        self._tail_index = float(tail_index)
+        self.roundoff = float(roundoff)
+        self._cache: dict[str, np.ndarray] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"LogLatticeDistribution(n={self.n}, octaves={self.lo.shape[0]}, "
+            f"range=[{self.points[0]:.6g}, {self.points[-1]:.6g}], "
+            f"below={self.below:.2g}, above={self.above:.2g})"
+        )
+
+    @property
+    def tail_index(self) -> float:
+        """Moments of order >= this are infinite (carried from the operands)."""
+        return self._tail_index
+
+    # ----- lattice views ------------------------------------------------------------------
+    @property
+    def octaves(self) -> int:
+        """Number of octaves the lattice spans."""
+        return int(self.lo.shape[0])
+
+    def _raw_points(self, extra: int = 0) -> np.ndarray:
+        """Points of the unshifted lattice, with ``extra`` points of the next octave."""
+        j = self.j0 + np.arange(self.octaves + (1 if extra else 0))
+        pts = np.ldexp(1.0 + np.arange(self.n) / self.n, j[:, None]).ravel()
+        return pts[: self.octaves * self.n + extra]
+
+    @property
+    def points(self) -> np.ndarray:
+        """Lattice points (seconds), shift included."""
+        if "points" not in self._cache:
+            self._cache["points"] = self._raw_points() + self.shift_value
+        return self._cache["points"]
+
+    def _cum(self, name: str) -> np.ndarray:
+        if name not in self._cache:
+            lo, hi = self.lo.ravel(), self.hi.ravel()
+            if name == "F_lo":
+                v = self.below + np.cumsum(lo)
+            elif name == "F_hi":
+                v = np.cumsum(hi)
+            elif name == "S_lo":  # P(lo > x_i)
+                v = np.concatenate((np.cumsum(lo[::-1])[::-1][1:], [0.0]))
+            elif name == "S_hi":
+                v = np.concatenate((np.cumsum(hi[::-1])[::-1][1:], [0.0])) + self.above
+            else:  # pragma: no cover - internal misuse
+                raise KeyError(name)
+            self._cache[name] = v
+        return self._cache[name]
+
+    @property
+    def support(self) -> tuple[float, float]:
+        """First and last points with mass; infinite where mass lies off the lattice."""
+        pts = self.points
+        lo, hi = self.lo.ravel(), self.hi.ravel()
+        first = -np.inf if self.below > 0 else float(pts[np.argmax(lo > 0)])
+        last = np.inf if self.above > 0 else float(pts[hi.size - 1 - np.argmax(hi[::-1] > 0)])
+        return first, last
+
+    # ----- the sandwich ---------------------------------------------------------------------
+    def _index(self, x: np.ndarray) -> np.ndarray:
+        """Index of the last lattice point <= x (-1 below the first point)."""
+        return np.searchsorted(self.points, np.asarray(x, dtype=float), side="right") - 1
+
+    def cdf_bounds(self, x: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) bounds on P(X <= x): the CDFs of the upper and lower variables."""
+        x = np.asarray(x, dtype=float)
+        i = self._index(x)
+        inside = np.clip(i, 0, None)
+        f_lo = np.where(i < 0, self.below, self._cum("F_lo")[inside])
+        f_hi = np.where(i < 0, 0.0, self._cum("F_hi")[inside])
+        return f_hi, f_lo
+
+    def sf_bounds(self, x: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) bounds on P(X > x), computed from upper-tail sums."""
+        x = np.asarray(x, dtype=float)
+        i = self._index(x)
+        inside = np.clip(i, 0, None)
+        s_lo = np.where(i < 0, 1.0 - self.below, self._cum("S_lo")[inside])
+        s_hi = np.where(i < 0, 1.0, self._cum("S_hi")[inside])
+        return s_lo, s_hi
+
+    def _sum_slack(self) -> float:
+        """Relative error bound of the cumulative sums (n terms, unit round-off u each)."""
+        return (self.lo.size + 2) * np.finfo(float).eps
+
+    def _q_var(self, q: np.ndarray, which: str) -> np.ndarray:
+        """Lower-tail quantile (first point with CDF >= q) of the lower or upper variable."""
+        slack = self._sum_slack()
+        if which == "lo":
+            f = self._cum("F_lo")
+            i = np.searchsorted(f, q * (1 - slack), side="left")
+            out = self.points[np.clip(i, 0, f.size - 1)]
+            return np.where(q <= self.below, -np.inf, out)
+        f = self._cum("F_hi")
+        i = np.searchsorted(f, q * (1 + slack), side="left")
+        out = self.points[np.clip(i, 0, f.size - 1)]
+        return np.where((q > 1.0 - self.above) | (i >= f.size), np.inf, out)
+
+    def _isf_var(self, p: np.ndarray, which: str) -> np.ndarray:
+        """Upper-tail quantile (first point with P(V > x) <= p) of the lower or upper variable."""
+        s = self._cum("S_lo" if which == "lo" else "S_hi")  # non-increasing
+        slack = self._sum_slack()
+        i = np.searchsorted(-s, -p * ((1 + slack) if which == "lo" else (1 - slack)), side="left")
+        out = self.points[np.clip(i, 0, s.size - 1)]
+        if which == "lo":
+            return np.where(p >= 1.0 - self.below, -np.inf, out)
+        return np.where(p < self.above, np.inf, out)
+
+    def quantile_bracket(self, q: Any) -> tuple[Any, Any]:
+        """(low, high) that provably contain the exact q-quantile (up to FFT round-off)."""
+        from .._checks import check_probabilities
+
+        arr = check_probabilities(q)
+        flat = np.atleast_1d(arr).astype(float)
+        upper = flat > 0.5
+        low = np.where(upper, self._isf_var(1.0 - flat, "lo"), self._q_var(flat, "lo"))
+        high = np.where(upper, self._isf_var(1.0 - flat, "hi"), self._q_var(flat, "hi"))
+        low, high = np.minimum(low, high), np.maximum(low, high)
+        if arr.ndim == 0:
+            return float(low[0]), float(high[0])
+        return low.reshape(arr.shape), high.reshape(arr.shape)
+
+    def isf_bracket(self, p: Any) -> tuple[Any, Any]:
+        """(low, high) containing the exact upper-tail quantile at tail probability ``p``."""
+        from .._checks import check_probabilities
+
+        arr = np.atleast_1d(check_probabilities(p, "p")).astype(float)
+        low, high = self._isf_var(arr, "lo"), self._isf_var(arr, "hi")
+        low, high = np.minimum(low, high), np.maximum(low, high)
+        if np.ndim(p) == 0:
+            return float(low[0]), float(high[0])
+        return low, high
+
+    def width(self, q: float) -> float:
+        """Width of the numerical bracket at level q."""
+        low, high = self.quantile_bracket(q)
+        return float(high - low)
+
+    # ----- point estimate: each atom spread uniformly over its cell ---------------------
+    def _knots(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Knots (one point beyond each end) with the estimate's CDF and SF there."""
+        if "knots" not in self._cache:
+            raw = self._raw_points(extra=1)
+            before = math.ldexp(1.0 + (self.n - 1) / self.n, self.j0 - 1)
+            x = np.concatenate(([before], raw)) + self.shift_value
+            # lo's atom at x_i spread over [x_i, x_(i+1)]; hi's over [x_(i-1), x_i].
+            f_lo = np.concatenate(([self.below, self.below], self._cum("F_lo")))
+            s_lo = np.concatenate(([1 - self.below, 1 - self.below], self._cum("S_lo")))
+            f_hi = np.concatenate(([0.0], self._cum("F_hi"), [1.0 - self.above]))
+            s_hi = np.concatenate(([1.0], self._cum("S_hi"), [self.above]))
+            self._cache["knots"] = x
+            self._cache["f_est"] = np.clip(0.5 * (f_lo + f_hi), 0.0, 1.0)
+            self._cache["s_est"] = np.clip(0.5 * (s_lo + s_hi), 0.0, 1.0)
+        return self._cache["knots"], self._cache["f_est"], self._cache["s_est"]
+
+    def _cdf(self, x: np.ndarray) -> np.ndarray:
+        k, f, _ = self._knots()
+        return np.interp(x, k, f, left=0.5 * self.below, right=1.0 - 0.5 * self.above)
+
+    def _sf(self, x: np.ndarray) -> np.ndarray:
+        k, _, s = self._knots()
+        return np.interp(x, k, s, left=1.0 - 0.5 * self.below, right=0.5 * self.above)
+
+    def _quantile(self, q: np.ndarray) -> np.ndarray:
+        k, f, _ = self._knots()
+        est = np.interp(q, f, k)
+        low, high = self._q_var(q, "lo"), self._q_var(q, "hi")
+        # Inside a tail atom the lattice does not know where the quantile is: say so.
+        return np.where(np.isfinite(low) & np.isfinite(high), np.clip(est, low, high), np.nan)
+
+    def _isf(self, p: np.ndarray) -> np.ndarray:
+        k, _, s = self._knots()
+        est = np.interp(-p, -s, k)
+        low, high = self._isf_var(p, "lo"), self._isf_var(p, "hi")
+        return np.where(np.isfinite(low) & np.isfinite(high), np.clip(est, low, high), np.nan)
+
+    def _moments(self) -> tuple[float, float]:
+        if self.tail_index <= 1:
+            return math.inf, math.inf
+        if self.moments is not None:
+            mean, var = self.moments
+            return mean, (math.inf if self.tail_index <= 2 else var)
+        # Cell-centre estimate from the two sides (the lattice holds only a window of the law).
+        w = 0.5 * (self.lo + self.hi).ravel()
+        w = w / max(w.sum(), 1e-300)
+        mean = float(np.dot(w, self.points))
+        var = math.inf if self.tail_index <= 2 else float(np.dot(w, (self.points - mean) ** 2))
+        return mean, var
+
+    def _mean(self) -> float:
+        return self._moments()[0]
+
+    def _var(self) -> float:
+        return self._moments()[1]
+
+    def mean_bracket(self) -> tuple[float, float]:
+        """(low, high) containing the exact mean (the means of the lower and upper variables)."""
+        low = -math.inf if self.below > 0 else float(np.dot(self.lo.ravel(), self.points))
+        high = math.inf if self.above > 0 else float(np.dot(self.hi.ravel(), self.points))
+        return low, high
+
+    def _sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
+        u = rng.random(size)
+        out = np.empty(size)
+        lower = u < 0.5
+        out[lower] = self._quantile(u[lower])
+        out[~lower] = self._isf(1.0 - u[~lower])
+        return out
+
+    def to_dict(self, levels: tuple[float, ...] = (0.5, 0.9, 0.95, 0.99, 0.999)) -> dict:
+        """Plain-dict summary (JSON-friendly), with the lattice's size and policy."""
+        d = super().to_dict(levels)
+        d.update(
+            points_per_octave=self.n,
+            octaves=self.octaves,
+            below=self.below,
+            above=self.above,
+            roundoff=self.roundoff,
+            policy=self.policy.to_dict(),
+        )
+        return d
+
+    # ----- conversions ------------------------------------------------------------------------
+    def _affine(self, shift: float, scale: float) -> Distribution:
+        if scale == 1.0:
+            return self._with(shift=self.shift_value + shift)
+        # Scaling by a power of two keeps the lattice; any other factor goes through Affine.
+        mant, exp = math.frexp(scale)
+        if mant == 0.5:
+            moments = None
+            if self.moments is not None:
+                moments = (scale * self.moments[0] + shift, scale * scale * self.moments[1])
+            return self._with(
+                j0=self.j0 + exp - 1, shift=scale * self.shift_value + shift, moments=moments
+            )
+        return super()._affine(shift, scale)
+
+    def _with(self, **changes: Any) -> LogLatticeDistribution:
+        args = dict(
+            n=self.n,
+            j0=self.j0,
+            lo=self.lo,
+            hi=self.hi,
+            below=self.below,
+            above=self.above,
+            shift=self.shift_value,
+            policy=self.policy,
+            moments=self.moments,
+            tail_index=self.tail_index,
+            roundoff=self.roundoff,
+        )
+        if "shift" in changes and "moments" not in changes and self.moments is not None:
+            delta = changes["shift"] - self.shift_value
+            changes["moments"] = (self.moments[0] + delta, self.moments[1])
+        args.update(changes)
+        return LogLatticeDistribution(**args)
+
+    def _to_grid(self, h: float, policy: Any) -> GridDistribution:
+        """The same sandwich on the linear lattice ``k * h`` (lo rounds down, hi rounds up)."""
+        policy = policy if isinstance(policy, GridPolicy) else self.policy
+        tail = policy.tail_mass
+        with np.errstate(invalid="ignore"):
+            x_min = float(self._q_var(np.array([tail]), "lo")[0])
+            x_max = float(self._isf_var(np.array([tail]), "hi")[0])
+        pts = self.points
+        x_min = x_min if np.isfinite(x_min) else float(pts[0])
+        x_max = x_max if np.isfinite(x_max) else float(pts[-1])
+        # A window the policy cannot hold coarsens the cells (like discretize) ...
+        h = max(h, (x_max - x_min) / (policy.max_cells - 4))
+        k_start = int(np.floor(x_min / h)) - 1
+        k_end = int(np.ceil(x_max / h)) + 1
+        size = k_end - k_start + 1
+        k_lo = np.clip(np.floor(pts / h).astype(np.int64) - k_start, -1, size)
+        k_hi = np.clip(np.ceil(pts / h).astype(np.int64) - k_start, -1, size)
+        lo_m, hi_m = self.lo.ravel(), self.hi.ravel()
+        # ... and mass outside it goes where the sandwich allows: lo below -> -inf, lo above ->
+        # the top cell (rounding down), hi below -> the bottom cell, hi above -> +inf.
+        below = self.below + float(lo_m[k_lo < 0].sum())
+        above = self.above + float(hi_m[k_hi >= size].sum())
+        lo = np.bincount(np.clip(k_lo[k_lo >= 0], 0, size - 1), lo_m[k_lo >= 0], size)
+        hi = np.bincount(np.clip(k_hi[k_hi < size], 0, size - 1), hi_m[k_hi < size], size)
+        return GridDistribution(
+            h,
+            k_start,
+            lo,
+            hi,
+            below,
+            above,
+            policy,
+            self.moments,
+            self.tail_index,
+            self.roundoff,
+        ).trimmed()
+
+
+# ----- when the log lattice is the right tool --------------------------------------------------
+def needs_log_lattice(dist: Distribution) -> bool:
+    """Whether a sum involving ``dist`` belongs on the log lattice rather than a linear one.
+
+    True for log lattices, and for exact laws with a power tail of index below 3 or whose
+    1e-12 upper quantile lies more than :data:`FAR_TAIL_RATIO` interquartile ranges above the
+    median (a linear lattice cannot hold both); linear grids stay linear.
+    """
+    if isinstance(dist, LogLatticeDistribution):
+        return True
+    if not dist.is_exact:
+        return False
+    if dist.tail_index < 3:
+        return True
+    with np.errstate(all="ignore"):
+        q1, med, q3 = (float(v) for v in dist._quantile(np.array([0.25, 0.5, 0.75])))
+        far = float(dist._isf(np.array([1e-12]))[0])
+    iqr = q3 - q1
+    return bool(iqr > 0 and np.isfinite(far) and (far - med) > FAR_TAIL_RATIO * iqr)
+
+
+def points_per_octave(sums: int, policy: GridPolicy = DEFAULT_POLICY) -> int:
+    """Cells per octave for a computation of ``sums`` additions.
+
+    Each addition moves a point by at most one cell (``1/n`` of its value); ``n`` is chosen so
+    that ``sums / n`` meets ``policy.rel_width * 40`` (a quarter-percent at the default), within
+    [:data:`MIN_POINTS`, :data:`MAX_POINTS`] so one addition stays well under a second.
+    """
+    want = (sums + 1) / (40.0 * policy.rel_width)
+    n = 1 << max(int(math.ceil(math.log2(max(want, 2.0)))), 1)
+    return int(min(max(n, MIN_POINTS), MAX_POINTS))
+
+
+# ----- building a log lattice --------------------------------------------------------------------
+def _octave_range(x_low: float, x_high: float) -> tuple[int, int]:
+    """(j0, J) of the octaves covering [x_low, x_high] (both > 0), capped at MAX_OCTAVES."""
+    j_lo = max(math.frexp(x_low)[1] - 1, _MIN_OCTAVE)
+    j_hi = min(math.frexp(x_high)[1] - 1, _MAX_OCTAVE)
+    j_hi = max(j_hi, j_lo)
+    return j_lo, min(j_hi - j_lo + 1, MAX_OCTAVES)
+
+
+def _discretize_exact(dist: Distribution, n: int, policy: GridPolicy) -> LogLatticeDistribution:
+    """An exact law's sandwich on the log lattice, from its CDF and survival function."""
+    tail = policy.tail_mass
+    x_min = float(dist._quantile(np.array([tail]))[0])
+    x_max = float(dist._isf(np.array([tail]))[0])
+    if not (np.isfinite(x_min) and np.isfinite(x_max)):
+        raise ValueError(f"cannot put {dist!r} on a log lattice: its tail quantiles are not finite")
+    q1, med, q3 = (float(v) for v in dist._quantile(np.array([0.25, 0.5, 0.75])))
+    # Positive laws sit on the lattice as they are; others are shifted so that all but
+    # ``tail`` of their mass lies above about one interquartile range.
+    shift = 0.0 if x_min > 0 else x_min - max(q3 - q1, abs(med), 1e-300)
+    lo_x = max(x_min - shift, (med - shift) * 1e-15)
+    j0, octaves = _octave_range(lo_x, max(x_max - shift, lo_x))
+    pts = np.ldexp(1.0 + np.arange(n) / n, (j0 + np.arange(octaves + 1))[:, None]).ravel()
+    pts = pts[: octaves * n + 1] + shift  # one point beyond the last octave closes its cell
+    cdf, sf = dist._cdf(pts), dist._sf(pts)
+    # Cell masses from the CDF in the lower half, the survival function in the upper half.
+    cell = np.where(cdf[1:] <= 0.5, cdf[1:] - cdf[:-1], sf[:-1] - sf[1:])
+    cell = np.maximum(cell, 0.0)  # mass of (x_i, x_(i+1)]
+    lo = cell.copy()
+    lo[-1] += sf[-1]  # the lower side keeps mass above the lattice at its top point
+    # The upper side rounds mass at or below the first point up to it, and cell
+    # (x_i, x_(i+1)] up to x_(i+1); the last cell rounds up past the top, into ``above``.
+    hi = np.concatenate(([cdf[0]], cell[:-1]))
+    return LogLatticeDistribution(
+        n,
+        j0,
+        lo.reshape(octaves, n),
+        hi.reshape(octaves, n),
+        below=float(cdf[0]),
+        above=float(cell[-1] + sf[-1]),
+        shift=shift,
+        policy=policy,
+        moments=(dist.mean(), dist.var()),
+        tail_index=dist.tail_index,
+    )
+
+
+def _grid_to_log(grid: GridDistribution, n: int) -> LogLatticeDistribution:
+    """A linear grid's sandwich on the log lattice: lo rounds down, hi rounds up."""
+    pts = grid.points
+    mass = (grid.lo > 0) | (grid.hi > 0)
+    first, last = float(pts[np.argmax(mass)]), float(pts[mass.size - 1 - np.argmax(mass[::-1])])
+    # Points at or below zero are shifted above it by one interquartile-like margin.
+    margin = max(last - first, abs(first), grid.h)
+    shift = 0.0 if first > 0 else first - margin
+    j0, octaves = _octave_range(first - shift, max(last - shift, first - shift))
+    raw = np.ldexp(1.0 + np.arange(n) / n, (j0 + np.arange(octaves))[:, None]).ravel()
+    top = raw.size
+    i_lo = np.searchsorted(raw, pts - shift, side="right") - 1  # last point <= value
+    i_hi = np.searchsorted(raw, pts - shift, side="left")  # first point >= value
+    below = grid.below + float(grid.lo[i_lo < 0].sum())
+    above = grid.above + float(grid.hi[i_hi >= top].sum())
+    lo = np.bincount(np.minimum(i_lo[i_lo >= 0], top - 1), grid.lo[i_lo >= 0], top)
+    hi = np.bincount(i_hi[i_hi < top], grid.hi[i_hi < top], top)
+    return LogLatticeDistribution(
+        n,
+        j0,
+        lo.reshape(octaves, n),
+        hi.reshape(octaves, n),
+        below,
+        above,
+        shift,
+        grid.policy,
+        grid.moments,
+        grid.tail_index,
+        grid.roundoff,
+    )
+
+
+def _coarsen(d: LogLatticeDistribution, n: int) -> LogLatticeDistribution:
+    """The same sandwich with ``n`` (a smaller power of two) cells per octave."""
+    if n == d.n:
+        return d
+    f = d.n // n
+    lo = d.lo.reshape(d.octaves, n, f).sum(axis=2)  # floor: point i -> i // f
+    # ceil: point i -> ceil(i / f), the octave's end being the next octave's first point
+    hi_src = d.hi.reshape(d.octaves, n, f)
+    hi = np.zeros((d.octaves + 1, n))
+    hi[:-1] += hi_src[:, :, 0]
+    hi[:-1, 1:] += hi_src[:, :-1, 1:].sum(axis=2)
+    hi[1:, 0] += hi_src[:, -1, 1:].sum(axis=1)
+    lo = np.vstack((lo, np.zeros((1, n))))
+    return d._with(n=n, lo=lo, hi=hi)
+
+
+def to_log_lattice(
+    dist: Distribution, n: int, policy: GridPolicy = DEFAULT_POLICY
+) -> LogLatticeDistribution:
+    """Any distribution as a sandwich on the log lattice with ``n`` cells per octave.
+
+    Exact laws are discretised from their CDF and survival function, linear grids keep their
+    sandwich (rounded outwards), log lattices with more cells are coarsened; anything else
+    (e.g. a mixture of grids) goes through its linear grid first.
+    """
+    if isinstance(dist, LogLatticeDistribution):
+        return _coarsen(dist, min(n, dist.n))
+    if isinstance(dist, GridDistribution):
+        return _grid_to_log(dist, n)
+    if dist.is_exact:
+        return _discretize_exact(dist, n, policy)
+    from .grid import to_grid_like
+
+    return _grid_to_log(to_grid_like(dist, policy), n)
+
+
+# ----- the sum -----------------------------------------------------------------------------------
+def _partners(x: np.ndarray, up: bool) -> np.ndarray:
+    """Row ``b``: every point of octaves below ``b``, rounded onto octave ``b``'s cells.
+
+    Indices count cells of ``h_b = 2^b / n`` from zero (the octave itself is ``[n, 2n)``).
+    Going up one octave halves the indices: ``floor(k / 2)`` (lower side) or ``ceil(k / 2)``
+    (upper side), which composes to the rounding of the original value (nested lattices).
+    """
+    octaves, n = x.shape
+    out = np.zeros((octaves, 2 * n))
+    cur = np.zeros(2 * n)
+    for b in range(octaves):
+        out[b] = cur
+        cur = cur.copy()
+        cur[n:] += x[b]
+        nxt = np.zeros(2 * n)
+        nxt[:n] += cur[0::2]
+        if up:
+            nxt[1 : n + 1] += cur[1::2]
+        else:
+            nxt[:n] += cur[1::2]
+        cur = nxt
+    return out
+
+
+def _row_errors(a: np.ndarray, b: np.ndarray) -> float:
+    """Sum over rows of :func:`.roundoff.fft_l1_error` ``(a[r], b[r])``, vectorised.
+
+    The same bound (Higham Thm 24.2 with its factor-2 margin): per row
+    ``2 sqrt(N) (4 e (|a|_2 |b|_1 + |a|_1 |b|_2) + u |a|_1 |b|_1)``; checked against the
+    scalar function in the tests.
+    """
+    n_out = a.shape[1] + b.shape[1] - 1
+    n_fft = 1 << (n_out - 1).bit_length()
+    mu = 4 * UNIT_ROUNDOFF
+    gamma4 = 4 * UNIT_ROUNDOFF / (1 - 4 * UNIT_ROUNDOFF)
+    eta = mu + gamma4 * (math.sqrt(2) + mu)
+    lg = math.log2(n_fft)
+    e = lg * eta / (1 - lg * eta)
+    a1, b1 = np.abs(a).sum(axis=1), np.abs(b).sum(axis=1)
+    a2, b2 = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+    l2 = 4 * e * (a2 * b1 + a1 * b2) + UNIT_ROUNDOFF * a1 * b1
+    return float(math.sqrt(n_fft) * 2.0 * l2.sum())
+
+
+def _side_sum(x: np.ndarray, y: np.ndarray | None, up: bool) -> tuple[np.ndarray, float]:
+    """One side of the sum on the common octaves; ``y=None`` means ``x + x'`` (i.i.d.).
+
+    Returns the masses on ``J + 2`` octaves (a sum reaches one octave above its larger part,
+    and the upper side's rounding one point further) and the L1 round-off bound.
+    """
+    octaves, n = x.shape
+    size = 4 * n
+    xpad = np.zeros((octaves, 2 * n))
+    xpad[:, n:] = x
+    rx = _partners(x, up)  # x below octave b
+    fx = scipy.fft.rfft(xpad, size, axis=1)
+    if y is None:
+        # pairs with the larger in octave b: (x_b, x'_{<=b}) and (x_{<b}, x'_b)
+        spectrum = fx * (2.0 * scipy.fft.rfft(rx, size, axis=1) + fx)  # FFT is linear
+        err = _row_errors(xpad, rx + xpad) + _row_errors(rx, xpad)
+    else:
+        ypad = np.zeros((octaves, 2 * n))
+        ypad[:, n:] = y
+        ry = _partners(y, up)
+        fy = scipy.fft.rfft(ypad, size, axis=1)
+        fry = scipy.fft.rfft(ry, size, axis=1)
+        spectrum = fx * (fry + fy) + scipy.fft.rfft(rx, size, axis=1) * fy
+        err = _row_errors(xpad, ry + ypad) + _row_errors(rx, ypad)
+    c = np.maximum(scipy.fft.irfft(spectrum, size, axis=1), 0.0)
+    out = np.zeros((octaves + 2, n))
+    out[:octaves] += c[:, n : 2 * n]  # sums inside octave b are on its lattice already
+    if up:  # octave b + 1 has cells 2 h_b: index k -> ceil((k - 2n) / 2)
+        out[1 : octaves + 1, 0] += c[:, 2 * n]
+        out[1 : octaves + 1, 1:] += c[:, 2 * n + 1 : 4 * n - 1 : 2] + c[:, 2 * n + 2 : 4 * n : 2]
+        out[2 : octaves + 2, 0] += c[:, 4 * n - 1]
+    else:  # ... or floor((k - 2n) / 2)
+        out[1 : octaves + 1] += c[:, 2 * n :: 2] + c[:, 2 * n + 1 :: 2]
+    return out, err
+
+
+def _pad(d: LogLatticeDistribution, j0: int, octaves: int) -> tuple[np.ndarray, np.ndarray]:
+    """Both sides of ``d`` on octaves ``j0 .. j0 + octaves - 1`` (zero mass added)."""
+    pad = ((d.j0 - j0, j0 + octaves - d.j0 - d.octaves), (0, 0))
+    return np.pad(d.lo, pad), np.pad(d.hi, pad)
+
+
+def _trim(
+    j0: int, lo: np.ndarray, hi: np.ndarray, below: float, above: float, eps: float
+) -> tuple[int, np.ndarray, np.ndarray, float, float]:
+    """Drop end octaves holding at most ``eps`` into places the sandwich allows.
+
+    Below the kept range the lower side's mass goes to -inf and the upper side's up to the
+    first kept point; above it the upper side's goes to +inf and the lower side's down to the
+    last kept point. The range is capped at :data:`MAX_OCTAVES` and float64's range.
+    """
+    per_lo, per_hi = lo.sum(axis=1), hi.sum(axis=1)
+    c = np.cumsum(np.maximum(per_lo, per_hi))
+    r = np.cumsum(np.maximum(per_lo, per_hi)[::-1])[::-1]
+    first = int(np.searchsorted(c, eps, side="right"))
+    last = int(np.nonzero(r > eps)[0][-1]) if (r > eps).any() else lo.shape[0] - 1
+    first = min(first, last)
+    last = min(last, first + MAX_OCTAVES - 1, _MAX_OCTAVE - j0)
+    new_lo = lo[first : last + 1].copy()
+    new_hi = hi[first : last + 1].copy()
+    below += float(lo[:first].sum())
+    new_hi[0, 0] += float(hi[:first].sum())
+    above += float(hi[last + 1 :].sum())
+    new_lo[-1, -1] += float(lo[last + 1 :].sum())
+    return j0 + first, new_lo, new_hi, below, above
+
+
+def _add(a: LogLatticeDistribution, b: LogLatticeDistribution | None) -> LogLatticeDistribution:
+    """The sum of two independent log-lattice variables (``b=None``: two copies of ``a``)."""
+    same = b is None
+    b = a if same else b
+    if a.n != b.n:
+        n = min(a.n, b.n)
+        a, b = _coarsen(a, n), _coarsen(b, n)
+    j0 = min(a.j0, b.j0)
+    octaves = max(a.j0 + a.octaves, b.j0 + b.octaves) - j0
+    a_lo, a_hi = _pad(a, j0, octaves)
+    lo, err_lo = _side_sum(a_lo, None if same else _pad(b, j0, octaves)[0], up=False)
+    hi, err_hi = _side_sum(a_hi, None if same else _pad(b, j0, octaves)[1], up=True)
+    below = 1.0 - (1.0 - a.below) * (1.0 - b.below)
+    above = 1.0 - (1.0 - a.above) * (1.0 - b.above)
+    roundoff = a.roundoff + b.roundoff
+    policy = a.policy
+    if policy.fold_roundoff:  # move the bound's mass outwards: the sides then hold exactly
+        shape = lo.shape
+        lo = move_mass_down(lo.ravel(), err_lo).reshape(shape)
+        hi = move_mass_up(hi.ravel(), err_hi).reshape(shape)
+        below, above = min(below + err_lo, 1.0), min(above + err_hi, 1.0)
+    else:
+        roundoff += max(err_lo, err_hi)
+    j0, lo, hi, below, above = _trim(j0, lo, hi, below, above, policy.tail_mass)
+    moments = None
+    if a.moments is not None and b.moments is not None:  # independent: means and variances add
+        moments = (a.moments[0] + b.moments[0], a.moments[1] + b.moments[1])
+    return LogLatticeDistribution(
+        a.n,
+        j0,
+        lo,
+        hi,
+        below,
+        above,
+        a.shift_value + b.shift_value,
+        policy,
+        moments,
+        min(a.tail_index, b.tail_index),
+        roundoff,
+    )
+
+
+def log_lattice_convolve(
+    dists: list[Distribution], policy: GridPolicy = DEFAULT_POLICY
+) -> LogLatticeDistribution:
+    """The sum of independent operands on the log lattice (see the module doc)."""
+    n = points_per_octave(len(dists) - 1, policy)
+    parts = [to_log_lattice(d, n, policy) for d in dists]
+    out = parts[0]
+    for p in parts[1:]:
+        out = _add(out, p)
+    return out
+
+
+def log_lattice_iid_sum(
+    dist: Distribution, m: int, policy: GridPolicy = DEFAULT_POLICY
+) -> LogLatticeDistribution:
+    """The sum of ``m`` i.i.d. copies by repeated doubling on the log lattice.
+
+    ``log2(m)`` doublings plus one addition per further set bit of ``m``; the cells per octave
+    follow from that count (:func:`points_per_octave`).
+    """
+    sums = (m.bit_length() - 1) + (bin(m).count("1") - 1)
+    base = to_log_lattice(dist, points_per_octave(sums, policy), policy)
+    result: LogLatticeDistribution | None = None
+    while True:
+        if m & 1:
+            result = base if result is None else _add(result, base)
+        m >>= 1
+        if not m:
+            break
+        base = _add(base, None)
+    return result
