@@ -6,10 +6,12 @@ import math
 
 import numpy as np
 import pytest
-from scipy import signal, stats
+from scipy import fft as sp_fft
+from scipy import stats
 
 import prism_analytic as pa
-from prism_analytic.distributions.centred_sum import _Lattice, _rebin, fft_l1_error
+from prism_analytic.distributions.centred_sum import _Lattice, _rebin
+from prism_analytic.distributions.roundoff import fft_convolve, fft_l1_error, fft_length
 from prism_analytic.distributions.serialize import from_spec
 
 
@@ -87,8 +89,16 @@ def test_fft_error_bound_holds(n):
     b = rng.random(n // 2 + 7)
     a, b = a / a.sum(), b / b.sum()
     exact = np.convolve(a.astype(np.longdouble), b.astype(np.longdouble))
-    got = signal.fftconvolve(a, b) if min(a.size, b.size) > 64 else np.convolve(a, b)
+    got = fft_convolve(a, b)
     assert float(np.abs(got - exact).sum()) <= fft_l1_error(a, b)
+
+
+def test_fft_lengths_are_powers_of_two_where_next_fast_len_is_not():
+    # Higham's bound is proven for radix-2 lengths; scipy's fast lengths are 5- or 11-smooth
+    n_out = 4506
+    assert sp_fft.next_fast_len(n_out, real=True) != fft_length(n_out) == 8192
+    lengths = [(n, fft_length(n)) for n in range(1, 999)]
+    assert all(f & (f - 1) == 0 and n <= f < 2 * n for n, f in lengths)
 
 
 def test_roundoff_is_reported_or_folded():

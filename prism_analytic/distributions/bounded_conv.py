@@ -23,9 +23,8 @@ gain it (the excess is taken from the bottom).
 from __future__ import annotations
 
 import numpy as np
-from scipy import signal
 
-from .roundoff import UNIT_ROUNDOFF, fft_l2_error
+from .roundoff import DIRECT_MAX, UNIT_ROUNDOFF, fft_convolve, fft_l2_error
 
 __all__ = ["bounded_convolve", "fold_down", "fold_up", "tail_rate"]
 
@@ -80,10 +79,10 @@ def bounded_convolve(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarr
     if (a < 0).any() or (b < 0).any():
         raise ValueError("bounded_convolve: operands must be non-negative")
     m = min(a.size, b.size)
-    if m <= 64:
+    if m <= DIRECT_MAX:
         est = np.convolve(a, b)
         return est, _direct_bound(est, m)
-    est = np.maximum(signal.fftconvolve(a, b), 0.0)
+    est = np.maximum(fft_convolve(a, b), 0.0)
     err = np.full(est.size, fft_l2_error(a, b))
     t = min(tail_rate(a), tail_rate(b), _MAX_TILT / (a.size + b.size))
     if t * (a.size + b.size) < 1.0:  # no useful tilt: the plain bound is as good
@@ -91,7 +90,7 @@ def bounded_convolve(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarr
     ka, kb, kc = np.arange(a.size), np.arange(b.size), np.arange(est.size)
     at, bt = a * np.exp(t * ka), b * np.exp(t * kb)
     untilt = np.exp(-t * kc)
-    tilted = signal.fftconvolve(at, bt) * untilt
+    tilted = fft_convolve(at, bt) * untilt
     e_fft = fft_l2_error(at, bt) * untilt
     # Each weight exp(t k) is off by the rounding of its argument (|t k| u <= T u, T the total
     # tilt) plus exp's own; three weights and two products per term, all terms non-negative:

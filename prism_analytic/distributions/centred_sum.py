@@ -31,15 +31,14 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import signal
 
-from .roundoff import fft_l1_error
+from .roundoff import fft_convolve, fft_l1_error
 
 __all__ = ["LatticeSum", "centred_iid_sum", "iid_sum_grid"]
 
 
 def _convolve(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
-    out = signal.fftconvolve(a, b) if min(a.size, b.size) > 64 else np.convolve(a, b)
+    out = fft_convolve(a, b)
     return np.maximum(out, 0.0), fft_l1_error(a, b)
 
 

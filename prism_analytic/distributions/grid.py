@@ -15,12 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import signal
 
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .base import Affine, Distribution
 from .bounded_conv import bounded_convolve, fold_down, fold_up
-from .roundoff import fft_l1_error
+from .roundoff import fft_convolve, fft_l1_error
 
 __all__ = ["GridDistribution", "discretize", "to_grid", "to_grid_like", "align"]
 
@@ -563,16 +562,7 @@ def convolve_grids(a: GridDistribution, b: GridDistribution) -> GridDistribution
         return convolve_grids_bounded(a, b)
     h = max(a.h, b.h)
     a, b = a.rebin(h), b.rebin(h)
-    lo = (
-        signal.fftconvolve(a.lo, b.lo)
-        if min(a.lo.size, b.lo.size) > 64
-        else np.convolve(a.lo, b.lo)
-    )
-    hi = (
-        signal.fftconvolve(a.hi, b.hi)
-        if min(a.hi.size, b.hi.size) > 64
-        else np.convolve(a.hi, b.hi)
-    )
+    lo, hi = fft_convolve(a.lo, b.lo), fft_convolve(a.hi, b.hi)  # power-of-two FFTs
     below = 1.0 - (1.0 - a.below) * (1.0 - b.below)
     above = 1.0 - (1.0 - a.above) * (1.0 - b.above)
     # Round-off of the convolution, bounded rigorously in L1 (a CDF error at every point):
