@@ -173,6 +173,27 @@ class _Evaluator:
         if plain and (spec.stages == 1 or spec.microbatches == 1):
             # one stage, or one microbatch: the schedule is a chain, evaluated exactly
             return self.graph(explicit_pipeline(spec, name), where)
+        if self.shape == "skew" and plain and self.core_method == "clark-mehler":
+            from .skew_core import cached_skew_pipeline
+
+            res, info = cached_skew_pipeline(_spec_key(spec), spec, self.window)
+            self.report.exact = False
+            self.report.cores.append(
+                {
+                    "where": where,
+                    "edges": spec.n_ops,
+                    "mean_s": res.mean,
+                    "std_s": res.std,
+                    "skew": res.skew,
+                    "shape": "skew",
+                    **info,
+                }
+            )
+            law = to_grid(res.law(), h, self.policy)
+            sub = StepGraph(name)
+            sub.add_pipeline(name, spec, kind=d["kind"], tags=d["tags"])
+            self.report.approximated.append((where, sub, law, self.weight))
+            return self.overrides.get(part_key(where, law), law)
         comps, info = _pipeline_cached(_spec_key(spec), spec, self.core_method, self.window)
         w = np.array([c[0] for c in comps])
         mean = float(np.dot(w, [c[1] for c in comps]) / w.sum())
@@ -209,6 +230,22 @@ class _Evaluator:
 
         self.report.exact = False
         dag, mean, std = _duration_dag(m)
+        if self.shape == "skew" and self.core_method == "clark-mehler":
+            # Clark-Mehler on full differences, third cumulant, Pearson III (skew_core.py)
+            from .skew_core import skew_makespan
+
+            sk = skew_makespan(dag, mean, std, window=self.window)
+            self.report.cores.append(
+                {
+                    "where": where,
+                    "edges": m.number_of_edges(),
+                    "mean_s": sk.mean,
+                    "std_s": sk.std,
+                    "skew": sk.skew,
+                    "shape": "skew",
+                }
+            )
+            return to_grid(sk.law(), h, self.policy)
         res = canonical_makespan(dag, mean, std, method=self.core_method, window=self.window)
         self.report.cores.append(
             {

@@ -20,7 +20,7 @@ __all__ = ["predict", "METHODS", "MAX_GRID_NODES", "grid_nodes", "check_grid_siz
 
 METHODS = ("analytic", "bounds", "montecarlo")
 CORE_METHODS = ("clark-mehler", "clark", "independent")
-CORE_SHAPES = ("normal", "template")
+CORE_SHAPES = ("normal", "template", "skew")
 
 
 #: Nodes the grid engines evaluate one by one (a pipeline node counts as one in ``analytic``,
@@ -97,10 +97,13 @@ def predict(
         Method for irreducible cores (analytic only).
     window : int, optional
         Residual window of the Clark-Mehler form (None: its default).
-    core_shape : {"normal", "template"}
+    core_shape : {"normal", "template", "skew"}
         Shape of a core's makespan: Gaussian (default), or the independence-propagated shape
         mapped onto the canonical mean and standard deviation (better spread on deep 1F1B
-        pipelines, worse on interleaved schedules and replica maxima).
+        pipelines, worse on interleaved schedules and replica maxima), or ``"skew"``: the
+        skew-aware core of :mod:`~.skew_core` (Clark-Mehler on full differences, a third
+        cumulant, a Pearson III law; with ``core_method="clark-mehler"`` only, on plain
+        pipelines and explicit cores; factor-conditioned pipelines keep their mixture).
     paths : int
         Number of dominant paths in the lower bound.
 
