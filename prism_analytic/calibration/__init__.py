@@ -4,6 +4,9 @@
 * :mod:`.result`: what a calibration returns (parameters with intervals, the law, the overlay).
 * :mod:`.fit`: the fit (GEMM efficiency on the *predicted* median/mean, stalls, goodness of
   fit, identifiability).
+* :mod:`.step_events`: a likelihood fit of step events (the slow step after an evaluation
+  pause, stalls with a per-GPU rate and a size) and their prediction at other sizes.
+* :mod:`.intervals`: exact Poisson-count intervals.
 * :mod:`.collective_noise`: the scale model of collective-latency noise (slowest of N nodes).
 """
 
@@ -23,10 +26,12 @@ from .fit import (
     solve_gemm_efficiency,
 )
 from .logs import StepLog, StepLogError, pool_logs, read_step_log
+from .step_events import EventFit, fit_step_events, predict_events, run_dispersion, slow_steps
 
 __all__ = [
     "CalibrationError",
     "CalibrationResult",
+    "EventFit",
     "FittedParameter",
     "PredictedLaw",
     "StepLog",
@@ -35,9 +40,13 @@ __all__ = [
     "calibrate_to_logs",
     "calibrate_to_throughput",
     "check_against_logs",
+    "fit_step_events",
     "overlay_toml",
     "pool_logs",
+    "predict_events",
     "predicted_law",
     "read_step_log",
+    "run_dispersion",
+    "slow_steps",
     "solve_gemm_efficiency",
 ]

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from .intervals import garwood, poisson_interval
 from .logs import StepLog, StepLogError, per_run_normalised, pool_logs
 from .result import (
     CalibrationError,
@@ -260,20 +261,6 @@ def _stalls(logs: list[StepLog], threshold: float) -> tuple[int, int, np.ndarray
     return len(excess), n, np.asarray(excess)
 
 
-def garwood(k: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Exact (Garwood) confidence interval of a Poisson mean from one count ``k``."""
-    a = 1.0 - confidence
-    lo = 0.0 if k == 0 else stats.chi2.ppf(a / 2, 2 * k) / 2
-    hi = stats.chi2.ppf(1 - a / 2, 2 * k + 2) / 2
-    return float(lo), float(hi)
-
-
-def poisson_interval(mean: float, confidence: float = 0.95) -> tuple[int, int]:
-    """Central ``confidence`` interval of a Poisson count with the given mean."""
-    a = 1.0 - confidence
-    return int(stats.poisson.ppf(a / 2, mean)), int(stats.poisson.ppf(1 - a / 2, mean))
-
-
 def calibrate_to_logs(
     job: Any,
     logs: list[StepLog],
@@ -285,6 +272,8 @@ def calibrate_to_logs(
     check_body: bool = True,
     shape: str = "within-run",
     fit_jitter: bool = True,
+    events: bool = False,
+    event_resamples: int = 200,
     evaluate: Callable[[Any], PredictedLaw] = predicted_law,
 ) -> CalibrationResult:
     """Fit the stochastic model of ``job`` to measured step logs of that job.
@@ -306,6 +295,13 @@ def calibrate_to_logs(
         :func:`_shape_law`).
     fit_jitter : bool
         Fit ``variability.temporal.step_jitter_s`` to the per-run-normalised p90/p50.
+    events : bool
+        Also fit the step-event model by likelihood (:func:`.step_events.fit_step_events`:
+        the slow step after an evaluation pause, stalls with a per-GPU rate and a size); the
+        result's ``events`` then holds it, for :func:`check_against_logs` at other sizes.
+        Its parameters are reported, not written to the overlay (no config keys hold them).
+    event_resamples : int
+        Bootstrap refits of the event model (its prediction intervals).
     evaluate : callable
         ``job -> PredictedLaw`` (the analytic engine by default; tests may pass a stub).
     """
@@ -391,6 +387,13 @@ def calibrate_to_logs(
     goodness.update(_after_pause(logs))
     goodness["measured_p90_over_p50_ci"] = r90_ci
     goodness["measured_p90_over_p50"] = r90
+    event_fit = None
+    if events:
+        from .step_events import fit_step_events
+
+        event_fit = fit_step_events(
+            logs, job.gpus, confidence=confidence, n_boot=event_resamples, seed=seed
+        )
     return CalibrationResult(
         job.name,
         {
@@ -404,6 +407,7 @@ def calibrate_to_logs(
         params,
         law_dict(law),
         goodness,
+        events=event_fit,
     )
 
 
@@ -569,6 +573,7 @@ def check_against_logs(
     *,
     seed: int = 0,
     shape: str = "within-run",
+    events: Any = None,
     evaluate: Callable[[Any], PredictedLaw] = predicted_law,
 ) -> dict:
     """Out-of-sample check: the prediction of ``job`` against measured logs of it.
@@ -577,6 +582,11 @@ def check_against_logs(
     p90/p50 and p99/p50 against the prediction's (with the prediction's 95% sampling
     interval for the measured number of steps), and the count of steps above 1.5x the
     median against the predicted count's Poisson 95% interval.
+
+    With ``events`` (an :class:`~.step_events.EventFit` from another size, e.g.
+    ``calibrate_to_logs(..., events=True).events``), ``out["events"]`` holds the same
+    comparison for the engine's within-run law *without* hiccups plus the fitted events,
+    scaled to this size (:func:`~.step_events.predict_events`).
     """
     pooled = pool_logs(logs)
     law = evaluate(job)
@@ -601,6 +611,12 @@ def check_against_logs(
     out["p90_abs_diff"] = abs(out["predicted_p90_over_p50"] - out["measured_p90_over_p50"])
     out["p99_inside"] = bool(lo <= out["measured_p99_over_p50"] <= hi)
     out["count_inside"] = bool(c_lo <= out["measured_steps_above_1p5x_median"] <= c_hi)
+    if events is not None:
+        from .step_events import predict_events
+
+        quiet = _with(job, {"variability": {"hiccups": {"probability": 0.0}}})
+        body = _shape_law(quiet, evaluate(quiet), shape, evaluate)
+        out["events"] = predict_events(events, body, logs, job.gpus, seed=seed)
     return out
 
 

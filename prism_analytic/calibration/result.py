@@ -70,6 +70,8 @@ class CalibrationResult:
     parameters: list[FittedParameter]
     predicted: dict
     goodness: dict
+    #: the step-event fit (:class:`~.step_events.EventFit`) when one was asked for
+    events: Any = field(default=None, repr=False)
 
     def overlay(self) -> dict:
         """Nested mapping of the identified parameters (what ``--config`` takes)."""
@@ -97,6 +99,7 @@ class CalibrationResult:
             "predicted": self.predicted,
             "goodness_of_fit": self.goodness,
             "overlay": self.overlay(),
+            **({"events": self.events.to_dict()} if self.events is not None else {}),
         }
 
     def summary(self) -> str:
@@ -123,6 +126,14 @@ class CalibrationResult:
             )
         for k, v in self.goodness.items():
             lines.append(f"  fit: {k} = {v}")
+        if self.events is not None:
+            lines.append("  step events (likelihood fit; reported, not in the overlay):")
+            for p in self.events.parameters:
+                iv = f" [{p.interval[0]:.4g}, {p.interval[1]:.4g}]" if p.interval else ""
+                val = f" = {p.value:.4g}" if p.value is not None else ": not identified"
+                lines.append(f"    {p.key}{val}{iv}  ({p.method})")
+            for k, v in self.events.goodness.items():
+                lines.append(f"    fit: {k} = {v}")
         return "\n".join(lines)
 
 

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special, stats
 
+from .intervals import garwood, poisson_interval
 from .logs import StepLog, StepLogError, pool_logs
 from .result import CalibrationError, FittedParameter
 
@@ -331,8 +332,6 @@ def _report(
     gpus: int,
     confidence: float,
 ) -> list[FittedParameter]:
-    from .fit import garwood
-
     z = stats.norm.ppf(0.5 + confidence / 2)
     se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     out = []
@@ -523,8 +522,6 @@ def predict_events(
         count above 1.5x with its Poisson interval; ``p99_inside`` (bootstrap interval) and
         ``count_inside`` (Poisson interval of the point estimate's mean count).
     """
-    from .fit import poisson_interval
-
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise CalibrationError(f"gpus must be a positive integer, got {gpus!r}")
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 20:
