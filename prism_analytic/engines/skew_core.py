@@ -36,7 +36,7 @@ from typing import Any
 
 import networkx as nx
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from ..distributions import Distribution, from_scipy, normal, point_mass
 from .canonical import (
@@ -142,6 +142,10 @@ class _FullEngine(_Engine):
     def __init__(self, n_factors: int, window: int, cap: int = 32) -> None:
         super().__init__(n_factors, window, cap)
         self.G = np.eye(self.W)
+        # per residual: weight s (std of s * unit residual), E[g^3] and E[U g^2] of the unit one
+        self.S = np.zeros(self.W)
+        self.GAM = np.zeros(self.W)
+        self.TAU = np.zeros(self.W)
         self.last = -1  # the slot written last: the sink once run() is over
 
     def add(self, slots: np.ndarray, m: np.ndarray, s: np.ndarray, lm: np.ndarray) -> None:
@@ -210,6 +214,8 @@ class _FullEngine(_Engine):
         self.M[:, pos] = dc.T * inv[None, :]
         self.M[np.ix_(iy, pos)] = (rows[:, ia] - rows[:, ib]) * inv[None, :]
         self.H[pos] = s[:, None] * hh
+        self.S[pos] = s
+        self.GAM[pos], self.TAU[pos] = _rectifier_moments(al, live)
         if self.nf:
             self.uF[pos] = (self.fa[ia] - self.fa[ib]) * inv[:, None]
         r12[ar, ar] = 1.0
@@ -224,15 +230,63 @@ class _FullEngine(_Engine):
         return iy
 
     def kappa3(self, slot: int) -> float:
-        """Third cumulant of the node in ``slot`` from its He2 chaos terms (module docstring)."""
-        x = self.cw[slot] * self.H[:, 0]
+        """Third cumulant of the node in ``slot`` (module docstring).
+
+        Terms of one residual with itself and with the Gaussian part are exact (closed-form
+        moments of the rectifier); terms between different residuals keep their He2 part.
+        """
+        w = self.cw[slot] * self.S  # weights on the unit residuals
+        x = self.cw[slot] * self.H[:, 0]  # their He2 coefficients
         big = np.max(np.abs(x), initial=0.0)
         if big == 0:
             return 0.0
-        lin = 6.0 * float(np.sum(x * self.M[slot] ** 2))
+        m = self.M[slot]  # Cov(X, U_k) = Cov(Gaussian part, U_k)
+        own = float(np.sum(6.0 * x * m**2 + 3.0 * w**2 * m * self.TAU + w**3 * self.GAM))
         keep = np.flatnonzero(np.abs(x) >= _KEEP_RTOL * big)
         a = self.G[np.ix_(keep, keep)] * x[keep][None, :]  # G X: tr((G X)^3) is the triple sum
-        return lin + 8.0 * float(np.sum((a @ a) * a.T))
+        cross = 8.0 * (float(np.sum((a @ a) * a.T)) - float(np.sum(x[keep] ** 3)))
+        return own + cross
+
+
+def _rectifier_moments(al: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(E[g^3], E[U g^2])`` of the unit residual ``g`` of ``(U + alpha)^+``, ``U ~ N(0, 1)``.
+
+    ``g`` is ``(U + alpha)^+ - Phi(alpha) U`` centred and scaled to unit variance. It is
+    evaluated at ``-|alpha|`` (the residual of ``(U + a)^+`` is that of ``(-U - a)^+`` up to a
+    constant: E[g^3] is the same and E[U g^2] changes sign), where every raw moment is a small
+    tail quantity, so nothing cancels. Raw moments come from the partial moments
+    ``J_n = int_c^inf u^n phi(u) du = c^(n-1) phi(c) + (n - 1) J_(n-2)``, ``c = |alpha|``.
+    """
+    c = np.minimum(np.abs(al), 30.0)  # (no overflow of c^n; beyond 20 it is left out below)
+    phi = np.exp(-0.5 * c * c) / math.sqrt(2.0 * math.pi)
+    tail = special.ndtr(-c)
+    jn = [tail, phi]
+    for n in range(2, 6):
+        jn.append(c ** (n - 1) * phi + (n - 1) * jn[n - 2])
+
+    # Y = (U - c)^+, a >= 1: E[Y^a U^b] = sum_j C(a, j) (-c)^(a - j) J_(j + b)
+    def ey(a: int, b: int) -> np.ndarray:
+        return sum(math.comb(a, j) * (-c) ** (a - j) * jn[j + b] for j in range(a + 1))
+
+    beta = -tail  # g = Y + beta U - E[Y]
+    m1 = ey(1, 0)
+    # moments of h = Y + beta U (mean m1): central second, third and E[U (h - m1)^2]
+    e = {(a, b): ey(a, b) for a in range(1, 4) for b in range(4 - a)}
+    e.update({(0, 2): 1.0, (0, 3): 0.0})  # Y^0 = 1 on the whole line: moments of U itself
+    h2 = e[2, 0] + 2 * beta * e[1, 1] + beta**2 * e[0, 2]
+    h3 = e[3, 0] + 3 * beta * e[2, 1] + 3 * beta**2 * e[1, 2] + beta**3 * e[0, 3]
+    uh2 = e[2, 1] + 2 * beta * e[1, 2] + beta**2 * e[0, 3]
+    uh = e[1, 1] + beta * e[0, 2]
+    var = h2 - m1**2
+    mu3 = h3 - 3 * m1 * h2 + 2 * m1**3
+    u_c2 = uh2 - 2 * m1 * uh  # E[U (h - m1)^2] (E[U] = 0)
+    # beyond 20 sd the residual is below 1e-88 (its weight is nothing); its moments would
+    # underflow, so it is left out
+    ok = live & (c < 20.0) & (var > 0)
+    sd = np.sqrt(np.where(ok, var, 1.0))
+    gam = np.where(ok, mu3 / sd**3, 0.0)
+    tau = np.where(ok, u_c2 / sd**2, 0.0) * np.where(al >= 0, -1.0, 1.0)
+    return gam, tau
 
 
 def _window(gens: list, preds: list, window: int | None) -> int:
