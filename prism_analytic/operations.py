@@ -40,6 +40,13 @@ from .distributions.grid_extremes import (
     min_grids,
     order_statistic_grid,
 )
+from .distributions.log_lattice import (
+    LogLatticeDistribution,
+    log_lattice_convolve,
+    log_lattice_iid_max,
+    log_lattice_iid_sum,
+    needs_log_lattice,
+)
 from .policy import DEFAULT_POLICY, GridPolicy
 
 __all__ = [
@@ -145,6 +152,8 @@ def convolve(*dists: Distribution, policy: GridPolicy | None = None) -> Distribu
         return convolve(*items, policy=policy).shift(shift)
     if len(items) == 1:
         return items[0]
+    if any(needs_log_lattice(d, policy) for d in items):  # heavy tails: log-spaced cells
+        return log_lattice_convolve(items, policy)
     h = sum_spacing(items, len(items), policy)
     grids = [to_grid(d, h, policy) for d in items]
     out = grids[0]
@@ -160,7 +169,10 @@ def iid_sum(dist: Distribution, m: int, policy: GridPolicy | None = None) -> Dis
     :data:`CLOSED_FORM_MIN_COPIES` copies on. Otherwise the lattice follows the sum's spread
     (:mod:`~prism_analytic.distributions.centred_sum`: the bracket grows like sqrt(m)) unless
     the location-relative rounding sandwich is narrower (few copies of a spread-out law) or the
-    law is heavy-tailed (tail index <= 4), where the sandwich is used. Mean and variance are
+    law is heavy-tailed (tail index <= 4), where the sandwich is used. Laws whose far tail a
+    linear lattice cannot hold (Pareto alpha < 3, lognormal sigma >= 1.5; see
+    :func:`~prism_analytic.distributions.log_lattice.needs_log_lattice`) are summed on a
+    log-spaced lattice with the same guarantee instead. Mean and variance are
     ``m`` times the operand's (exact for exact operands).
 
     Parameters
@@ -189,6 +201,8 @@ def iid_sum(dist: Distribution, m: int, policy: GridPolicy | None = None) -> Dis
     closed = closed_form_iid_sum(dist, m) if m >= CLOSED_FORM_MIN_COPIES else None
     if closed is not None:
         return closed
+    if needs_log_lattice(dist, policy):  # heavy tails: log-spaced cells (log_lattice.py)
+        return log_lattice_iid_sum(dist, m, policy)
     # A bracket that follows the spread (centred rounding), unless the location-relative
     # sandwich is already narrower (few copies of a spread-out law).
     centred = iid_sum_grid(dist, m, policy)
@@ -264,6 +278,8 @@ def iid_max(dist: Distribution, n: int, policy: GridPolicy | None = None) -> Dis
         return dist
     if isinstance(dist, PointMass):
         return dist
+    if isinstance(dist, LogLatticeDistribution):  # stays on its log lattice
+        return log_lattice_iid_max(dist, n)
     if dist.is_exact:
         return IIDMax(dist, n)
     (grid,) = _on_common_grid([dist], _check_policy(policy))

@@ -69,7 +69,11 @@ def test_infinite_mean_sum_says_what_it_cannot_resolve():
     value = s.quantile(0.99)
     # either resolved (and then right) or unresolved: nan with an infinite upper bound
     if math.isfinite(high):
-        assert value == pytest.approx(float(np.quantile(x, 0.99)), rel=0.05)
+        # 400,000 samples put the MC p99 within about 3% (one s.e.): compare with its 4-s.e.
+        # order-statistic interval, not a fixed tolerance
+        sd = math.sqrt(x.size * 0.99 * 0.01)
+        lo_mc, hi_mc = np.sort(x)[[int(0.99 * x.size - 4 * sd), int(0.99 * x.size + 4 * sd)]]
+        assert low <= hi_mc and lo_mc <= high and lo_mc <= value <= hi_mc
     else:
         assert math.isnan(value) and low <= float(np.quantile(x, 0.99))
 

@@ -45,6 +45,7 @@ from .roundoff import UNIT_ROUNDOFF
 __all__ = [
     "LogLatticeDistribution",
     "log_lattice_convolve",
+    "log_lattice_iid_max",
     "log_lattice_iid_sum",
     "needs_log_lattice",
     "points_per_octave",
@@ -395,10 +396,18 @@ class LogLatticeDistribution(Distribution):
         pts = self.points
         x_min = x_min if np.isfinite(x_min) else float(pts[0])
         x_max = x_max if np.isfinite(x_max) else float(pts[-1])
-        # A window the policy cannot hold coarsens the cells (like discretize) ...
-        h = max(h, (x_max - x_min) / (policy.max_cells - 4))
+        # As in discretize: a window the policy cannot hold coarsens the cells only as far as
+        # the bulk stays resolved; beyond that the window is centred on the median ...
+        q = np.array([1e-9, 0.25, 0.5, 0.75])
+        b_lo, q1, med, q3 = (float(v) for v in self._q_var(q, "lo"))
+        b_hi = float(self._isf_var(np.array([1e-9]), "hi")[0])
+        bulk = b_hi - b_lo if np.isfinite(b_hi - b_lo) else x_max - x_min
+        h = max(h, min(bulk / (policy.max_cells - 4), max(16.0 * h, 1e-3 * (q3 - q1))))
         k_start = int(np.floor(x_min / h)) - 1
         k_end = int(np.ceil(x_max / h)) + 1
+        if k_end - k_start + 1 > policy.max_cells:
+            k_start = max(k_start, int(np.floor(med / h)) - policy.max_cells // 2)
+            k_end = min(k_end, k_start + policy.max_cells - 1)
         size = k_end - k_start + 1
         k_lo = np.clip(np.floor(pts / h).astype(np.int64) - k_start, -1, size)
         k_hi = np.clip(np.ceil(pts / h).astype(np.int64) - k_start, -1, size)
@@ -424,24 +433,28 @@ class LogLatticeDistribution(Distribution):
 
 
 # ----- when the log lattice is the right tool --------------------------------------------------
-def needs_log_lattice(dist: Distribution) -> bool:
+def needs_log_lattice(dist: Distribution, policy: GridPolicy = DEFAULT_POLICY) -> bool:
     """Whether a sum involving ``dist`` belongs on the log lattice rather than a linear one.
 
-    True for log lattices, and for exact laws with a power tail of index below 3 or whose
-    1e-12 upper quantile lies more than :data:`FAR_TAIL_RATIO` interquartile ranges above the
-    median (a linear lattice cannot hold both); linear grids stay linear.
+    True for log lattices, and for exact laws with a heavy upper tail (a power tail of index
+    below 3, or a 1e-12 upper quantile more than :data:`FAR_TAIL_RATIO` interquartile ranges
+    above the median: a linear lattice cannot hold both bulk and tail) whose lower tail is
+    short (the ``policy.tail_mass`` quantile positive, or within 100 interquartile ranges of
+    the median: the lattice's cells grow with the distance from its origin, so a long lower
+    tail would coarsen the bulk). Linear grids stay linear.
     """
     if isinstance(dist, LogLatticeDistribution):
         return True
     if not dist.is_exact:
         return False
-    if dist.tail_index < 3:
-        return True
     with np.errstate(all="ignore"):
         q1, med, q3 = (float(v) for v in dist._quantile(np.array([0.25, 0.5, 0.75])))
         far = float(dist._isf(np.array([1e-12]))[0])
+        low = float(dist._quantile(np.array([policy.tail_mass]))[0])
     iqr = q3 - q1
-    return bool(iqr > 0 and np.isfinite(far) and (far - med) > FAR_TAIL_RATIO * iqr)
+    if not (iqr > 0 and np.isfinite(low) and (low > 0 or med - low <= 100 * iqr)):
+        return False
+    return bool(dist.tail_index < 3 or (np.isfinite(far) and far - med > FAR_TAIL_RATIO * iqr))
 
 
 def points_per_octave(sums: int, policy: GridPolicy = DEFAULT_POLICY) -> int:
@@ -623,24 +636,23 @@ def _side_sum(x: np.ndarray, y: np.ndarray | None, up: bool) -> tuple[np.ndarray
     and the upper side's rounding one point further) and the L1 round-off bound.
     """
     octaves, n = x.shape
-    size = 4 * n
-    xpad = np.zeros((octaves, 2 * n))
-    xpad[:, n:] = x
-    rx = _partners(x, up)  # x below octave b
-    fx = scipy.fft.rfft(xpad, size, axis=1)
+    size = 2 * n  # each product below is at most 2n long: no wrap-around
+    rx = _partners(x, up)[:, : n + 1]  # x below octave b, on h_b: indices 0 .. n
+    fx, frx = scipy.fft.rfft(x, size, axis=1), scipy.fft.rfft(rx, size, axis=1)
+    # Pairs with the larger member in octave b: (x_b, y_<b) and (x_<b, y_b) start at index
+    # n of h_b, (x_b, y_b) at 2n; the two families are transformed back separately.
     if y is None:
-        # pairs with the larger in octave b: (x_b, x'_{<=b}) and (x_{<b}, x'_b)
-        spectrum = fx * (2.0 * scipy.fft.rfft(rx, size, axis=1) + fx)  # FFT is linear
-        err = _row_errors(xpad, rx + xpad) + _row_errors(rx, xpad)
+        mixed, top = 2.0 * fx * frx, fx * fx
+        err = 2.0 * _row_errors(x, rx) + _row_errors(x, x)
     else:
-        ypad = np.zeros((octaves, 2 * n))
-        ypad[:, n:] = y
-        ry = _partners(y, up)
-        fy = scipy.fft.rfft(ypad, size, axis=1)
-        fry = scipy.fft.rfft(ry, size, axis=1)
-        spectrum = fx * (fry + fy) + scipy.fft.rfft(rx, size, axis=1) * fy
-        err = _row_errors(xpad, ry + ypad) + _row_errors(rx, ypad)
-    c = np.maximum(scipy.fft.irfft(spectrum, size, axis=1), 0.0)
+        ry = _partners(y, up)[:, : n + 1]
+        fy, fry = scipy.fft.rfft(y, size, axis=1), scipy.fft.rfft(ry, size, axis=1)
+        mixed, top = fx * fry + frx * fy, fx * fy
+        err = _row_errors(x, ry) + _row_errors(rx, y) + _row_errors(x, y)
+    c = np.zeros((octaves, 4 * n))
+    c[:, n : 3 * n] = scipy.fft.irfft(mixed, size, axis=1)
+    c[:, 2 * n :] += scipy.fft.irfft(top, size, axis=1)
+    c = np.maximum(c, 0.0)
     out = np.zeros((octaves + 2, n))
     out[:octaves] += c[:, n : 2 * n]  # sums inside octave b are on its lattice already
     if up:  # octave b + 1 has cells 2 h_b: index k -> ceil((k - 2n) / 2)
@@ -756,3 +768,41 @@ def log_lattice_iid_sum(
             break
         base = _add(base, None)
     return result
+
+
+def _power_side(f: np.ndarray, sf: np.ndarray, n: int) -> np.ndarray:
+    """Masses of the law whose CDF at the points is ``f**n`` (survival ``1 - (1 - sf)**n``).
+
+    The CDF power is taken in log space, and the differences from the CDF below the median
+    and from the survival function above it, where each keeps its precision.
+    """
+    with np.errstate(divide="ignore"):
+        f_n = np.exp(n * np.log(np.clip(f, 0.0, 1.0)))
+        s_n = -np.expm1(n * np.log1p(-np.clip(sf, 0.0, 1.0)))
+    prev_f = np.concatenate(([0.0], f_n[:-1]))
+    prev_s = np.concatenate(([1.0], s_n[:-1]))
+    return np.maximum(np.where(f_n <= 0.5, f_n - prev_f, prev_s - s_n), 0.0)
+
+
+def log_lattice_iid_max(dist: LogLatticeDistribution, n: int) -> LogLatticeDistribution:
+    """The maximum of ``n`` i.i.d. copies on the same log lattice (a replica group).
+
+    The maximum is monotone, so the maxima of the two sides bracket the exact one: each side's
+    CDF is raised to the power ``n`` at the lattice points (no re-rounding is needed). A CDF
+    error ``e`` becomes at most ``n e``, so the round-off bound is multiplied by ``n``.
+    """
+    f_lo, s_lo = dist._cum("F_lo"), dist._cum("S_lo")
+    f_hi, s_hi = dist._cum("F_hi"), dist._cum("S_hi")
+    below = dist.below**n
+    lo = _power_side(f_lo, s_lo, n)
+    lo[0] = max(lo[0] - below, 0.0)  # the first CDF value includes the -inf atom
+    hi = _power_side(f_hi, s_hi, n)
+    above = float(-np.expm1(n * np.log1p(-dist.above)))
+    return dist._with(
+        lo=lo.reshape(dist.lo.shape),
+        hi=hi.reshape(dist.hi.shape),
+        below=below,
+        above=above,
+        moments=None,
+        roundoff=min(1.0, n * dist.roundoff),
+    )
