@@ -1,114 +1,257 @@
 """Collective-noise scale model: fit at <= 128 nodes, predict 512 / 1,024 / 2,048 nodes.
 
-Allreduce, ``rabenseifner_ompi``, host buffers, one process per node (PICO on Leonardo,
-``shared/data/collective_latency``): fitted on the 4-, 8- and 16-node runs (the only
-<= 128-node runs of this algorithm), per message size; predicted at 512, 1,024 and 2,048
-nodes (two 2,048-node runs). A prediction passes when the measured p90/p50 and p99/p50 lie
-in the 90% sampling interval of the predicted ratio for the measured number of iterations.
+Model: :mod:`prism_analytic.calibration.collective_events` (slowest of n nodes plus a rare
+per-node event whose probability grows as ``1 - (1 - rate)^n`` and whose size may grow
+with the fat-tree tiers crossed, radix 40: HDR InfiniBand 40-port switches). Data:
+``shared/data/collective_latency`` (PICO on Leonardo, MPI Allreduce, host buffers, one
+process per node). Like is compared with like (same algorithm, same message size):
 
-Run: ``python validation/calibration_collective_noise.py [--json]``.
+* ``default_ompi`` and ``recursive_doubling_ompi`` at 32, 256 and 2,048 bytes: fitted on the
+  128-node run (Open MPI 4.1.6, 2025-03-19), the only <= 128-node run of these algorithms;
+* ``rabenseifner_ompi`` at 16 KB .. 8 MB: fitted on the 4-, 8- and 16-node runs (a custom
+  Open MPI 5.0.7 build, 2025-05; its notes say its rabenseifner is modified), the only
+  <= 128-node runs of that algorithm.
+
+Predicted: the 512-, 1,024- and two 2,048-node runs (Open MPI 4.1.6, 2025-03-28). A ratio
+passes when the measured value lies in the 90% predictive interval (parameter uncertainty
+of the fit plus the sampling spread for the measured number of iterations). Two diagnostic
+tables follow (not acceptance): the per-node event rate each run implies, and the same
+model fitted at 512 nodes of the 2025-03-28 session and checked at 1,024 and 2,048 nodes.
+
+Run: ``python validation/calibration_collective_noise.py [--json] [--out FILE.md]``
+(about two minutes).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 import numpy as np
+from statsmodels.stats.proportion import proportion_confint
 
-from prism_analytic.calibration.collective_noise import (
-    fit_node_noise,
-    load_latencies,
-    predicted_ratio_interval,
-)
+from prism_analytic.calibration.collective_events import fit_event_noise, predicted_ratio_interval
+from prism_analytic.calibration.collective_noise import load_latencies
 
-FIT = {4: "2025_05_10___18_33_42", 8: "2025_05_10___18_34_08", 16: "2025_05_06___19_06_52"}
+RADIX = 40  # HDR InfiniBand (NVIDIA Quantum QM8700, 40 ports), Leonardo's fabric
+RUN_128 = "2025_03_19___20_04_47"
+RUNS_SMALL = {4: "2025_05_10___18_33_42", 8: "2025_05_10___18_34_08", 16: "2025_05_06___19_06_52"}
 PREDICT = [
     (512, "2025_03_28___18_19_43"),
     (1024, "2025_03_28___17_42_08"),
     (2048, "2025_03_28___16_48_20"),
     (2048, "2025_03_28___17_14_41"),
 ]
-COUNTS = (4096, 32768, 262144, 2097152)
-ALGO = "rabenseifner_ompi"
-#: Second experiment: the 128-node run (one archive, other algorithms); message sizes it
-#: shares with the 512-2,048-node runs are 8, 64 and 512 int32 elements only.
-FIT_128 = {128: "2025_03_19___20_04_47"}
-ALGOS_128 = ("recursive_doubling_ompi", "default_ompi")
-COUNTS_128 = (8, 64, 512)
+#: (algorithm, int32 elements, fit runs)
+CASES = [
+    *(
+        (a, c, {128: RUN_128})
+        for a in ("default_ompi", "recursive_doubling_ompi")
+        for c in (8, 64, 512)
+    ),
+    *(("rabenseifner_ompi", c, RUNS_SMALL) for c in (4096, 32768, 262144, 2097152)),
+]
+#: An iteration above this multiple of its run's median counts as an event (diagnostic).
+EVENT_THRESHOLD = 1.5
 
 
-def _cases():
-    for count in COUNTS:
-        yield ALGO, FIT, count
-    for algo in ALGOS_128:
-        for count in COUNTS_128:
-            yield algo, FIT_128, count
+def _ratios(x: np.ndarray) -> tuple[float, float]:
+    q = np.quantile(x, [0.5, 0.9, 0.99])
+    return float(q[1] / q[0]), float(q[2] / q[0])
 
 
-def run() -> list[dict]:
-    """One row per (algorithm, message size, predicted run)."""
+def _predict_rows(algo: str, count: int, fit_runs: dict[int, str], targets) -> list[dict]:
+    fit = fit_event_noise(
+        {n: load_latencies(a, 0, algo, count) for n, a in fit_runs.items()}, radix=RADIX
+    )
     rows = []
-    for algo, fit_runs, count in _cases():
-        fit = {n: load_latencies(a, 0, algo, count) for n, a in fit_runs.items()}
-        model, rms = fit_node_noise(fit)
-        for n, arch in PREDICT:
-            try:
-                x = load_latencies(arch, 0, algo, count)
-            except ValueError:
-                continue  # that run did not measure this size
-            iv = predicted_ratio_interval(model, n, len(x))
-            m90 = float(np.quantile(x, 0.9) / np.median(x))
-            m99 = float(np.quantile(x, 0.99) / np.median(x))
-            rows.append(
-                {
-                    "algorithm": algo,
-                    "fit_nodes": sorted(fit_runs),
-                    "bytes": 4 * count,
-                    "nodes": n,
-                    "run": arch,
-                    "iterations": len(x),
-                    "fit": model.to_dict(),
-                    "fit_rms_log_residual": rms,
-                    "measured_p90_p50": m90,
-                    "pred_p90_p50_90pct": iv[0.9],
-                    "measured_p99_p50": m99,
-                    "pred_p99_p50_90pct": iv[0.99],
-                    "p90_inside": iv[0.9][0] <= m90 <= iv[0.9][2],
-                    "p99_inside": iv[0.99][0] <= m99 <= iv[0.99][2],
-                }
-            )
+    for n, arch in targets:
+        x = load_latencies(arch, 0, algo, count)
+        iv = predicted_ratio_interval(fit, n, len(x), reps=300)
+        m90, m99 = _ratios(x)
+        rows.append(
+            {
+                "algorithm": algo,
+                "bytes": 4 * count,
+                "fit_nodes": sorted(fit_runs),
+                "nodes": n,
+                "run": arch,
+                "iterations": len(x),
+                "fit": fit.to_dict(),
+                "measured_p90_p50": m90,
+                "pred_p90_p50": iv[0.9],
+                "p90_inside": iv[0.9][0] <= m90 <= iv[0.9][2],
+                "measured_p99_p50": m99,
+                "pred_p99_p50": iv[0.99],
+                "p99_inside": iv[0.99][0] <= m99 <= iv[0.99][2],
+            }
+        )
     return rows
 
 
+def event_rates() -> list[dict]:
+    """Per-node event rate each run implies: ``-ln(1 - f) / n``, f = share above 1.5x median."""
+    rows = []
+    runs = [(128, RUN_128), *PREDICT]
+    for algo in ("default_ompi", "recursive_doubling_ompi"):
+        for count in (8, 64, 512):
+            for n, arch in runs:
+                x = load_latencies(arch, 0, algo, count)
+                k = int(np.sum(x > EVENT_THRESHOLD * np.median(x)))
+                lo, hi = proportion_confint(k, len(x), alpha=0.05, method="wilson")
+                rows.append(
+                    {
+                        "algorithm": algo,
+                        "bytes": 4 * count,
+                        "nodes": n,
+                        "run": arch,
+                        "events": k,
+                        "iterations": len(x),
+                        "per_node_rate": -math.log1p(-k / len(x)) / n,
+                        "per_node_rate_95": (-math.log1p(-lo) / n, -math.log1p(-hi) / n),
+                        "median_excess_us": float(
+                            np.median(x[x > EVENT_THRESHOLD * np.median(x)] - np.median(x)) * 1e6
+                        )
+                        if k
+                        else float("nan"),
+                        "median_us": float(np.median(x) * 1e6),
+                    }
+                )
+    return rows
+
+
+def run() -> dict:
+    """Acceptance table plus the two diagnostics."""
+    rows = [r for a, c, f in CASES for r in _predict_rows(a, c, f, PREDICT)]
+    in_session = [
+        r
+        for a in ("default_ompi", "recursive_doubling_ompi")
+        for c in (8, 64, 512)
+        for r in _predict_rows(a, c, {512: PREDICT[0][1]}, PREDICT[1:])
+    ]
+    sizes_ok = sorted(
+        {
+            (r["algorithm"], r["bytes"])
+            for r in rows
+            if all(
+                s["p90_inside"] and s["p99_inside"]
+                for s in rows
+                if (s["algorithm"], s["bytes"]) == (r["algorithm"], r["bytes"])
+            )
+        }
+    )
+    return {
+        "rows": rows,
+        "inside": sum(r["p90_inside"] + r["p99_inside"] for r in rows),
+        "ratios": 2 * len(rows),
+        "sizes_all_inside": sizes_ok,
+        "event_rates": event_rates(),
+        "in_session": in_session,
+    }
+
+
+def _table(rows: list[dict]) -> list[str]:
+    out = [
+        "| algorithm | bytes | fit nodes | nodes | iters | p90/p50 meas | pred [90%] | in |"
+        " p99/p50 meas | pred [90%] | in |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        a, b = r["pred_p90_p50"], r["pred_p99_p50"]
+        out.append(
+            f"| {r['algorithm']} | {r['bytes']} | {','.join(map(str, r['fit_nodes']))}"
+            f" | {r['nodes']} | {r['iterations']} | {r['measured_p90_p50']:.3f}"
+            f" | {a[1]:.3f} [{a[0]:.3f}, {a[2]:.3f}] | {'yes' if r['p90_inside'] else 'no'}"
+            f" | {r['measured_p99_p50']:.3f} | {b[1]:.3f} [{b[0]:.3f}, {b[2]:.3f}]"
+            f" | {'yes' if r['p99_inside'] else 'no'} |"
+        )
+    return out
+
+
+def report(out: dict) -> str:
+    """Markdown report."""
+    lines = [
+        "# Collective noise out of sample (issue #10)",
+        "",
+        "`python validation/calibration_collective_noise.py --out"
+        " validation/results/collective_noise.md`",
+        "",
+        f"Fit at <= 128 nodes, predicted 512-2,048: **{out['inside']} of {out['ratios']}**"
+        " measured ratios inside the 90% predictive interval; message sizes with every ratio"
+        f" inside: {len(out['sizes_all_inside'])} {out['sizes_all_inside']}.",
+        "",
+        *_table(out["rows"]),
+        "",
+        "Fitted parameters (per case; rate per node and iteration, size in units of the"
+        " per-node latency scale; 95% Wald intervals):",
+        "",
+    ]
+    seen = set()
+    for r in out["rows"]:
+        key = (r["algorithm"], r["bytes"])
+        if key in seen:
+            continue
+        seen.add(key)
+        f = r["fit"]
+        iv = ", ".join(
+            f"{k} {f['model'][k]:.3g} [{lo:.3g}, {hi:.3g}]"
+            for k, (lo, hi) in f["intervals_95"].items()
+        )
+        lines.append(f"- {key[0]} {key[1]} B: {iv}; not identified: {f['not_identified']}")
+    lines += [
+        "",
+        "## Diagnostic: the per-node event rate each run implies",
+        "",
+        f"Events: iterations above {EVENT_THRESHOLD}x their run's median; rate"
+        " `-ln(1 - k/iters) / nodes` with a Wilson 95% interval.",
+        "",
+        "| algorithm | bytes | nodes | run | events / iters | per-node rate [95%] |"
+        " median excess (us) | median (us) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in out["event_rates"]:
+        lo, hi = r["per_node_rate_95"]
+        lines.append(
+            f"| {r['algorithm']} | {r['bytes']} | {r['nodes']} | {r['run'][:10]}"
+            f" | {r['events']} / {r['iterations']} | {r['per_node_rate']:.2e}"
+            f" [{lo:.1e}, {hi:.1e}] | {r['median_excess_us']:.0f} | {r['median_us']:.1f} |"
+        )
+    lines += [
+        "",
+        "## Diagnostic: fit at 512 nodes, predict 1,024 and 2,048 (same session, 2025-03-28)",
+        "",
+        "Not the acceptance test (512 > 128): it checks the per-node scaling where the"
+        " machine's state is the same.",
+        "",
+        *_table(out["in_session"]),
+    ]
+    ins = out["in_session"]
+    n99 = sum(r["p99_inside"] for r in ins)
+    n90 = sum(r["p90_inside"] for r in ins)
+    lines += ["", f"In session: p99/p50 inside {n99} of {len(ins)}, p90/p50 {n90} of {len(ins)}."]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print the table (or JSON)."""
+    """Print the report (or JSON); ``--out`` also writes it."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--out", help="write the markdown report here")
     args = ap.parse_args(argv)
-    rows = run()
+    out = run()
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(out, indent=1, default=float))
         return 0
-    print(
-        f"{'algorithm':24} {'bytes':>9} {'nodes':>5} {'iters':>5}"
-        f"  {'p90/p50 meas':>12} {'pred 90%':>22}"
-        f"  {'p99/p50 meas':>12} {'pred 90%':>22}  fit (sigma, q, f, tail_sigma)"
-    )
-    for r in rows:
-        a, b = r["pred_p90_p50_90pct"], r["pred_p99_p50_90pct"]
-        f = r["fit"]
-        print(
-            f"{r['algorithm']:24} {r['bytes']:9d} {r['nodes']:5d} {r['iterations']:5d}"
-            f"  {r['measured_p90_p50']:12.3f}"
-            f" [{a[0]:.3f}, {a[2]:.3f}] {'in ' if r['p90_inside'] else 'OUT'}"
-            f"  {r['measured_p99_p50']:12.3f} [{b[0]:.3f}, {b[2]:.3f}]"
-            f" {'in ' if r['p99_inside'] else 'OUT'}  ({f['sigma']:.3g}, {f['q']:.2g},"
-            f" {f['f']:.3g}, {f['tail_sigma']:.2g})"
-        )
+    text = report(out)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text)
+    print(text)
     return 0
 
 
 if __name__ == "__main__":
+    np.seterr(all="ignore")
     sys.exit(main())

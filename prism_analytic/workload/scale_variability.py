@@ -25,7 +25,33 @@ import math
 
 from .config import JobConfig, ScaleVariability
 
-__all__ = ["apply_scale_variability", "nodes_spanned", "scale_factors"]
+__all__ = ["apply_scale_variability", "fat_tree_tiers", "nodes_spanned", "scale_factors"]
+
+
+def fat_tree_tiers(nodes: int, radix: int) -> int:
+    """Switch tiers a collective over ``nodes`` compactly placed nodes crosses.
+
+    In a fat tree of ``radix``-port switches, a leaf switch serves ``radix / 2`` nodes and
+    each tier above multiplies the nodes reachable below one switch by ``radix / 2``, so
+    ``nodes`` need the smallest ``t >= 1`` with ``(radix / 2) ** t >= nodes`` (1 = one leaf
+    switch). Compact placement is assumed: a scattered allocation crosses more tiers.
+
+    Parameters
+    ----------
+    nodes : int
+        Nodes spanned (>= 1).
+    radix : int
+        Switch port count (even, >= 4).
+    """
+    if int(nodes) != nodes or nodes < 1:
+        raise ValueError(f"nodes must be an integer >= 1, got {nodes!r}")
+    if int(radix) != radix or radix < 4 or radix % 2:
+        raise ValueError(f"radix must be an even integer >= 4, got {radix!r}")
+    half, t, reach = radix // 2, 1, radix // 2
+    while reach < nodes:
+        reach *= half
+        t += 1
+    return t
 
 
 def nodes_spanned(job: JobConfig) -> int:
