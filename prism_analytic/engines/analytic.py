@@ -170,8 +170,16 @@ class _Evaluator:
         """A compact pipeline's makespan: canonical form, truncated and extrapolated if long."""
         spec = d["spec"]
         plain = spec.microbatch_factor is None and spec.stage_factor is None
+        if plain and spec.stages == 1 and spec.microbatches > 1:
+            # one stage: a chain of m i.i.d. copies per law, summed in O(log m) convolutions on
+            # the spacing the op-by-op chain would get (exact, like that chain)
+            from .pipeline_chain import single_stage_makespan
+
+            mean = sum(spec.microbatches * mu for mu, _ in spec.moments.values())
+            h_chain = self.policy.rel_width * max(abs(mean), 1e-300) / spec.n_ops
+            return single_stage_makespan(spec, h_chain, self.policy)
         if plain and (spec.stages == 1 or spec.microbatches == 1):
-            # one stage, or one microbatch: the schedule is a chain, evaluated exactly
+            # one microbatch: the schedule is a chain, evaluated exactly
             return self.graph(explicit_pipeline(spec, name), where)
         if self.shape == "skew" and plain and self.core_method == "clark-mehler":
             from .skew_core import cached_skew_pipeline
