@@ -282,20 +282,35 @@ def fit_event_noise(
     rate0 = min(max(-math.log1p(-min(frac, 0.5)) / n0, 1e-8), 0.04)
     size0 = float(np.median(ex)) if len(ex) else 0.5
     ssig0 = float(np.std(np.log(ex))) if len(ex) > 2 else 0.5
-    v0 = [math.log(sigma0), math.log(rate0), math.log(size0), math.log(min(max(ssig0, 0.1), 2.5))]
     lo = [math.log(1e-3), math.log(1e-9), math.log(0.02), math.log(0.05)]
     hi = [math.log(0.5), math.log(0.05), math.log(100.0), math.log(3.0)]
     if fit_tier_growth:
-        v0.append(0.0)
         lo.append(math.log(0.1))
         hi.append(math.log(10.0))
-    v0 += [
+    logc0 = [
         float(np.median(logx[n])) - math.log(EventNoise(sigma0, 0.0, 1, 1).body_median(n))
         for n in ns
     ]
-    lo += [v - 5 for v in v0[len(free) :]]
-    hi += [v + 5 for v in v0[len(free) :]]
-    best = optimize.minimize(nll, np.array(v0), method="L-BFGS-B", bounds=list(zip(lo, hi)))
+    lo += [v - 5 for v in logc0]
+    hi += [v + 5 for v in logc0]
+    # size and tier growth trade off along a ridge: start from several growths, the size
+    # scaled so that the largest node count's event median stays where the data put it
+    t0 = fat_tree_tiers(n0, radix)
+    best = None
+    for g0 in (0.7, 1.0, 1.5, 2.5) if fit_tier_growth else (1.0,):
+        v0 = [
+            math.log(sigma0),
+            math.log(rate0),
+            math.log(min(max(size0 / g0 ** (t0 - 1), 0.03), 90.0)),
+            math.log(min(max(ssig0, 0.1), 2.5)),
+        ]
+        if fit_tier_growth:
+            v0.append(math.log(g0))
+        r = optimize.minimize(
+            nll, np.array(v0 + logc0), method="L-BFGS-B", bounds=list(zip(lo, hi))
+        )
+        if best is None or r.fun < best.fun:
+            best = r
     model, logc = unpack(best.x)
     hess = approx_hess3(best.x, nll)
     try:

@@ -1,0 +1,131 @@
+"""Rare per-node collective events that grow with scale (calibration.collective_events)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from prism_analytic.calibration.collective_events import (
+    EventNoise,
+    fit_event_noise,
+    predicted_ratio_interval,
+    sample_iterations,
+)
+from prism_analytic.workload.scale_variability import fat_tree_tiers
+
+
+def test_fat_tree_tiers():
+    assert [fat_tree_tiers(n, 40) for n in (1, 20, 21, 400, 401, 8000, 8001)] == [
+        1,
+        1,
+        2,
+        2,
+        3,
+        3,
+        4,
+    ]
+    assert fat_tree_tiers(64, 8) == 3  # 4, 16, 64 nodes below one switch
+    with pytest.raises(ValueError, match="radix"):
+        fat_tree_tiers(4, 7)
+    with pytest.raises(ValueError, match="nodes"):
+        fat_tree_tiers(0, 40)
+
+
+def test_law_matches_its_own_sampler_and_closed_forms():
+    m = EventNoise(sigma=0.03, rate=1e-4, size=1.0, size_sigma=0.5, tier_growth=1.5, radix=8)
+    assert m.hit_prob(512) == pytest.approx(1 - (1 - 1e-4) ** 512)
+    assert m.event_median(64) == pytest.approx(1.0 * 1.5**2)  # 3 tiers at radix 8
+    x = sample_iterations(m, 512, (40_000,), np.random.default_rng(1))
+    ks = stats.kstest(x, lambda y: m.cdf(y, 512))
+    assert ks.pvalue > 0.01
+    q = m.quantile(np.array([0.5, 0.99]), 512)
+    assert m.cdf(q, 512) == pytest.approx([0.5, 0.99], abs=1e-6)
+    # density integrates to the CDF
+    grid = np.linspace(0.9, 6, 20001)
+    pdf = np.exp(m.logpdf(grid, 512))
+    assert np.trapezoid(pdf, grid) == pytest.approx(m.cdf(6, 512) - m.cdf(0.9, 512), abs=2e-3)
+
+
+def test_fit_recovers_known_parameters_within_its_intervals():
+    true = EventNoise(sigma=0.03, rate=4e-4, size=1.0, size_sigma=0.5, tier_growth=1.5, radix=8)
+    rng = np.random.default_rng(7)
+    # absolute scales differ by node count, as in real runs: the fit must not need them
+    samples = {
+        n: c * sample_iterations(true, n, (6_000,), rng)
+        for n, c in ((4, 40e-6), (32, 55e-6), (128, 70e-6))
+    }
+    fit = fit_event_noise(samples, radix=8)
+    assert fit.not_identified == ()
+    for p in ("sigma", "rate", "size", "size_sigma", "tier_growth"):
+        lo, hi = fit.intervals[p]
+        assert lo <= getattr(true, p) <= hi, (p, getattr(true, p), (lo, hi))
+    # one tier level: the growth is held at 1 and reported as not identified
+    one = fit_event_noise({n: samples[n] for n in (32,)}, radix=8)
+    assert "tier_growth" in one.not_identified and one.model.tier_growth == 1.0
+
+
+def test_predicted_interval_covers_the_true_law():
+    true = EventNoise(sigma=0.03, rate=5e-5, size=1.5, size_sigma=0.3)
+    rng = np.random.default_rng(3)
+    hits = 0
+    for seed in range(20):
+        x = sample_iterations(true, 1024, (5_000,), np.random.default_rng(100 + seed))
+        iv = predicted_ratio_interval(true, 1024, 5_000, reps=200, seed=seed)
+        q = np.quantile(x, [0.5, 0.99])
+        hits += iv[0.99][0] <= q[1] / q[0] <= iv[0.99][2]
+    assert hits >= 15  # 90% intervals: 18 expected of 20; 15 is P < 2% by binomial
+    del rng
+
+
+def test_bad_input_is_rejected():
+    with pytest.raises(ValueError, match="rate"):
+        EventNoise(sigma=0.03, rate=1.0, size=1.0, size_sigma=0.5)
+    with pytest.raises(ValueError, match="sigma"):
+        EventNoise(sigma=0.0, rate=0.0, size=1.0, size_sigma=0.5)
+    with pytest.raises(ValueError, match="samples"):
+        fit_event_noise({})
+    with pytest.raises(ValueError, match=r"samples\[4\]"):
+        fit_event_noise({4: np.ones(10)})
+    with pytest.raises(ValueError, match="tier levels"):
+        fit_event_noise(
+            {4: np.exp(np.random.default_rng(0).normal(size=100))}, fit_tier_growth=True
+        )
+    with pytest.raises(ValueError, match="iterations"):
+        predicted_ratio_interval(EventNoise(0.03, 0.0, 1.0, 0.5), 4, 1)
+
+
+def test_real_data_out_of_sample(shared_data):
+    """Leonardo (collective_latency): what the scale model gets right and what it misses.
+
+    Measured (validation/results/collective_noise.md): the per-node event rate is steady
+    across 512-2,048 nodes within one session (2025-03-28), so a fit at 512 nodes predicts
+    p99/p50 at 1,024 nodes; but the 128-node run (2025-03-19) has a per-node rate about 5x
+    higher, so a fit at <= 128 nodes over-predicts p99/p50 at 2,048 nodes.
+    """
+    from prism_analytic.calibration.collective_noise import load_latencies
+
+    algo, count = "default_ompi", 64
+    x128 = load_latencies("2025_03_19___20_04_47", 0, algo, count, shared_data)
+    x512 = load_latencies("2025_03_28___18_19_43", 0, algo, count, shared_data)
+    x1024 = load_latencies("2025_03_28___17_42_08", 0, algo, count, shared_data)
+    x2048 = load_latencies("2025_03_28___16_48_20", 0, algo, count, shared_data)
+
+    def rate(x, n):
+        return -math.log1p(-np.mean(x > 1.5 * np.median(x))) / n
+
+    r512, r1024, r2048 = rate(x512, 512), rate(x1024, 1024), rate(x2048, 2048)
+    assert max(r512, r1024, r2048) / min(r512, r1024, r2048) < 1.5  # per-node scaling in session
+    assert rate(x128, 128) > 3 * r2048  # another session, another machine state
+
+    in_session = fit_event_noise({512: x512})
+    iv = predicted_ratio_interval(in_session, 1024, len(x1024), reps=200)
+    q = np.quantile(x1024, [0.5, 0.99])
+    assert iv[0.99][0] <= q[1] / q[0] <= iv[0.99][2]
+
+    held_out = fit_event_noise({128: x128})
+    iv = predicted_ratio_interval(held_out, 2048, len(x2048), reps=200)
+    q = np.quantile(x2048, [0.5, 0.99])
+    assert q[1] / q[0] < iv[0.99][0]  # the documented miss: predicted tail too heavy
