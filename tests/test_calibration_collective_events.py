@@ -129,3 +129,67 @@ def test_real_data_out_of_sample(shared_data):
     iv = predicted_ratio_interval(held_out, 2048, len(x2048), reps=200)
     q = np.quantile(x2048, [0.5, 0.99])
     assert q[1] / q[0] < iv[0.99][0]  # the documented miss: predicted tail too heavy
+
+
+def _scaled_job(gpus: int, **scale):
+    from prism_analytic.workload.jobs import merge_config
+    from prism_analytic.workload.presets import preset_job
+
+    return merge_config(preset_job("llama3-8b", gpus), {"variability": {"scale": scale}})
+
+
+def test_event_size_grows_with_tiers_in_the_job():
+    from prism_analytic.workload.scale_variability import (
+        apply_scale_variability,
+        nodes_spanned,
+        scale_factors,
+    )
+
+    job = _scaled_job(
+        1024,
+        node_tail_prob=1e-3,
+        node_tail_factor=3.0,
+        node_tail_tier_growth=2.0,
+        fat_tree_radix=8,
+    )
+    n = nodes_spanned(job)
+    f = scale_factors(job)
+    t = fat_tree_tiers(n, 8)
+    assert f["collective_tiers"] == t and t >= 2
+    assert f["collective_hit_factor"] == pytest.approx(1 + 2.0 * 2.0 ** (t - 1))
+    inter0 = job.variability.network.inter_node
+    inter = apply_scale_variability(job).variability.network.inter_node
+    p2 = 1 - (1 - 1e-3) ** n
+    q = 1 - (1 - inter0.tail_prob) * (1 - p2)
+    assert inter.tail_prob == pytest.approx(q)
+    # the merged tail keeps the mean excess of the two events
+    want = inter0.tail_prob * (inter0.tail_factor - 1) + p2 * (f["collective_hit_factor"] - 1)
+    assert inter.tail_prob * (inter.tail_factor - 1) == pytest.approx(want)
+    from prism_analytic.workload.config import ConfigError
+
+    with pytest.raises(ConfigError, match="fat_tree_radix"):
+        _scaled_job(64, fat_tree_radix=9)
+    with pytest.raises(ConfigError, match="node_tail_factor"):
+        _scaled_job(64, node_tail_factor=0.5)
+
+
+def test_analytic_and_monte_carlo_agree_with_the_mechanism_on():
+    import prism_analytic as pa
+    from prism_analytic.workload.builder import build_step_graph
+
+    job = _scaled_job(
+        64,
+        node_tail_prob=0.02,
+        node_tail_factor=4.0,
+        node_tail_tier_growth=1.5,
+        fat_tree_radix=4,
+    )
+    g = build_step_graph(job)
+    base = pa.predict(build_step_graph(_scaled_job(64)), "analytic")
+    a = pa.predict(g, "analytic")
+    assert a.mean() > base.mean()  # the mechanism moves the step
+    m = pa.predict(g, "montecarlo", samples=4000, seed=5)
+    x = np.asarray(m.distribution.samples)
+    assert abs(a.mean() - x.mean()) < 5 * x.std() / np.sqrt(x.size)
+    lo, hi = m.quantile_bracket(0.99, confidence=0.99)
+    assert lo <= a.quantile(0.99) <= hi

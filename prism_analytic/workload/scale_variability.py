@@ -11,7 +11,10 @@ nothing.
   the mixture of populations);
 * per-node collective tail -> the inter-node tier's ``tail_prob`` becomes
   ``1 - (1 - tail_prob) (1 - p)^n`` with n the nodes spanned by the data-parallel group
-  (the largest inter-node group; :func:`nodes_spanned`);
+  (the largest inter-node group; :func:`nodes_spanned`), and its ``tail_factor`` the one
+  with the same mean excess over both events, a hit costing
+  ``1 + (node_tail_factor - 1) * node_tail_tier_growth^(t - 1)`` with t the fat-tree tiers
+  of :func:`fat_tree_tiers`;
 * rack throttling and fail-slow GPUs -> a rare whole-step delay (``hiccups``): probability
   ``1 - (1 - p)^units`` and size ``fraction * mean-model step``, merged with the configured
   hiccup into one with the combined probability and the same mean delay (the merge keeps
@@ -71,6 +74,14 @@ def _any(p: float, units: int) -> float:
     return -math.expm1(units * math.log1p(-p)) if p > 0 else 0.0
 
 
+def _hit_factor(job: JobConfig) -> float:
+    """Multiplier of a collective instance hit by a per-node event (tiers included)."""
+    sc = job.variability.scale
+    f1 = sc.node_tail_factor or job.variability.network.inter_node.tail_factor
+    tiers = fat_tree_tiers(nodes_spanned(job), sc.fat_tree_radix)
+    return 1.0 + (f1 - 1.0) * sc.node_tail_tier_growth ** (tiers - 1)
+
+
 def scale_factors(job: JobConfig) -> dict[str, float]:
     """What each mechanism becomes for this job (for reports and tests)."""
     sc: ScaleVariability = job.variability.scale
@@ -81,6 +92,8 @@ def scale_factors(job: JobConfig) -> dict[str, float]:
         "extra_spatial_var": (1 - 1 / m) * sc.population_cv**2,
         "nodes_spanned": nodes_spanned(job),
         "collective_hit_prob": _any(sc.node_tail_prob, nodes_spanned(job)),
+        "collective_tiers": fat_tree_tiers(nodes_spanned(job), sc.fat_tree_radix),
+        "collective_hit_factor": _hit_factor(job),
         "racks": racks,
         "rack_hit_prob": _any(sc.rack_throttle_prob, racks),
         "fail_slow_hit_prob": _any(sc.fail_slow_prob, job.gpus),
@@ -99,8 +112,14 @@ def apply_scale_variability(job: JobConfig) -> JobConfig:
     spatial = dataclasses.replace(v.spatial, cv=math.sqrt(v.spatial.cv**2 + f["extra_spatial_var"]))
     inter = v.network.inter_node
     if f["collective_hit_prob"] > 0:
-        q = 1 - (1 - inter.tail_prob) * (1 - f["collective_hit_prob"])
-        inter = dataclasses.replace(inter, tail_prob=min(q, 1 - 1e-12))
+        # The tier's own tail and the per-node event merge into one tail with the probability
+        # of either and the same mean excess (exact for the mean; the two sizes become one).
+        p1, p2 = inter.tail_prob, f["collective_hit_prob"]
+        q = 1 - (1 - p1) * (1 - p2)
+        excess = (p1 * (inter.tail_factor - 1) + p2 * (f["collective_hit_factor"] - 1)) / q
+        inter = dataclasses.replace(
+            inter, tail_prob=min(q, 1 - 1e-12), tail_factor=min(1.0 + excess, 1000.0)
+        )
     network = dataclasses.replace(v.network, inter_node=inter)
     hic = v.hiccups
     events = [(hic.probability, hic.size_s)] if hic.probability > 0 else []

@@ -168,7 +168,15 @@ class ScaleVariability(_Section):
       to the across-GPU variance (the expected spread of m draws). 0 = off.
     * ``node_tail_prob``: per node, per collective instance, probability of a hiccup of the
       inter-node tier's ``tail_factor``; a collective spanning n nodes is hit with
-      probability ``1 - (1 - p)^n`` (slowest of n nodes). 0 = off.
+      probability ``1 - (1 - p)^n`` (slowest of n nodes). 0 = off. ``node_tail_factor``
+      (0 = the inter-node tier's ``tail_factor``) is a hit instance's multiplier when the
+      group fits under one leaf switch; its excess ``factor - 1`` is multiplied by
+      ``node_tail_tier_growth`` per extra fat-tree tier the group needs (switches of
+      ``fat_tree_radix`` ports; default 64: NVIDIA Quantum-2 QM9700 NDR InfiniBand, 64
+      ports). Fitted on ``collective_latency`` (``calibration.collective_events``): per node
+      and iteration 1-3e-5 at 512-2,048 nodes in one session, 8e-5-1e-4 at 128 nodes in
+      another; delay about 60 us in absolute terms, not growing with tiers (see
+      ``validation/results/collective_noise.md``); off by default.
     * ``rack_throttle_prob`` / ``rack_throttle``: per rack (``rack_gpus`` GPUs) and step,
       a correlated thermal/power throttle slowing the step by the fraction ``rack_throttle``;
       a job over r racks is hit with probability ``1 - (1 - p)^r``. 0 = off.
@@ -184,11 +192,22 @@ class ScaleVariability(_Section):
     population_gpus: int = _f(16384, kind="int", ge=1)
     population_cv: float = _f(0.0, kind="float", ge=0.0, lt=1.0)
     node_tail_prob: float = _f(0.0, kind="float", ge=0.0, lt=1.0)
+    node_tail_factor: float = _f(0.0, kind="float", ge=0.0, le=1000.0)
+    node_tail_tier_growth: float = _f(1.0, kind="float", gt=0.0, le=100.0)
+    fat_tree_radix: int = _f(64, kind="int", ge=4)
     rack_gpus: int = _f(72, kind="int", ge=1)
     rack_throttle_prob: float = _f(0.0, kind="float", ge=0.0, lt=1.0)
     rack_throttle: float = _f(0.1, kind="float", ge=0.0, le=10.0)
     fail_slow_prob: float = _f(0.0, kind="float", ge=0.0, lt=1.0)
     fail_slow_factor: float = _f(1.5, kind="float", ge=1.0, le=100.0)
+
+    def _check(self) -> None:
+        if self.fat_tree_radix % 2:
+            raise self._err("fat_tree_radix", f"must be even, got {self.fat_tree_radix}")
+        if 0 < self.node_tail_factor < 1:
+            raise self._err(
+                "node_tail_factor", f"must be 0 (inherit) or >= 1, got {self.node_tail_factor}"
+            )
 
     @property
     def active(self) -> bool:
