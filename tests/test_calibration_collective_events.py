@@ -165,6 +165,13 @@ def test_event_size_grows_with_tiers_in_the_job():
     # the merged tail keeps the mean excess of the two events
     want = inter0.tail_prob * (inter0.tail_factor - 1) + p2 * (f["collective_hit_factor"] - 1)
     assert inter.tail_prob * (inter.tail_factor - 1) == pytest.approx(want)
+    # strided data-parallel groups (pipeline inside) span the whole job's tiers
+    from prism_analytic.workload.jobs import merge_config
+    from prism_analytic.workload.scale_variability import group_extent_nodes
+
+    strided = merge_config(job, {"parallelism": {"rank_order": "tp-cp-pp-dp"}})
+    assert group_extent_nodes(strided) == 1024 // job.hardware.gpus_per_node
+    assert group_extent_nodes(job) == n
     from prism_analytic.workload.config import ConfigError
 
     with pytest.raises(ConfigError, match="fat_tree_radix"):

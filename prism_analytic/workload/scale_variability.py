@@ -14,7 +14,7 @@ nothing.
   (the largest inter-node group; :func:`nodes_spanned`), and its ``tail_factor`` the one
   with the same mean excess over both events, a hit costing
   ``1 + (node_tail_factor - 1) * node_tail_tier_growth^(t - 1)`` with t the fat-tree tiers
-  of :func:`fat_tree_tiers`;
+  (:func:`fat_tree_tiers`) of the group's extent (:func:`group_extent_nodes`);
 * rack throttling and fail-slow GPUs -> a rare whole-step delay (``hiccups``): probability
   ``1 - (1 - p)^units`` and size ``fraction * mean-model step``, merged with the configured
   hiccup into one with the combined probability and the same mean delay (the merge keeps
@@ -28,7 +28,13 @@ import math
 
 from .config import JobConfig, ScaleVariability
 
-__all__ = ["apply_scale_variability", "fat_tree_tiers", "nodes_spanned", "scale_factors"]
+__all__ = [
+    "apply_scale_variability",
+    "fat_tree_tiers",
+    "group_extent_nodes",
+    "nodes_spanned",
+    "scale_factors",
+]
 
 
 def fat_tree_tiers(nodes: int, radix: int) -> int:
@@ -74,11 +80,27 @@ def _any(p: float, units: int) -> float:
     return -math.expm1(units * math.log1p(-p)) if p > 0 else 0.0
 
 
+def group_extent_nodes(job: JobConfig) -> int:
+    """Nodes between the data-parallel group's first and last member.
+
+    With the default ``tp-cp-dp-pp`` order the group is a contiguous block
+    (:func:`nodes_spanned`); with ``tp-cp-pp-dp`` its members are strided over the whole
+    job, so its messages cross the switch tiers of every node of the job.
+    """
+    if job.parallelism.rank_order == "tp-cp-pp-dp":
+        return max(1, job.gpus // job.hardware.gpus_per_node)
+    return nodes_spanned(job)
+
+
+def _tiers(job: JobConfig) -> int:
+    return fat_tree_tiers(group_extent_nodes(job), job.variability.scale.fat_tree_radix)
+
+
 def _hit_factor(job: JobConfig) -> float:
     """Multiplier of a collective instance hit by a per-node event (tiers included)."""
     sc = job.variability.scale
     f1 = sc.node_tail_factor or job.variability.network.inter_node.tail_factor
-    tiers = fat_tree_tiers(nodes_spanned(job), sc.fat_tree_radix)
+    tiers = _tiers(job)
     return 1.0 + (f1 - 1.0) * sc.node_tail_tier_growth ** (tiers - 1)
 
 
@@ -92,7 +114,7 @@ def scale_factors(job: JobConfig) -> dict[str, float]:
         "extra_spatial_var": (1 - 1 / m) * sc.population_cv**2,
         "nodes_spanned": nodes_spanned(job),
         "collective_hit_prob": _any(sc.node_tail_prob, nodes_spanned(job)),
-        "collective_tiers": fat_tree_tiers(nodes_spanned(job), sc.fat_tree_radix),
+        "collective_tiers": _tiers(job),
         "collective_hit_factor": _hit_factor(job),
         "racks": racks,
         "rack_hit_prob": _any(sc.rack_throttle_prob, racks),
