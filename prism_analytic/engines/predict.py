@@ -11,6 +11,7 @@ from ..distributions import Empirical
 from ..graph import GraphError, StepGraph
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .analytic import analytic_distribution
+from .blas_threads import single_blas_thread
 from .bounds import bound_distributions
 from .montecarlo import MonteCarloSettings, sample_step_report, truncation_error
 from .resolution import resolve_policy
@@ -141,9 +142,10 @@ def predict(
         raise ValueError(f"core_method must be one of {CORE_METHODS}, got {core_method!r}")
     start = time.perf_counter()
     if method == "analytic":
-        dist, report = analytic_distribution(
-            graph, policy, core_method=core_method, window=window, shape=core_shape
-        )
+        with single_blas_thread():  # lattice vector products: threads only wait on a busy box
+            dist, report = analytic_distribution(
+                graph, policy, core_method=core_method, window=window, shape=core_shape
+            )
         return AnalyticResult(
             distribution=dist,
             method=method,
@@ -157,7 +159,8 @@ def predict(
             cores=tuple(report.approximated),
         )
     if method == "bounds":
-        lower, upper = bound_distributions(graph, policy, paths=check_count(paths, "paths"))
+        with single_blas_thread():
+            lower, upper = bound_distributions(graph, policy, paths=check_count(paths, "paths"))
         return BoundsResult(
             lower=lower,
             upper=upper,
