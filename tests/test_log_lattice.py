@@ -156,3 +156,19 @@ def test_row_errors_match_the_scalar_bound():
     a, b = rng.random((4, 300)), rng.random((4, 301))
     rows = sum(fft_l1_error(a[i], b[i]) for i in range(4))
     assert _row_errors(a, b) == pytest.approx(rows, rel=1e-12)
+
+
+def test_json_round_trip_and_checked_fields():
+    import json
+
+    from prism_analytic.distributions.serialize import from_spec, to_spec
+
+    s = pa.iid_sum(pa.pareto(1.5), 100)
+    spec = json.loads(json.dumps(to_spec(s), allow_nan=False))
+    back = from_spec(spec)
+    assert isinstance(back, LogLatticeDistribution)
+    assert back.quantile_bracket(0.99) == s.quantile_bracket(0.99)
+    assert back.mean() == 300.0 and back.std() == math.inf
+    spec["fields"]["below"] = 0.5
+    with pytest.raises(ValueError, match="must sum to 1"):
+        from_spec(spec)

@@ -351,6 +351,68 @@ class LogLatticeDistribution(Distribution):
         )
         return d
 
+    # ----- JSON round trips (serialize.CUSTOM_CLASSES) -----------------------------------------
+    def to_spec_fields(self) -> dict[str, Any]:
+        """Constructor arguments, for JSON round trips (infinite values are left out)."""
+        fields: dict[str, Any] = {
+            "n": self.n,
+            "j0": self.j0,
+            "lo": self.lo.tolist(),
+            "hi": self.hi.tolist(),
+            "below": self.below,
+            "above": self.above,
+            "shift": self.shift_value,
+        }
+        if math.isfinite(self.tail_index):
+            fields["tail_index"] = self.tail_index
+        if self.moments is not None:  # an infinite moment is written as None (JSON null)
+            fields["moments"] = [v if math.isfinite(v) else None for v in self.moments]
+        return fields
+
+    @classmethod
+    def from_spec_fields(cls, fields: dict[str, Any]) -> LogLatticeDistribution:
+        """Inverse of :meth:`to_spec_fields`, checked: each side must be a probability law."""
+        from .._checks import check_count, check_finite, check_positive
+
+        where = "LogLatticeDistribution"
+        try:
+            n = check_count(fields["n"], f"{where}.n", minimum=2, maximum=MAX_POINTS)
+            j0 = int(check_finite(fields["j0"], f"{where}.j0"))
+            sides = {k: np.asarray(fields[k], dtype=float) for k in ("lo", "hi")}
+            atoms = {k: float(fields[k]) for k in ("below", "above")}
+            shift = check_finite(fields.get("shift", 0.0), f"{where}.shift")
+            tail = check_positive(fields.get("tail_index", math.inf), f"{where}.tail_index")
+        except KeyError as exc:
+            raise ValueError(f"{where}: missing field {exc.args[0]!r}") from None
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        for k, v in sides.items():
+            if v.ndim != 2 or v.shape[1] != n or not np.isfinite(v).all() or (v < 0).any():
+                raise ValueError(f"{where}.{k} must be octaves x {n} finite masses >= 0")
+        for k, v in atoms.items():
+            if not 0.0 <= v <= 1.0:
+                raise ValueError(f"{where}.{k} must lie in [0, 1], got {v}")
+        for side, atom in (("lo", "below"), ("hi", "above")):
+            total = float(sides[side].sum()) + atoms[atom]
+            if abs(total - 1.0) > 1e-9:
+                raise ValueError(f"{where}: {side} + {atom} must sum to 1, got {total:.12g}")
+        if not _MIN_OCTAVE <= j0 <= _MAX_OCTAVE - sides["lo"].shape[0]:
+            raise ValueError(f"{where}.j0 must keep the octaves in [2^-1000, 2^1000], got {j0}")
+        moments = fields.get("moments")
+        if moments is not None:
+            moments = tuple(math.inf if v is None else float(v) for v in moments[:2])
+        return cls(
+            n,
+            j0,
+            sides["lo"],
+            sides["hi"],
+            atoms["below"],
+            atoms["above"],
+            shift,
+            moments=moments,
+            tail_index=tail,
+        )
+
     # ----- conversions ------------------------------------------------------------------------
     def _affine(self, shift: float, scale: float) -> Distribution:
         if scale == 1.0:

@@ -13,6 +13,7 @@ from .empirical import Empirical, PointMass
 from .exposed import ExposedComm
 from .extremes import IIDMax, OrderStatistic
 from .grid import GridDistribution
+from .log_lattice import LogLatticeDistribution
 from .mixture import Mixture
 from .parametric import ScipyDistribution
 
@@ -25,6 +26,7 @@ __all__ = ["to_spec", "from_spec"]
 CUSTOM_CLASSES: dict[str, type] = {
     "ExposedComm": ExposedComm,
     "prism_analytic.workload.builder:ExposedComm": ExposedComm,
+    "LogLatticeDistribution": LogLatticeDistribution,
 }
 
 #: Largest replica count a spec may name (the same limit as :func:`prism_analytic.iid_max`).
