@@ -63,13 +63,23 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         raise ValueError("give exactly one target: --steps LOG..., --mfu F or --tokens-per-s R")
     if args.check and not args.steps:
         raise ValueError("--check compares a prediction with measured --steps logs")
+    if bool(args.events_from) != (args.events_gpus is not None):
+        raise ValueError("--events-from LOG... and --events-gpus N go together (with --check)")
+    if args.events_from and not args.check:
+        raise ValueError("--events-from is for --check; to fit the events here use --events")
     job = build_job(args.preset, args.gpus, args.config)
     for extra in args.overlay or []:
         job = apply_overlay(job, extra)
     if args.steps:
         logs = [read_step_log(f, drop_first=args.drop_first) for f in args.steps]
         if args.check:
-            report = check_against_logs(job, logs, seed=args.seed, shape=args.shape)
+            events = None
+            if args.events_from:  # step events fitted at another size, predicted at this one
+                from ..calibration import fit_step_events
+
+                ref = [read_step_log(f, drop_first=args.drop_first) for f in args.events_from]
+                events = fit_step_events(ref, args.events_gpus, seed=args.seed)
+            report = check_against_logs(job, logs, seed=args.seed, shape=args.shape, events=events)
             if args.json:
                 print(json.dumps(jsonable(report), indent=2))
             else:
@@ -83,6 +93,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             n_resamples=args.bootstrap,
             seed=args.seed,
             shape=args.shape,
+            events=args.events,
         )
     else:
         result = calibrate_to_throughput(job, mfu=args.mfu, tokens_per_s=args.tokens_per_s)
@@ -144,6 +155,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="within-run",
         help="predicted law compared with per-run-normalised steps: persistent GPU speeds held"
         " fixed (within-run, default) or redrawn every step (marginal)",
+    )
+    p.add_argument(
+        "--events",
+        action="store_true",
+        help="also fit step events by likelihood (slow step after an evaluation pause, stalls"
+        " with a per-GPU rate); reported, not written to the overlay",
+    )
+    p.add_argument(
+        "--events-from",
+        nargs="+",
+        metavar="LOG",
+        help="with --check: fit step events on these logs (another size) and predict them here",
+    )
+    p.add_argument(
+        "--events-gpus", type=positive_int, metavar="N", help="GPU count of --events-from"
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_calibrate)
