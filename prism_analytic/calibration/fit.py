@@ -217,7 +217,7 @@ def calibrate_to_throughput(
 def _not_identified_from_one_size() -> list[FittedParameter]:
     why = (
         "one job size: trades off exactly against hardware.efficiency.gemm; needs logs at"
-        " >= 2 sizes"
+        " >= 2 sizes (a part growing with the data-parallel group needs >= 3)"
     )
     return [
         FittedParameter("training.step_overhead_s", None, None, False, why),

@@ -264,7 +264,11 @@ class PeakFlops(_Section):
 #: mean model reproduce Llama 3 405B's 41% MFU on 16,384 H100s (``validation/
 #: public_numbers.py``). It absorbs everything the mean model leaves out at that scale,
 #: and is used for every GPU type: validation shows it under-predicts A100 (MegaScale,
-#: -22..-28% MFU) and over-predicts FP8 speed on GB200 (MLPerf, -20% step time).
+#: -22..-28% MFU); MLPerf GB200 FP8 median steps come out -6.4..-8.6% (512-2,496 GPUs).
+#: It is the deterministic core's value: on the *stochastic* mean the same 41% needs 0.6495
+#: (``prism calibrate --mfu 0.41``), but as the default that puts every job without its own
+#: ``gemm_fp8`` (MLPerf GB200) at -22..-23% (``validation/calibration_acceptance.py``, key
+#: ``gemm_default_decision``), so the default stays and ``prism calibrate`` gives the overlay.
 GEMM_EFFICIENCY = 0.525
 
 
