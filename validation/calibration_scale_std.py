@@ -42,6 +42,15 @@ SCANS = {
         {},
     ),
     "fail-slow GPUs (fail_slow_prob, 1.5x)": ("fail_slow_prob", [1e-7, 1e-6, 1e-5], {}),
+    # the per-node collective event with a size that grows with the fat-tree tiers the
+    # data-parallel group needs (radix 40: 128 nodes at 16k GPUs -> 2 tiers, 512 nodes at
+    # 64k -> 3 tiers); rate 1e-4 per node and instance (the 128-node Leonardo session's),
+    # 3x at one tier
+    "per-node collective event growing with tiers (node_tail_tier_growth; 1e-4, 3x, radix 40)": (
+        "node_tail_tier_growth",
+        [1.0, 1.5, 2.0, 3.0, 4.0],
+        {"node_tail_prob": 1e-4, "node_tail_factor": 3.0, "fat_tree_radix": 40},
+    ),
 }
 
 
@@ -68,6 +77,27 @@ def _crossing(xs: list[float], ys: list[float], target: float) -> float | None:
     return None
 
 
+def _collective_event_support() -> dict:
+    """Per-node event rate and size in ``collective_latency`` (default_ompi, 256 B).
+
+    Events: iterations above 1.5x their run's median; rate ``-ln(1 - k/iters) / nodes``.
+    """
+    from prism_analytic.calibration.collective_noise import load_latencies
+
+    out = {}
+    for n, arch in (
+        (128, "2025_03_19___20_04_47"),
+        (512, "2025_03_28___18_19_43"),
+        (2048, "2025_03_28___16_48_20"),
+    ):
+        x = load_latencies(arch, 0, "default_ompi", 64)
+        med = np.median(x)
+        ev = x[x > 1.5 * med]
+        out[f"collective_event_rate_per_node_{n}_nodes"] = -math.log1p(-len(ev) / len(x)) / n
+        out[f"collective_event_excess_us_{n}_nodes"] = float(np.median(ev - med) * 1e6)
+    return out
+
+
 def data_support() -> dict:
     """What ``shared/data`` says about each mechanism's parameter."""
     import pandas as pd
@@ -81,6 +111,7 @@ def data_support() -> dict:
     runs = d.join(g.perf.rename("gmed"), on="uuid")
     r = runs.perf / runs.gmed
     return {
+        **_collective_event_support(),
         "between_cabinet_cv_longhorn": float(cab.std() / cab.mean()),
         "cabinets": int(len(cab)),
         "runs_over_1.02x_own_gpu_median": float((r > 1.02).mean()),
@@ -117,13 +148,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out, indent=1, default=float))
         return 0
     print(
-        f"{'mechanism':62} {'value':>8} {'cmp std 16k':>11} {'64k':>9} {'ratio':>6}"
+        f"{'mechanism':90} {'value':>8} {'cmp std 16k':>11} {'64k':>9} {'ratio':>6}"
         f" {'comm std 16k':>12} {'64k':>9} {'ratio':>6}"
     )
     for r in out["rows"]:
-        v = "" if r["value"] is None else f"{r['value']:.0e}"
+        v = "" if r["value"] is None else f"{r['value']:.2g}"
         print(
-            f"{r['mechanism']:62} {v:>8} {r['compute_std_16384']:11.4f}"
+            f"{r['mechanism']:90} {v:>8} {r['compute_std_16384']:11.4f}"
             f" {r['compute_std_65536']:9.4f} {r['compute_ratio']:6.2f}"
             f" {r['comm_std_16384']:12.4f} {r['comm_std_65536']:9.4f} {r['comm_ratio']:6.2f}"
         )

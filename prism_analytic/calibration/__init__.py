@@ -8,6 +8,8 @@
   pause, stalls with a per-GPU rate and a size) and their prediction at other sizes.
 * :mod:`.intervals`: exact Poisson-count intervals.
 * :mod:`.collective_noise`: the scale model of collective-latency noise (slowest of N nodes).
+* :mod:`.collective_events`: rare per-node collective events (rate per node, size by fat-tree
+  tiers), fitted by likelihood, with predictive intervals of quantile ratios.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ from ..workload.scale_variability import fat_tree_tiers
 
 __all__ = [
     "EventNoise",
-    "EventFit",
+    "CollectiveEventFit",
     "fit_event_noise",
     "predicted_ratio_interval",
     "sample_iterations",
@@ -168,7 +168,7 @@ def sample_iterations(
 
 
 @dataclass(frozen=True)
-class EventFit:
+class CollectiveEventFit:
     """A fitted :class:`EventNoise` with the uncertainty of its free parameters.
 
     ``cov`` is the covariance of the log-parameters listed in ``free`` (observed
@@ -224,7 +224,7 @@ def _check_samples(samples: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
 
 def fit_event_noise(
     samples: dict[int, np.ndarray], *, radix: int = 40, fit_tier_growth: bool | None = None
-) -> EventFit:
+) -> CollectiveEventFit:
     """Maximum-likelihood fit of :class:`EventNoise` to iterations at several node counts.
 
     Parameters
@@ -238,7 +238,7 @@ def fit_event_noise(
 
     Returns
     -------
-    EventFit
+    CollectiveEventFit
     """
     samples = _check_samples(samples)
     ns = sorted(samples)
@@ -331,7 +331,7 @@ def fit_event_noise(
         se = math.sqrt(max(cov[i, i], 0.0))
         x = math.log(getattr(model, p))
         intervals[p] = (math.exp(x - 1.96 * se), math.exp(x + 1.96 * se))
-    return EventFit(
+    return CollectiveEventFit(
         model=model,
         free=tuple(free),
         cov=cov,
@@ -343,7 +343,7 @@ def fit_event_noise(
 
 
 def predicted_ratio_interval(
-    fit: EventFit | EventNoise,
+    fit: CollectiveEventFit | EventNoise,
     n: int,
     iterations: int,
     *,
@@ -355,7 +355,7 @@ def predicted_ratio_interval(
     """Predictive interval of the sample ratio ``Q(p) / Q(0.5)`` over ``iterations`` draws.
 
     Each replicate draws a parameter vector from the fit's asymptotic law (when ``fit`` is
-    an :class:`EventFit`), then ``iterations`` iterations at ``n`` nodes, and takes the
+    an :class:`CollectiveEventFit`), then ``iterations`` iterations at ``n`` nodes, and takes the
     numpy-default sample quantiles, as the measured ratios are taken.
 
     Returns
@@ -368,7 +368,7 @@ def predicted_ratio_interval(
     if not 0 < coverage < 1:
         raise ValueError(f"coverage must be in (0, 1), got {coverage}")
     rng = np.random.default_rng(seed)
-    if isinstance(fit, EventFit):
+    if isinstance(fit, CollectiveEventFit):
         models = fit.draw_models(reps, rng)
     else:
         models = [fit] * reps
