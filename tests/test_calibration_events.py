@@ -164,3 +164,15 @@ def test_mlperf_512_first_pause_step_matches_the_direct_measurement(shared_data)
     )
     assert first.identified and first.interval[0] < direct < first.interval[1]
     assert fit.stalls == 1  # the one step at 1.19x; its size is not identified
+
+
+def test_cli_events_from_needs_its_gpu_count(tmp_path, capsys):
+    from prism_analytic.cli import main
+
+    log = tmp_path / "s.csv"
+    log.write_text("step_time_s\n" + "\n".join(["10.0", "10.1", "9.9"] * 10))
+    args = ["calibrate", "--preset", "llama3-8b", "--gpus", "8", "--steps", str(log)]
+    assert main([*args, "--check", "--events-from", str(log)]) == 2
+    assert "--events-gpus" in capsys.readouterr().err
+    assert main([*args, "--events-from", str(log), "--events-gpus", "8"]) == 2
+    assert "--check" in capsys.readouterr().err
