@@ -61,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--core-shape",
         default=None,
         metavar="SHAPE",
-        help="core_shape of the analytic engine, e.g. template or normal (default: the engine's)",
+        help="core_shape of the analytic engine: normal, template or skew (default: the engine's)",
     )
     return p
 

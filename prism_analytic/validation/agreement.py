@@ -28,7 +28,7 @@ whose size is within Monte Carlo's own interval of the target is marked ``~noise
 Usage::
 
     prism agreement [--samples N] [--seed S] [--only NAME ...] [--json]
-                                   [--core-shape template|normal] [--strict]
+                                   [--core-shape normal|template|skew] [--strict]
     prism agreement --timing [--json]      # replica-count independence of cost
     prism agreement --list
 
