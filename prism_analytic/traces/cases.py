@@ -59,6 +59,7 @@ def _structure(root: Path, name: str) -> dict:
 def _distribution(root: Path, name: str, fit_steps: str, samples: int, seed: int) -> dict:
     from prism_analytic.traces.compare import out_of_sample_checks
     from prism_analytic.traces.predict import predict_trace
+    from prism_analytic.traces.step_floors import quantile_ci_coverage_bound
 
     folder = root / "straggler_traces"
     r = predict_trace(
@@ -85,6 +86,8 @@ def _distribution(root: Path, name: str, fit_steps: str, samples: int, seed: int
     metrics["predicted_std_s"] = d["predicted"]["std_s"]
     metrics["measured_std_s"] = d["measured"]["std_s"]
     metrics["warmup_steps_excluded"] = len(d["warmup_steps_excluded"])
+    # proven: even the true law's p95 is inside the bootstrap interval at most this often
+    metrics["p95_ci_coverage_bound"] = quantile_ci_coverage_bound(len(d["predicted_steps"]))
     analytic = d.get("analytic") or {}
     if "ks_vs_replay" in analytic:
         metrics["analytic_mean_rel_err"] = analytic["mean_s"] / d["measured"]["mean_s"] - 1
@@ -98,6 +101,7 @@ def _distribution(root: Path, name: str, fit_steps: str, samples: int, seed: int
 
 
 def _gpu(root: Path, samples: int, seed: int) -> dict:
+    from prism_analytic.traces.gpu_floors import perfect_max_ks
     from prism_analytic.traces.gpu_variability import gpu_max_case, gpu_max_splits
 
     path = root / "gpu_variability" / "sgemm-longhorn-agg.csv"
@@ -106,6 +110,11 @@ def _gpu(root: Path, samples: int, seed: int) -> dict:
     metrics = {f"ks_n{n}": v for n, v in d["ks"].items()}
     metrics.update({f"noise_floor_ks_n{n}": v for n, v in d["noise_floor_ks"].items()})
     metrics.update({f"lower_bound_ks_n{n}": v for n, v in d["lower_bound_ks"].items()})
+    # how often the true law itself scores <= 0.1 against a held-out half of this size (the
+    # distribution does not depend on the law; Monte Carlo over 20000 held-out sets)
+    for n in d["ks"]:
+        perfect = perfect_max_ks(case.n_test, int(n), reps=20000, seed=seed)
+        metrics[f"perfect_model_share_le_0.1_n{n}"] = float(np.mean(perfect <= 0.1))
     metrics["family"] = d["family"]
     # The single split's KS is noisy: the same check over 50 splits, beside its noise floors
     # (medians), tells whether the model is at the floor the data allow.
