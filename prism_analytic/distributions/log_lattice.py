@@ -94,6 +94,12 @@ class LogLatticeDistribution(Distribution):
     roundoff : float
         Rigorous bound on the CDF error left by floating-point round-off of the FFTs and not
         folded into the sides (as in :class:`~.grid.GridDistribution`).
+    zero : float
+        Mass of the lower variable at ``shift`` itself (lattice value 0): where the lattice
+        variable is known to be >= 0, mass below the first octave rounds down to 0 instead of
+        to -inf, so a bottom that the octaves do not reach costs nothing in a sum.
+    nonneg : bool
+        Whether the lattice variable is known to be >= 0 (then ``zero`` may hold mass).
     """
 
     is_exact = False
@@ -111,6 +117,8 @@ class LogLatticeDistribution(Distribution):
         moments: tuple[float, float] | None = None,
         tail_index: float = math.inf,
         roundoff: float = 0.0,
+        zero: float = 0.0,
+        nonneg: bool = False,
     ) -> None:
         lo = np.asarray(lo, dtype=float)
         hi = np.asarray(hi, dtype=float)
@@ -129,12 +137,16 @@ class LogLatticeDistribution(Distribution):
         self.moments = None if moments is None else (float(moments[0]), float(moments[1]))
         self._tail_index = float(tail_index)
         self.roundoff = float(roundoff)
+        self.zero = float(zero)
+        self.nonneg = bool(nonneg)
+        if self.zero > 0 and not self.nonneg:
+            raise ValueError("a zero atom needs nonneg=True (the lattice variable is >= 0)")
         self._cache: dict[str, np.ndarray] = {}
 
     def __repr__(self) -> str:
         return (
             f"LogLatticeDistribution(n={self.n}, octaves={self.lo.shape[0]}, "
-            f"range=[{self.points[0]:.6g}, {self.points[-1]:.6g}], "
+            f"range=[{self.points[1]:.6g}, {self.points[-1]:.6g}], "
             f"below={self.below:.2g}, above={self.above:.2g})"
         )
 
@@ -157,14 +169,20 @@ class LogLatticeDistribution(Distribution):
 
     @property
     def points(self) -> np.ndarray:
-        """Lattice points (seconds), shift included."""
+        """Lattice points (seconds), shift included; the first is ``shift`` (lattice value 0)."""
         if "points" not in self._cache:
-            self._cache["points"] = self._raw_points() + self.shift_value
+            self._cache["points"] = np.concatenate(([0.0], self._raw_points())) + self.shift_value
         return self._cache["points"]
+
+    def _flat(self, which: str) -> np.ndarray:
+        """One side's masses at :attr:`points` (the zero atom first; the upper side has none)."""
+        if which == "lo":
+            return np.concatenate(([self.zero], self.lo.ravel()))
+        return np.concatenate(([0.0], self.hi.ravel()))
 
     def _cum(self, name: str) -> np.ndarray:
         if name not in self._cache:
-            lo, hi = self.lo.ravel(), self.hi.ravel()
+            lo, hi = self._flat("lo"), self._flat("hi")
             if name == "F_lo":
                 v = self.below + np.cumsum(lo)
             elif name == "F_hi":
@@ -182,7 +200,7 @@ class LogLatticeDistribution(Distribution):
     def support(self) -> tuple[float, float]:
         """First and last points with mass; infinite where mass lies off the lattice."""
         pts = self.points
-        lo, hi = self.lo.ravel(), self.hi.ravel()
+        lo, hi = self._flat("lo"), self._flat("hi")
         first = -np.inf if self.below > 0 else float(pts[np.argmax(lo > 0)])
         last = np.inf if self.above > 0 else float(pts[hi.size - 1 - np.argmax(hi[::-1] > 0)])
         return first, last
@@ -271,9 +289,9 @@ class LogLatticeDistribution(Distribution):
     def _knots(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Knots (one point beyond each end) with the estimate's CDF and SF there."""
         if "knots" not in self._cache:
-            raw = self._raw_points(extra=1)
-            before = math.ldexp(1.0 + (self.n - 1) / self.n, self.j0 - 1)
-            x = np.concatenate(([before], raw)) + self.shift_value
+            pts = self.points
+            beyond = math.ldexp(1.0, self.j0 + self.octaves) + self.shift_value
+            x = np.concatenate(([2 * pts[0] - pts[1]], pts, [beyond]))
             # lo's atom at x_i spread over [x_i, x_(i+1)]; hi's over [x_(i-1), x_i].
             f_lo = np.concatenate(([self.below, self.below], self._cum("F_lo")))
             s_lo = np.concatenate(([1 - self.below, 1 - self.below], self._cum("S_lo")))
@@ -312,7 +330,7 @@ class LogLatticeDistribution(Distribution):
             mean, var = self.moments
             return mean, (math.inf if self.tail_index <= 2 else var)
         # Cell-centre estimate from the two sides (the lattice holds only a window of the law).
-        w = 0.5 * (self.lo + self.hi).ravel()
+        w = 0.5 * (self._flat("lo") + self._flat("hi"))
         w = w / max(w.sum(), 1e-300)
         mean = float(np.dot(w, self.points))
         var = math.inf if self.tail_index <= 2 else float(np.dot(w, (self.points - mean) ** 2))
@@ -326,8 +344,8 @@ class LogLatticeDistribution(Distribution):
 
     def mean_bracket(self) -> tuple[float, float]:
         """(low, high) containing the exact mean (the means of the lower and upper variables)."""
-        low = -math.inf if self.below > 0 else float(np.dot(self.lo.ravel(), self.points))
-        high = math.inf if self.above > 0 else float(np.dot(self.hi.ravel(), self.points))
+        low = -math.inf if self.below > 0 else float(np.dot(self._flat("lo"), self.points))
+        high = math.inf if self.above > 0 else float(np.dot(self._flat("hi"), self.points))
         return low, high
 
     def _sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -362,6 +380,8 @@ class LogLatticeDistribution(Distribution):
             "below": self.below,
             "above": self.above,
             "shift": self.shift_value,
+            "zero": self.zero,
+            "nonneg": self.nonneg,
         }
         if math.isfinite(self.tail_index):
             fields["tail_index"] = self.tail_index
@@ -379,7 +399,10 @@ class LogLatticeDistribution(Distribution):
             n = check_count(fields["n"], f"{where}.n", minimum=2, maximum=MAX_POINTS)
             j0 = int(check_finite(fields["j0"], f"{where}.j0"))
             sides = {k: np.asarray(fields[k], dtype=float) for k in ("lo", "hi")}
-            atoms = {k: float(fields[k]) for k in ("below", "above")}
+            atoms = {k: float(fields.get(k, 0.0)) for k in ("below", "above", "zero")}
+            nonneg = fields.get("nonneg", False)
+            if not isinstance(nonneg, bool):
+                raise ValueError(f"nonneg must be true or false, got {nonneg!r}")
             shift = check_finite(fields.get("shift", 0.0), f"{where}.shift")
             tail = check_positive(fields.get("tail_index", math.inf), f"{where}.tail_index")
         except KeyError as exc:
@@ -393,7 +416,8 @@ class LogLatticeDistribution(Distribution):
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"{where}.{k} must lie in [0, 1], got {v}")
         for side, atom in (("lo", "below"), ("hi", "above")):
-            total = float(sides[side].sum()) + atoms[atom]
+            zero = atoms["zero"] if side == "lo" else 0.0
+            total = float(sides[side].sum()) + atoms[atom] + zero
             if abs(total - 1.0) > 1e-9:
                 raise ValueError(f"{where}: {side} + {atom} must sum to 1, got {total:.12g}")
         if not _MIN_OCTAVE <= j0 <= _MAX_OCTAVE - sides["lo"].shape[0]:
@@ -411,6 +435,8 @@ class LogLatticeDistribution(Distribution):
             shift,
             moments=moments,
             tail_index=tail,
+            zero=atoms["zero"],
+            nonneg=nonneg,
         )
 
     # ----- conversions ------------------------------------------------------------------------
@@ -441,6 +467,8 @@ class LogLatticeDistribution(Distribution):
             moments=self.moments,
             tail_index=self.tail_index,
             roundoff=self.roundoff,
+            zero=self.zero,
+            nonneg=self.nonneg,
         )
         if "shift" in changes and "moments" not in changes and self.moments is not None:
             delta = changes["shift"] - self.shift_value
@@ -473,7 +501,7 @@ class LogLatticeDistribution(Distribution):
         size = k_end - k_start + 1
         k_lo = np.clip(np.floor(pts / h).astype(np.int64) - k_start, -1, size)
         k_hi = np.clip(np.ceil(pts / h).astype(np.int64) - k_start, -1, size)
-        lo_m, hi_m = self.lo.ravel(), self.hi.ravel()
+        lo_m, hi_m = self._flat("lo"), self._flat("hi")
         # ... and mass outside it goes where the sandwich allows: lo below -> -inf, lo above ->
         # the top cell (rounding down), hi below -> the bottom cell, hi above -> +inf.
         below = self.below + float(lo_m[k_lo < 0].sum())
@@ -532,11 +560,16 @@ def points_per_octave(sums: int, policy: GridPolicy = DEFAULT_POLICY) -> int:
 
 
 # ----- building a log lattice --------------------------------------------------------------------
-def _octave_range(x_low: float, x_high: float) -> tuple[int, int]:
-    """(j0, J) of the octaves covering [x_low, x_high] (both > 0), capped at MAX_OCTAVES."""
+def _octave_range(x_low: float, x_high: float, keep_top: bool) -> tuple[int, int]:
+    """(j0, J) of the octaves covering [x_low, x_high] (both > 0), at most MAX_OCTAVES.
+
+    A longer range loses its bottom octaves when ``keep_top`` (a variable >= 0, whose lower
+    side then rounds that mass down to 0 at no cost to sums), its top ones otherwise.
+    """
     j_lo = max(math.frexp(x_low)[1] - 1, _MIN_OCTAVE)
-    j_hi = min(math.frexp(x_high)[1] - 1, _MAX_OCTAVE)
-    j_hi = max(j_hi, j_lo)
+    j_hi = max(min(math.frexp(x_high)[1] - 1, _MAX_OCTAVE), j_lo)
+    if j_hi - j_lo + 1 > MAX_OCTAVES and keep_top:
+        j_lo = j_hi - MAX_OCTAVES + 1
     return j_lo, min(j_hi - j_lo + 1, MAX_OCTAVES)
 
 
@@ -548,11 +581,14 @@ def _discretize_exact(dist: Distribution, n: int, policy: GridPolicy) -> LogLatt
     if not (np.isfinite(x_min) and np.isfinite(x_max)):
         raise ValueError(f"cannot put {dist!r} on a log lattice: its tail quantiles are not finite")
     q1, med, q3 = (float(v) for v in dist._quantile(np.array([0.25, 0.5, 0.75])))
-    # Positive laws sit on the lattice as they are; others are shifted so that all but
-    # ``tail`` of their mass lies above about one interquartile range.
-    shift = 0.0 if x_min > 0 else x_min - max(q3 - q1, abs(med), 1e-300)
-    lo_x = max(x_min - shift, (med - shift) * 1e-15)
-    j0, octaves = _octave_range(lo_x, max(x_max - shift, lo_x))
+    scale = max(q3 - q1, abs(med), abs(q3), 1e-300)
+    # Laws >= 0 sit on the lattice as they are (what lies below its first octave rounds down
+    # to 0 on the lower side); others are shifted so that all but ``tail`` of their mass lies
+    # above about one interquartile range.
+    shift = 0.0 if x_min > 0 or dist.support[0] >= 0 else x_min - scale
+    nonneg = bool(dist.support[0] >= shift)
+    lo_x = max(x_min - shift, scale * 1e-15)
+    j0, octaves = _octave_range(lo_x, max(x_max - shift, lo_x), keep_top=nonneg)
     pts = np.ldexp(1.0 + np.arange(n) / n, (j0 + np.arange(octaves + 1))[:, None]).ravel()
     pts = pts[: octaves * n + 1] + shift  # one point beyond the last octave closes its cell
     cdf, sf = dist._cdf(pts), dist._sf(pts)
@@ -569,12 +605,14 @@ def _discretize_exact(dist: Distribution, n: int, policy: GridPolicy) -> LogLatt
         j0,
         lo.reshape(octaves, n),
         hi.reshape(octaves, n),
-        below=float(cdf[0]),
+        below=0.0 if nonneg else float(cdf[0]),
         above=float(cell[-1] + sf[-1]),
         shift=shift,
         policy=policy,
         moments=(dist.mean(), dist.var()),
         tail_index=dist.tail_index,
+        zero=float(cdf[0]) if nonneg else 0.0,
+        nonneg=nonneg,
     )
 
 
@@ -583,15 +621,21 @@ def _grid_to_log(grid: GridDistribution, n: int) -> LogLatticeDistribution:
     pts = grid.points
     mass = (grid.lo > 0) | (grid.hi > 0)
     first, last = float(pts[np.argmax(mass)]), float(pts[mass.size - 1 - np.argmax(mass[::-1])])
-    # Points at or below zero are shifted above it by one interquartile-like margin.
+    # A grid >= 0 sits on the lattice as it is (mass at 0 is the lower side's zero atom);
+    # one reaching below zero is shifted above it by a margin of its own width.
     margin = max(last - first, abs(first), grid.h)
-    shift = 0.0 if first > 0 else first - margin
-    j0, octaves = _octave_range(first - shift, max(last - shift, first - shift))
+    nonneg = bool(first >= 0 and grid.below == 0)
+    shift = 0.0 if nonneg else first - margin
+    positive = pts[mass & (pts - shift > 0)]
+    bottom = max(float(positive[0]) - shift if positive.size else margin, margin * 1e-15)
+    j0, octaves = _octave_range(bottom, max(last - shift, bottom), keep_top=nonneg)
     raw = np.ldexp(1.0 + np.arange(n) / n, (j0 + np.arange(octaves))[:, None]).ravel()
     top = raw.size
     i_lo = np.searchsorted(raw, pts - shift, side="right") - 1  # last point <= value
     i_hi = np.searchsorted(raw, pts - shift, side="left")  # first point >= value
-    below = grid.below + float(grid.lo[i_lo < 0].sum())
+    off = float(grid.lo[i_lo < 0].sum())  # below the first octave: to 0 if >= 0, else -inf
+    zero = off if nonneg else 0.0
+    below = grid.below + (0.0 if nonneg else off)
     above = grid.above + float(grid.hi[i_hi >= top].sum())
     lo = np.bincount(np.minimum(i_lo[i_lo >= 0], top - 1), grid.lo[i_lo >= 0], top)
     hi = np.bincount(i_hi[i_hi < top], grid.hi[i_hi < top], top)
@@ -607,6 +651,8 @@ def _grid_to_log(grid: GridDistribution, n: int) -> LogLatticeDistribution:
         grid.moments,
         grid.tail_index,
         grid.roundoff,
+        zero=zero,
+        nonneg=nonneg,
     )
 
 
@@ -733,13 +779,25 @@ def _pad(d: LogLatticeDistribution, j0: int, octaves: int) -> tuple[np.ndarray, 
 
 
 def _trim(
-    j0: int, lo: np.ndarray, hi: np.ndarray, below: float, above: float, eps: float
-) -> tuple[int, np.ndarray, np.ndarray, float, float]:
+    j0: int,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    below: float,
+    above: float,
+    eps: float,
+    nonneg: bool,
+) -> tuple[int, np.ndarray, np.ndarray, float, float, float]:
     """Drop end octaves holding at most ``eps`` into places the sandwich allows.
 
-    Below the kept range the lower side's mass goes to -inf and the upper side's up to the
-    first kept point; above it the upper side's goes to +inf and the lower side's down to the
-    last kept point. The range is capped at :data:`MAX_OCTAVES` and float64's range.
+    Below the kept range the lower side's mass goes to -inf, or to 0 (returned as the last
+    value) for a variable >= 0, and the upper side's up to the first kept point; above it the
+    upper side's goes to +inf and the lower side's down to the last kept point. The range is
+    capped at :data:`MAX_OCTAVES` (keeping the top for a variable >= 0) and float64's range.
+
+    Returns
+    -------
+    tuple
+        ``(j0, lo, hi, below, above, to_zero)``.
     """
     per_lo, per_hi = lo.sum(axis=1), hi.sum(axis=1)
     c = np.cumsum(np.maximum(per_lo, per_hi))
@@ -747,14 +805,18 @@ def _trim(
     first = int(np.searchsorted(c, eps, side="right"))
     last = int(np.nonzero(r > eps)[0][-1]) if (r > eps).any() else lo.shape[0] - 1
     first = min(first, last)
-    last = min(last, first + MAX_OCTAVES - 1, _MAX_OCTAVE - j0)
+    last = min(last, _MAX_OCTAVE - j0)
+    if nonneg:
+        first = max(first, last - MAX_OCTAVES + 1)
+    last = min(last, first + MAX_OCTAVES - 1)
     new_lo = lo[first : last + 1].copy()
     new_hi = hi[first : last + 1].copy()
-    below += float(lo[:first].sum())
+    cut = float(lo[:first].sum())
+    below += 0.0 if nonneg else cut
     new_hi[0, 0] += float(hi[:first].sum())
     above += float(hi[last + 1 :].sum())
     new_lo[-1, -1] += float(lo[last + 1 :].sum())
-    return j0 + first, new_lo, new_hi, below, above
+    return j0 + first, new_lo, new_hi, below, above, (cut if nonneg else 0.0)
 
 
 def _add(a: LogLatticeDistribution, b: LogLatticeDistribution | None) -> LogLatticeDistribution:
@@ -767,8 +829,13 @@ def _add(a: LogLatticeDistribution, b: LogLatticeDistribution | None) -> LogLatt
     j0 = min(a.j0, b.j0)
     octaves = max(a.j0 + a.octaves, b.j0 + b.octaves) - j0
     a_lo, a_hi = _pad(a, j0, octaves)
-    lo, err_lo = _side_sum(a_lo, None if same else _pad(b, j0, octaves)[0], up=False)
-    hi, err_hi = _side_sum(a_hi, None if same else _pad(b, j0, octaves)[1], up=True)
+    b_lo, b_hi = (a_lo, a_hi) if same else _pad(b, j0, octaves)
+    lo, err_lo = _side_sum(a_lo, None if same else b_lo, up=False)
+    hi, err_hi = _side_sum(a_hi, None if same else b_hi, up=True)
+    # The lower sides' zero atoms add exactly: 0 + y = y is already on the lattice.
+    lo[:octaves] += a.zero * b_lo + b.zero * a_lo
+    zero = a.zero * b.zero
+    nonneg = a.nonneg and b.nonneg
     below = 1.0 - (1.0 - a.below) * (1.0 - b.below)
     above = 1.0 - (1.0 - a.above) * (1.0 - b.above)
     roundoff = a.roundoff + b.roundoff
@@ -780,7 +847,7 @@ def _add(a: LogLatticeDistribution, b: LogLatticeDistribution | None) -> LogLatt
         below, above = min(below + err_lo, 1.0), min(above + err_hi, 1.0)
     else:
         roundoff += max(err_lo, err_hi)
-    j0, lo, hi, below, above = _trim(j0, lo, hi, below, above, policy.tail_mass)
+    j0, lo, hi, below, above, to_zero = _trim(j0, lo, hi, below, above, policy.tail_mass, nonneg)
     moments = None
     if a.moments is not None and b.moments is not None:  # independent: means and variances add
         moments = (a.moments[0] + b.moments[0], a.moments[1] + b.moments[1])
@@ -796,6 +863,8 @@ def _add(a: LogLatticeDistribution, b: LogLatticeDistribution | None) -> LogLatt
         moments,
         min(a.tail_index, b.tail_index),
         roundoff,
+        zero + to_zero,
+        nonneg,
     )
 
 
@@ -853,18 +922,19 @@ def log_lattice_iid_max(dist: LogLatticeDistribution, n: int) -> LogLatticeDistr
     CDF is raised to the power ``n`` at the lattice points (no re-rounding is needed). A CDF
     error ``e`` becomes at most ``n e``, so the round-off bound is multiplied by ``n``.
     """
-    f_lo, s_lo = dist._cum("F_lo"), dist._cum("S_lo")
+    f_lo, s_lo = dist._cum("F_lo"), dist._cum("S_lo")  # at the points, zero atom first
     f_hi, s_hi = dist._cum("F_hi"), dist._cum("S_hi")
     below = dist.below**n
     lo = _power_side(f_lo, s_lo, n)
-    lo[0] = max(lo[0] - below, 0.0)  # the first CDF value includes the -inf atom
+    zero = max(lo[0] - below, 0.0)  # the first CDF value includes the -inf atom
     hi = _power_side(f_hi, s_hi, n)
     above = float(-np.expm1(n * np.log1p(-dist.above)))
     return dist._with(
-        lo=lo.reshape(dist.lo.shape),
-        hi=hi.reshape(dist.hi.shape),
+        lo=lo[1:].reshape(dist.lo.shape),
+        hi=hi[1:].reshape(dist.hi.shape),
         below=below,
         above=above,
+        zero=zero,
         moments=None,
         roundoff=min(1.0, n * dist.roundoff),
     )
