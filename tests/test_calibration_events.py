@@ -10,13 +10,18 @@ from scipy import stats
 
 from prism_analytic.calibration import (
     CalibrationError,
+    EventFit,
+    PredictedLaw,
     StepLog,
+    calibrate_to_logs,
+    check_against_logs,
     fit_step_events,
     predict_events,
     read_step_log,
     run_dispersion,
     slow_steps,
 )
+from prism_analytic.workload.presets import preset_job
 
 PAUSES = (40, 80, 120, 160)
 
@@ -176,3 +181,40 @@ def test_cli_events_from_needs_its_gpu_count(tmp_path, capsys):
     assert "--events-gpus" in capsys.readouterr().err
     assert main([*args, "--events-from", str(log), "--events-gpus", "8"]) == 2
     assert "--check" in capsys.readouterr().err
+
+
+def _engine_stub(job) -> PredictedLaw:
+    """Median 10 / gemm + 2 s, lognormal 0.4%: a model with a known answer (no engine)."""
+    med = 10.0 / job.hardware.efficiency.for_precision(job.training.precision) + 2.0
+    d = stats.lognorm(0.004, scale=med)
+
+    class _R:
+        quantile = staticmethod(d.ppf)
+        sf = staticmethod(d.sf)
+
+    q = d.ppf([0.5, 0.9, 0.99])
+    return PredictedLaw(float(d.mean()), q[0], q[1], q[2], float(d.std()), result=_R())
+
+
+def test_calibrate_to_logs_with_events_reports_them_outside_the_overlay():
+    rng = np.random.default_rng(6)
+    logs = _runs(rng, n=300, q=0.01, size=0.3, median=22.0)
+    job = preset_job("llama3-8b", 8)
+    res = calibrate_to_logs(
+        job,
+        logs,
+        n_resamples=200,
+        check_body=False,
+        fit_jitter=False,
+        events=True,
+        event_resamples=20,
+        event_gof_refits=9,
+        evaluate=_engine_stub,
+    )
+    assert isinstance(res.events, EventFit) and len(res.events.boot["q"]) == 20
+    assert "events" in res.to_dict() and "events" not in res.overlay()
+    assert "step events" in res.summary()
+    out = check_against_logs(job, logs, events=res.events, evaluate=_engine_stub)
+    ev = out["events"]
+    # in sample (same size, same logs) the fitted events must cover what they were fitted to
+    assert ev["steps"] == 900 and ev["p99_inside"] and ev["count_inside"], ev

@@ -274,6 +274,7 @@ def calibrate_to_logs(
     fit_jitter: bool = True,
     events: bool = False,
     event_resamples: int = 200,
+    event_gof_refits: int = 49,
     evaluate: Callable[[Any], PredictedLaw] = predicted_law,
 ) -> CalibrationResult:
     """Fit the stochastic model of ``job`` to measured step logs of that job.
@@ -302,6 +303,8 @@ def calibrate_to_logs(
         Its parameters are reported, not written to the overlay (no config keys hold them).
     event_resamples : int
         Bootstrap refits of the event model (its prediction intervals).
+    event_gof_refits : int
+        Parametric-bootstrap refits for the event model's goodness-of-fit p-value.
     evaluate : callable
         ``job -> PredictedLaw`` (the analytic engine by default; tests may pass a stub).
     """
@@ -392,7 +395,12 @@ def calibrate_to_logs(
         from .step_events import fit_step_events
 
         event_fit = fit_step_events(
-            logs, job.gpus, confidence=confidence, n_boot=event_resamples, seed=seed
+            logs,
+            job.gpus,
+            confidence=confidence,
+            n_gof=event_gof_refits,
+            n_boot=event_resamples,
+            seed=seed,
         )
     return CalibrationResult(
         job.name,
