@@ -12,7 +12,12 @@ from scipy import integrate, stats
 import prism_analytic as pa
 from prism_analytic.engines.pipeline_core import pipeline_makespan
 from prism_analytic.engines.pipeline_mc import sample_pipeline
-from prism_analytic.engines.skew_core import skew_law, skew_makespan, skew_pipeline
+from prism_analytic.engines.skew_core import (
+    skew_law,
+    skew_makespan,
+    skew_pipeline,
+    third_cumulant,
+)
 from prism_analytic.schedules import pipeline_dag
 from prism_analytic.validation.scenarios import compact_pipeline, pipeline
 
@@ -47,6 +52,29 @@ def test_one_chain_is_the_exact_sum():
     assert r.mean == pytest.approx(sum(mean.values()), rel=1e-12)
     assert r.std == pytest.approx(math.sqrt(sum(s * s for s in std.values())), rel=1e-12)
     assert r.skew == 0.0
+
+
+def test_skewed_ops_on_a_chain_add_their_third_cumulants():
+    chain = nx.path_graph(4, create_using=nx.DiGraph)
+    laws = {i: pa.lognormal(1.0 + i, 0.3) for i in chain}
+    r = skew_makespan(
+        chain,
+        {i: law.mean() for i, law in laws.items()},
+        {i: law.std() for i, law in laws.items()},
+        kappa3={i: third_cumulant(law) for i, law in laws.items()},
+    )
+    k3 = sum(float(law.frozen.stats(moments="s")) * law.std() ** 3 for law in laws.values())
+    assert r.skew == pytest.approx(k3 / r.std**3, rel=1e-9)
+    assert r.skew > 0.2
+
+
+def test_skewed_ops_reach_the_sink_through_its_loadings():
+    """fsdp_overlap (lognormal collectives): skewness vs 2e5-sample Monte Carlo (0.057)."""
+    from prism_analytic.validation.scenarios import fsdp_overlap
+
+    res = pa.predict(fsdp_overlap(), "analytic", core_shape="skew")
+    # measured 0.0495; Monte Carlo's own skewness has a standard error of about 0.005
+    assert 0.035 < res.diagnostics["cores"][0]["skew"] < 0.075
 
 
 def _exact_max_moments(d: float, sa: float, sb: float) -> tuple[float, float, float]:

@@ -240,9 +240,10 @@ class _Evaluator:
         dag, mean, std = _duration_dag(m)
         if self.shape == "skew" and self.core_method == "clark-mehler":
             # Clark-Mehler on full differences, third cumulant, Pearson III (skew_core.py)
-            from .skew_core import skew_makespan
+            from .skew_core import skew_makespan, third_cumulant
 
-            sk = skew_makespan(dag, mean, std, window=self.window)
+            k3 = {e: third_cumulant(law) for e, law in dag.nodes(data="law")}
+            sk = skew_makespan(dag, mean, std, window=self.window, kappa3=k3)
             self.report.cores.append(
                 {
                     "where": where,
@@ -308,7 +309,7 @@ def _duration_dag(m: nx.MultiDiGraph) -> tuple[nx.DiGraph, dict[int, float], dic
                 continue
             e = len(edge_id)
             edge_id[(x, b, key)] = e
-            dag.add_node(e)
+            dag.add_node(e, law=w)
             dag.add_edges_from((p, e) for p in feeds[x])
             mean[e], std[e] = w.mean(), w.std()
     return dag, mean, std
