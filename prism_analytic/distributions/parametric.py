@@ -10,6 +10,7 @@ from scipy import stats
 
 from .._checks import check_finite, check_positive
 from .base import Distribution
+from .gamma_large import LARGE_SHAPE, gamma_cdf_sf, gamma_quantile
 from .tails import FAMILY_TAIL_INDEX
 
 __all__ = [
@@ -89,16 +90,37 @@ class ScipyDistribution(Distribution):
         lo, hi = self.frozen.support()
         return float(lo), float(hi)
 
+    @property
+    def _large_gamma(self) -> tuple[float, float, float] | None:
+        """(shape, loc, scale) of a gamma law whose shape scipy's gammainc mishandles, else None.
+
+        See :mod:`.gamma_large`: from shape 1e5 on scipy's tails can be off by far more than
+        the precision the certified brackets assume.
+        """
+        if self.family != "gamma":
+            return None
+        shapes, loc, scale = self.frozen.dist._parse_args(*self.frozen.args, **self.frozen.kwds)
+        a = float(shapes[0])
+        return (a, float(loc), float(scale)) if a >= LARGE_SHAPE else None
+
     def _cdf(self, x: np.ndarray) -> np.ndarray:
+        if (g := self._large_gamma) is not None:
+            return gamma_cdf_sf(x, *g)[0]
         return self.frozen.cdf(x)
 
     def _sf(self, x: np.ndarray) -> np.ndarray:
+        if (g := self._large_gamma) is not None:
+            return gamma_cdf_sf(x, *g)[1]
         return self.frozen.sf(x)
 
     def _quantile(self, q: np.ndarray) -> np.ndarray:
+        if (g := self._large_gamma) is not None:
+            return gamma_quantile(q, *g)
         return self.frozen.ppf(q)
 
     def _isf(self, p: np.ndarray) -> np.ndarray:
+        if (g := self._large_gamma) is not None:
+            return gamma_quantile(p, *g, upper=True)
         return self.frozen.isf(p)
 
     # scipy answers NaN where a moment diverges (e.g. Frechet with alpha <= 1); the interface
