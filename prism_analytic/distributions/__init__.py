@@ -4,6 +4,7 @@ from .base import Affine, Distribution, affine, as_rng
 from .empirical import Empirical, PointMass, empirical, point_mass
 from .extremes import IIDMax, MaxOfIndependent, MinOfIndependent, OrderStatistic
 from .grid import GridDistribution, discretize, to_grid
+from .log_lattice import LogLatticeDistribution
 from .mixture import Mixture, mixture
 from .parametric import (
     ScipyDistribution,
@@ -22,6 +23,7 @@ __all__ = [
     "Empirical",
     "GridDistribution",
     "IIDMax",
+    "LogLatticeDistribution",
     "MaxOfIndependent",
     "MinOfIndependent",
     "Mixture",

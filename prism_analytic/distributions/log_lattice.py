@@ -544,7 +544,9 @@ def needs_log_lattice(dist: Distribution, policy: GridPolicy = DEFAULT_POLICY) -
     iqr = q3 - q1
     if not (iqr > 0 and np.isfinite(low) and (low > 0 or med - low <= 100 * iqr)):
         return False
-    return bool(dist.tail_index < 3 or (np.isfinite(far) and far - med > FAR_TAIL_RATIO * iqr))
+    with np.errstate(all="ignore"):  # a very wide law's moments overflow to inf in scipy
+        heavy = dist.tail_index < 3
+    return bool(heavy or (np.isfinite(far) and far - med > FAR_TAIL_RATIO * iqr))
 
 
 def points_per_octave(sums: int, policy: GridPolicy = DEFAULT_POLICY) -> int:
@@ -592,6 +594,8 @@ def _discretize_exact(dist: Distribution, n: int, policy: GridPolicy) -> LogLatt
     pts = np.ldexp(1.0 + np.arange(n) / n, (j0 + np.arange(octaves + 1))[:, None]).ravel()
     pts = pts[: octaves * n + 1] + shift  # one point beyond the last octave closes its cell
     cdf, sf = dist._cdf(pts), dist._sf(pts)
+    with np.errstate(all="ignore"):  # scipy's moments of a very wide law overflow to inf
+        moments, tail = (dist.mean(), dist.var()), dist.tail_index
     # Cell masses from the CDF in the lower half, the survival function in the upper half.
     cell = np.where(cdf[1:] <= 0.5, cdf[1:] - cdf[:-1], sf[:-1] - sf[1:])
     cell = np.maximum(cell, 0.0)  # mass of (x_i, x_(i+1)]
@@ -609,8 +613,8 @@ def _discretize_exact(dist: Distribution, n: int, policy: GridPolicy) -> LogLatt
         above=float(cell[-1] + sf[-1]),
         shift=shift,
         policy=policy,
-        moments=(dist.mean(), dist.var()),
-        tail_index=dist.tail_index,
+        moments=moments,
+        tail_index=tail,
         zero=float(cdf[0]) if nonneg else 0.0,
         nonneg=nonneg,
     )
