@@ -585,7 +585,13 @@ class _Engine:
         return iy
 
     # -- driver ----------------------------------------------------------------------------
-    def run(self, gens, preds, m_arr, s_arr, lmat):
+    def run(self, gens, preds, m_arr, s_arr, lmat, groups=None):
+        """Propagate the DAG; ``(mean, var, n_max)`` of its makespan.
+
+        ``groups`` (one label 0..G-1 per node) marks G independent DAGs evaluated in one
+        pass (their maxima batched together: fewer, larger numpy calls); the result is then a
+        list of G ``(mean, var, n_max)``, one makespan per DAG.
+        """
         n = len(preds)
         remaining = np.zeros(n, dtype=int)
         for ps in preds:
@@ -632,8 +638,17 @@ class _Engine:
                         self.release([slot[p]])
                         slot[p] = -1
             sinks += [i for i in gen if remaining[i] == 0]
-        # Final max over sinks, pairwise in increasing-mean order.
-        sinks.sort(key=lambda k: self.mu[slot[k]])
+        if groups is not None:
+            labels = np.asarray(groups)
+            return [
+                self._sink_max(slot, [k for k in sinks if labels[k] == g])
+                for g in range(int(labels.max()) + 1)
+            ]
+        return self._sink_max(slot, sinks)
+
+    def _sink_max(self, slot, sinks):
+        """Final max over sinks, pairwise in increasing-mean order."""
+        sinks = sorted(sinks, key=lambda k: self.mu[slot[k]])
         acc = slot[sinks[0]]
         for k in sinks[1:]:
             acc = self.maxes(np.array([acc]), np.array([slot[k]]))[0]
