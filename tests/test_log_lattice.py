@@ -192,3 +192,30 @@ def test_mass_at_zero_and_very_wide_laws_stay_resolved():
     wide = pa.iid_sum(pa.from_scipy(stats.lognorm(30.0)), 100)
     low, high = wide.quantile_bracket(0.5)
     assert 0 < low <= high <= 1.01 * low
+
+
+def _sum_of_two_sf(d: pa.Distribution, s: float) -> float:
+    """P(X1 + X2 > s) by quadrature: 2 int_lo^(s/2) f(x) S(s - x) dx + S(s/2)^2."""
+    from scipy import integrate
+
+    lo, pdf, sf = d.support[0], d.frozen.pdf, d.frozen.sf
+    edges = np.unique(np.concatenate(([lo], np.geomspace(max(lo, 1e-12), s / 2, 24))))
+    total = sum(
+        integrate.quad(lambda x: pdf(x) * sf(s - x), a, b, epsrel=1e-10, limit=100)[0]
+        for a, b in zip(edges[:-1], edges[1:])
+    )
+    return 2 * total + sf(s / 2) ** 2
+
+
+@pytest.mark.parametrize("name", ["pareto0.5", "pareto1.5", "lognormal3"])
+def test_two_copies_bracket_the_quadrature_quantiles(name):
+    from scipy import optimize
+
+    d = _law(name)
+    s2 = pa.iid_sum(d, 2)
+    for q in (0.99, 1 - 1e-6):  # the median is checked against Monte Carlo above
+        low, high = s2.quantile_bracket(q)
+        exact = optimize.brentq(
+            lambda s, p=1 - q: _sum_of_two_sf(d, s) - p, 0.9 * low, 1.1 * high, xtol=1e-7 * high
+        )
+        assert low <= exact <= high and high - low <= 0.01 * exact, q
