@@ -457,9 +457,10 @@ def skew_pipeline(
 ) -> tuple[SkewResult, dict[str, Any]]:
     """The skew-aware core on a plain compact pipeline (no shared factors).
 
-    A pipeline of more than ``cap`` ops (default :data:`SKEW_OPS_CAP`) is evaluated at two truncated microbatch counts and
-    extrapolated block by block (:func:`~.pipeline_core.truncation`): the mean, the variance
-    and the third cumulant each grow linearly per block once the warm-up is over.
+    A pipeline of more than ``cap`` ops (default :data:`SKEW_OPS_CAP`) is evaluated at two
+    truncated microbatch counts and extrapolated block by block
+    (:func:`~.pipeline_core.truncation`): the mean, the variance and the third cumulant each
+    grow linearly per block once the warm-up is over.
 
     Returns
     -------
