@@ -40,7 +40,7 @@ __all__ = ["pipeline_makespan", "pipeline_mean_path", "OPS_CAP", "clear_caches"]
 #: Largest pipeline evaluated op by op; longer ones are truncated and extrapolated.
 OPS_CAP = 2048
 #: Largest sum of the two truncated schedules' residual windows evaluated in one pass.
-PAIR_MAX_WINDOW = 256
+PAIR_MAX_WINDOW = 512
 
 
 _COMPONENTS_CACHE: dict[tuple, tuple[float, float, dict]] = {}
@@ -153,9 +153,10 @@ def _direct_pair(
     generation, their maxima go through the engine in batches twice as large, which halves the
     number of numpy calls. That pays where the calls are small and Python-bound: narrow
     pipelines whose two residual windows together hold at most :data:`PAIR_MAX_WINDOW`
-    (llama3-70b, 4 stages x vpp 5, at 1,024 GPUs: 0.48 s -> 0.30 s, results equal to 1e-12 of
-    a makespan sd). Wider ones are arithmetic-bound (16 stages: two passes 2.5 s, one pass
-    4.4 s) and keep two passes, as do specs with shared factors (their loadings) and the
+    (llama3-70b, 4 stages x vpp 5, at 1,024 GPUs: 0.48 s -> 0.30 s; gpt3-175b, 8 stages x
+    vpp 2: 0.76 s -> 0.54 s; results equal to 1e-12 of a makespan sd). Wider ones are
+    arithmetic-bound (llama3-405b, 16 stages x vpp 8: two passes 2.0 s, one pass 2.6 s) and
+    keep two passes, as do specs with shared factors (their loadings) and the
     independent method. The one pass keeps both default windows in one ring of residuals
     (their sum), so the longer schedule sees a larger window once the shorter one is done:
     per schedule the two agree to ~1e-4 makespan sd; extrapolated over 500 blocks (1F1B
