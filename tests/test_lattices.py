@@ -217,3 +217,17 @@ def test_bad_policy_and_sample_size():
         pa.GridPolicy(max_cells=2**40)
     with pytest.raises(ValueError, match="size"):
         pa.normal(0, 1).sample(10**11)
+
+
+def test_rounding_variance_bound_holds_and_is_below_the_worst_case():
+    from prism_analytic.distributions.centred_sum import _rounding_variance_bound
+
+    d, h = pa.lognormal(1.0, 0.5), 0.05
+    k0, k1 = 0, 400  # cells (0, 20]: inside mass 1 - P(X > 20)
+    inside = float(d.cdf(20.0))
+    bound = _rounding_variance_bound(d, k0, k1, h, inside)
+    x = d.sample(10**6, np.random.default_rng(3))
+    x = x[x <= 20.0]
+    err = x - (np.ceil(x / h) - 1) * h  # X - x_i for X in (x_i, x_i + h]
+    assert 0 < err.min() and err.max() <= h * (1 + 1e-9)
+    assert err.var() <= bound <= 0.11 * h * h < h * h / 4  # smooth law: about 0.1 h^2
