@@ -41,6 +41,7 @@ __all__ = [
     "MAX_SAMPLES",
     "MonteCarloSettings",
     "PoolAccuracyWarning",
+    "default_blocks_per_task",
     "pool_ks_error",
     "pooled_groups",
     "estimated_draws",
@@ -375,6 +376,17 @@ class _Sampler:
         return out
 
 
+def default_blocks_per_task(samples: int) -> int:
+    """Blocks per executor task: 4, or fewer so that there are at least 8 tasks when possible.
+
+    With a fixed 4, a run of up to 4 blocks (32,768 samples) was one task that no cluster
+    could spread; a 405B step at 65k GPUs takes minutes per block. Grouping never changes
+    the samples (blocks have their own seeds).
+    """
+    n_blocks = -(-samples // BLOCK)
+    return max(1, min(4, n_blocks // 8))
+
+
 def _run_block(
     graph: StepGraph, sampler: _Sampler, seed: np.random.SeedSequence, size: int
 ) -> np.ndarray:
@@ -445,7 +457,7 @@ def sample_step(
     *,
     settings: MonteCarloSettings | None = None,
     executor: Executor | None = None,
-    blocks_per_task: int = 4,
+    blocks_per_task: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> np.ndarray:
     """Draw ``samples`` step times of ``graph`` (seconds), reproducibly.
@@ -460,8 +472,10 @@ def sample_step(
     executor : concurrent.futures.Executor, optional
         Runs groups of blocks (e.g. a ProcessPoolExecutor or a dask ``Client.get_executor()``);
         by default everything runs in this process. The result does not depend on it.
-    blocks_per_task : int
-        Blocks of :data:`BLOCK` samples handed to one task.
+    blocks_per_task : int, optional
+        Blocks of :data:`BLOCK` samples handed to one task; default 4 when the graph has
+        tail pools (each task rebuilds them), else :func:`default_blocks_per_task` (up to 4,
+        fewer so that a run of a few blocks still makes several tasks).
     progress : callable, optional
         Called as ``progress(done, total)`` (in samples) as blocks or tasks finish.
 
@@ -486,7 +500,7 @@ def sample_step_report(
     *,
     settings: MonteCarloSettings | None = None,
     executor: Executor | None = None,
-    blocks_per_task: int = 4,
+    blocks_per_task: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """:func:`sample_step`, and the tail pools it drew with their estimated KS errors.
@@ -506,7 +520,6 @@ def sample_step_report(
             f"settings must be a MonteCarloSettings, got {type(settings).__name__} {settings!r}"
         )
     samples = check_count(samples, "samples", minimum=1, maximum=MAX_SAMPLES)
-    blocks_per_task = check_count(blocks_per_task, "blocks_per_task", minimum=1)
     if not isinstance(graph, StepGraph):
         raise TypeError(f"graph must be a StepGraph, got {type(graph).__name__}")
     if executor is not None and not callable(getattr(executor, "map", None)):
@@ -517,6 +530,11 @@ def sample_step_report(
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable, got {type(progress).__name__}")
     graph.validate()
+    if blocks_per_task is None:
+        # every task rebuilds the tail pools: keep tasks coarse when there are pools
+        pooled_graph = bool(pooled_groups(graph, settings))
+        blocks_per_task = 4 if pooled_graph else default_blocks_per_task(samples)
+    blocks_per_task = check_count(blocks_per_task, "blocks_per_task", minimum=1)
     draws = estimated_draws(graph, samples, settings)
     if draws > settings.max_draws:
         per_sample = _graph_draws(graph, settings)
