@@ -68,3 +68,10 @@ def test_iid_sum_of_a_million_gammas_brackets_the_series_quantile():
     assert kummer_p(4.0 * m, low / 0.25) < 1e-6 <= kummer_p(4.0 * m, high / 0.25)
     assert high - low <= 1e-6 * s.std()
     assert from_spec(to_spec(s)).quantile_bracket(1e-6) == (low, high)  # JSON round trip
+
+
+def test_support_ends_and_infinities():
+    g = pa.iid_sum(pa.gamma(1.0, 0.5), 10**9)
+    assert list(g.cdf([-1.0, 0.0, np.inf])) == [0.0, 0.0, 1.0]
+    assert list(g.sf([-np.inf, 0.0, np.inf])) == [1.0, 1.0, 0.0]
+    assert list(g.quantile([0.0, 1.0])) == [0.0, np.inf]

@@ -70,7 +70,8 @@ def _two_product(a: float, b: float) -> tuple[float, float]:
 
 def _half_eta_sq(mu: np.ndarray) -> np.ndarray:
     """``mu - log1p(mu)`` (= eta^2 / 2) without cancellation for small ``mu``."""
-    out = mu - np.log1p(mu)
+    with np.errstate(invalid="ignore"):
+        out = np.where(np.isposinf(mu), np.inf, mu - np.log1p(mu))
     small = np.abs(mu) < 0.1
     if small.any():
         m = mu[small]
@@ -128,13 +129,15 @@ def gamma_cdf_sf(
     mu = d / (a * scale)  # lambda - 1
     below = x - loc <= 0
     mu = np.where(below, -0.5, mu)  # placeholder, overwritten below
-    h = _half_eta_sq(mu)
-    eta = np.sign(mu) * np.sqrt(2.0 * h)
-    c0, c1 = _c0_c1(mu, eta)
-    r = np.exp(-a * h) / math.sqrt(2.0 * math.pi * a) * (c0 + c1 / a)
-    w = eta * math.sqrt(a / 2.0)
-    p = 0.5 * special.erfc(-w) - r
-    q = 0.5 * special.erfc(w) + r
+    with np.errstate(all="ignore"):  # x = inf: eta = inf, r = 0, P = 1
+        h = _half_eta_sq(mu)
+        eta = np.sign(mu) * np.sqrt(2.0 * h)
+        c0, c1 = _c0_c1(mu, eta)
+        r = np.exp(-a * h) / math.sqrt(2.0 * math.pi * a) * (c0 + c1 / a)
+        r = np.where(np.isfinite(r), r, 0.0)
+        w = eta * math.sqrt(a / 2.0)
+        p = 0.5 * special.erfc(-w) - r
+        q = 0.5 * special.erfc(w) + r
     p = np.where(below, 0.0, np.clip(p, 0.0, 1.0))
     q = np.where(below, 1.0, np.clip(q, 0.0, 1.0))
     return p, q
