@@ -59,6 +59,18 @@ def test_winners_are_the_minima_of_the_table(result):
     assert "best by p95" in result.summary()
 
 
+def test_runner_up_and_brackets_are_reported(result):
+    ok = result.table[result.table["status"] == "ok"].sort_values(["p95_s", "index"])
+    second = result.runner_up()
+    assert second is not None and second["config_id"] != result.best["config_id"]
+    assert second["p95_s"] == ok["p95_s"].iloc[1]
+    text = result.summary()
+    assert f"bracket {result.best['p95_lo_s']:.5g}-{result.best['p95_hi_s']:.5g}" in text
+    if not result.differs:
+        assert "runner-up by p95" in text
+    assert result.to_dict()["runner_up_by_p95"]["p95_s"] == second["p95_s"]
+
+
 def test_nothing_fits_is_a_clear_error():
     with pytest.raises(SweepError, match="no valid layout .* fits the memory estimate"):
         optimize(

@@ -88,6 +88,25 @@ class OptimizeResult:
             - 1,
         }
 
+    def runner_up(self) -> dict[str, Any] | None:
+        """The best valid layout by the objective other than ``best`` (None if there is none)."""
+        col = OBJECTIVES[self.objective]
+        ok = self.table[(self.table["status"] == "ok") & self.table[col].notna()]
+        ok = ok[ok["config_id"] != self.best["config_id"]]
+        if ok.empty:
+            return None
+        row = ok.sort_values([col, "index"]).iloc[0]
+        return row.astype(object).where(row.notna(), None).to_dict()
+
+    def _stat(self, row: dict[str, Any], name: str) -> str:
+        """``"p95 7.7148 s [7.7125, 7.7171]"``: a column, with its bracket when it has one."""
+        text = f"{name} {row[OBJECTIVES[name]]:.5g} s"
+        lo, hi = _BRACKETS.get(name, (None, None))
+        if lo is not None and row.get(lo) is not None and row.get(hi) is not None:
+            kind = "95% CI" if self.settings.method == "montecarlo" else "bracket"
+            text += f" ({kind} {row[lo]:.5g}-{row[hi]:.5g})"
+        return text
+
     def resolved(self) -> bool | None:
         """Whether the winners' quantile brackets are disjoint (None: no bracket to compare).
 
@@ -110,14 +129,17 @@ class OptimizeResult:
 
         def lay(row: dict[str, Any]) -> dict[str, Any]:
             cols = (*LAYOUT_KEYS, "mean_s", "p95_s", "p99_s", "p95_lo_s", "p95_hi_s")
+            cols += ("p99_lo_s", "p99_hi_s")
             cols += ("memory_gb", "runtime_s") if "runtime_s" in row else ("memory_gb",)
             return {k: row.get(k) for k in cols}
 
+        second = self.runner_up()
         return {
             "objective": self.objective,
             "partner": self.partner,
             f"best_by_{self.objective}": lay(self.best),
             f"best_by_{self.partner}": lay(self.best_partner),
+            f"runner_up_by_{self.objective}": None if second is None else lay(second),
             "differs": self.differs,
             "losses": self.losses(),
             "bracket_resolved": self.resolved(),
@@ -137,7 +159,7 @@ class OptimizeResult:
             f" {c['rows']} evaluated: {c['ok']} ok, {c['invalid']} invalid,"
             f" {c['infeasible']} over the memory estimate, {c['error']} failed"
         ]
-        c_obj, c_par = OBJECTIVES[self.objective], OBJECTIVES[self.partner]
+        c_obj = OBJECTIVES[self.objective]
         w = max(len(self.objective), len(self.partner)) + 8
         for label, row in (
             (f"best by {self.partner}", self.best_partner),
@@ -145,8 +167,8 @@ class OptimizeResult:
         ):
             lay = " ".join(f"{k} {row[k]}" for k in LAYOUT_KEYS)
             lines.append(
-                f"{label:<{w}} {lay}: {self.partner} {row[c_par]:.5g} s,"
-                f" {self.objective} {row[c_obj]:.5g} s, memory {row['memory_gb']:.0f} GB"
+                f"{label:<{w}} {lay}: {self._stat(row, self.partner)},"
+                f" {self._stat(row, self.objective)}, memory {row['memory_gb']:.0f} GB"
             )
         if self.differs:
             loss = self.losses()
@@ -163,6 +185,14 @@ class OptimizeResult:
                 )
         else:
             lines.append(f"the same layout is best by {self.partner} and by {self.objective}")
+            second = self.runner_up()
+            if second is not None:
+                lay = " ".join(f"{k} {second[k]}" for k in LAYOUT_KEYS)
+                lines.append(
+                    f"runner-up by {self.objective}: {lay}: {self._stat(second, self.partner)},"
+                    f" {self._stat(second, self.objective)}"
+                    f" ({second[c_obj] / self.best[c_obj] - 1:+.2%} on {self.objective})"
+                )
         ok = self.table[self.table["status"] == "ok"].sort_values(c_obj).head(top)
         lines.append(f"top {len(ok)} by {self.objective}:")
         for _, row in ok.iterrows():
