@@ -46,6 +46,7 @@ from .distributions.log_lattice import (
     log_lattice_iid_max,
     log_lattice_iid_sum,
     needs_log_lattice,
+    sum_needs_log_lattice,
 )
 from .policy import DEFAULT_POLICY, GridPolicy
 
@@ -152,7 +153,7 @@ def convolve(*dists: Distribution, policy: GridPolicy | None = None) -> Distribu
         return convolve(*items, policy=policy).shift(shift)
     if len(items) == 1:
         return items[0]
-    if any(needs_log_lattice(d, policy) for d in items):  # heavy tails: log-spaced cells
+    if sum_needs_log_lattice(items, policy):  # heavy tails: log-spaced cells
         return log_lattice_convolve(items, policy)
     h = sum_spacing(items, len(items), policy)
     grids = [to_grid(d, h, policy) for d in items]

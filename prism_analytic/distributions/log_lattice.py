@@ -49,6 +49,7 @@ __all__ = [
     "log_lattice_iid_sum",
     "needs_log_lattice",
     "points_per_octave",
+    "sum_needs_log_lattice",
     "to_log_lattice",
 ]
 
@@ -535,18 +536,32 @@ def needs_log_lattice(dist: Distribution, policy: GridPolicy = DEFAULT_POLICY) -
     """
     if isinstance(dist, LogLatticeDistribution):
         return True
-    if not dist.is_exact:
-        return False
-    with np.errstate(all="ignore"):
-        q1, med, q3 = (float(v) for v in dist._quantile(np.array([0.25, 0.5, 0.75])))
-        far = float(dist._isf(np.array([1e-12]))[0])
-        low = float(dist._quantile(np.array([policy.tail_mass]))[0])
-    iqr = q3 - q1
-    if not (iqr > 0 and np.isfinite(low) and (low > 0 or med - low <= 100 * iqr)):
+    if not (dist.is_exact and _short_lower_tail(dist, policy)):
         return False
     with np.errstate(all="ignore"):  # a very wide law's moments overflow to inf in scipy
+        q1, med, q3 = (float(v) for v in dist._quantile(np.array([0.25, 0.5, 0.75])))
+        far = float(dist._isf(np.array([1e-12]))[0])
         heavy = dist.tail_index < 3
+    iqr = q3 - q1
     return bool(heavy or (np.isfinite(far) and far - med > FAR_TAIL_RATIO * iqr))
+
+
+def _short_lower_tail(dist: Distribution, policy: GridPolicy) -> bool:
+    """Whether the log lattice can hold ``dist``'s lower tail (see :func:`needs_log_lattice`)."""
+    if not dist.is_exact:
+        return True  # grids and lattices span a finite window
+    with np.errstate(all="ignore"):
+        q1, med, q3 = (float(v) for v in dist._quantile(np.array([0.25, 0.5, 0.75])))
+        low = float(dist._quantile(np.array([policy.tail_mass]))[0])
+    iqr = q3 - q1
+    return bool(iqr > 0 and np.isfinite(low) and (low > 0 or med - low <= 100 * iqr))
+
+
+def sum_needs_log_lattice(dists: list[Distribution], policy: GridPolicy = DEFAULT_POLICY) -> bool:
+    """Whether a sum of ``dists`` goes on the log lattice: one needs it and all fit on it."""
+    return any(needs_log_lattice(d, policy) for d in dists) and all(
+        _short_lower_tail(d, policy) for d in dists
+    )
 
 
 def points_per_octave(sums: int, policy: GridPolicy = DEFAULT_POLICY) -> int:
@@ -580,8 +595,11 @@ def _discretize_exact(dist: Distribution, n: int, policy: GridPolicy) -> LogLatt
     tail = policy.tail_mass
     x_min = float(dist._quantile(np.array([tail]))[0])
     x_max = float(dist._isf(np.array([tail]))[0])
-    if not (np.isfinite(x_min) and np.isfinite(x_max)):
-        raise ValueError(f"cannot put {dist!r} on a log lattice: its tail quantiles are not finite")
+    if not np.isfinite(x_min):
+        raise ValueError(f"cannot put {dist!r} on a log lattice: its lower tail is not finite")
+    # A tail beyond float64's range ends at the last octave: the upper side's mass there
+    # goes to +inf, the lower side's stays at the top point.
+    x_max = min(x_max, math.ldexp(1.0, _MAX_OCTAVE))
     q1, med, q3 = (float(v) for v in dist._quantile(np.array([0.25, 0.5, 0.75])))
     scale = max(q3 - q1, abs(med), abs(q3), 1e-300)
     # Laws >= 0 sit on the lattice as they are (what lies below its first octave rounds down
