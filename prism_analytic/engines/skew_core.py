@@ -72,6 +72,8 @@ SKEW_OPS_CAP = 8192
 #: Largest |skewness| given to the Pearson III law (shape 4 / skew^2 >= 1: a bounded density).
 #: Makespans of tied lattices measure 0.03-0.2; the clip only guards degenerate inputs.
 MAX_SKEW = 2.0
+#: Smallest variance of a unit-theta rectifier residual whose own third moments are used.
+MIN_RESIDUAL_VAR = 1e-9
 #: Residuals whose He2 weight on the sink is below this fraction of the largest are left out of
 #: the third cumulant (their contributions scale with the cube of the weight: < 1e-9 relative).
 _KEEP_RTOL = 1e-3
@@ -331,9 +333,12 @@ def _rectifier_moments(al: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, np
     var = h2 - m1**2
     mu3 = h3 - 3 * m1 * h2 + 2 * m1**3
     u_c2 = uh2 - 2 * m1 * uh  # E[U (h - m1)^2] (E[U] = 0)
-    # beyond 20 sd the residual is below 1e-88 (its weight is nothing); its moments would
-    # underflow, so it is left out
-    ok = live & (c < 20.0) & (var > 0)
+    # A residual whose variance (in theta^2 units) is below MIN_RESIDUAL_VAR (|alpha| > ~5.6)
+    # is left out: its weight s is then solved from Var(max) - (linear part), a difference at
+    # the rounding floor (~1e-16 of the variance), while its standardised skewness grows like
+    # 1/sqrt(variance) (3.8e3 at |alpha| = 5, 7.6e11 at 10): s^3 times that would be noise
+    # blown up to any size. The true contribution there is below 1e-12 theta^3.
+    ok = live & (var > MIN_RESIDUAL_VAR)
     sd = np.sqrt(np.where(ok, var, 1.0))
     gam = np.where(ok, mu3 / sd**3, 0.0)
     tau = np.where(ok, u_c2 / sd**2, 0.0) * np.where(al >= 0, -1.0, 1.0)
