@@ -267,7 +267,7 @@ class _Evaluator:
         )
         if res.std <= 0:
             return to_grid(point_mass(res.mean), h, self.policy)
-        if self.shape == "normal":
+        if self.shape != "template":  # "skew" is Clark-Mehler's: other methods stay normal
             return to_grid(normal(res.mean, res.std), h, self.policy)
         # "template": the shape from independent propagation, location and scale from the
         # canonical form. Measured against Monte Carlo (validation/agreement.py): better spread
