@@ -21,6 +21,8 @@ from prism_analytic.engines.skew_core import (
 from prism_analytic.schedules import pipeline_dag
 from prism_analytic.validation.scenarios import compact_pipeline, pipeline
 
+SHAPES = ("normal", "skew")
+
 
 def _spec(p: int, m: int, schedule: str = "1f1b", vpp: int = 1):
     return compact_pipeline(p, m, schedule, vpp).graph.nodes["pipeline"]["spec"]
@@ -149,6 +151,9 @@ def test_predict_core_shape_skew():
     assert res.diagnostics["core_shape"] == "skew" and not res.exact
     compact = pa.predict(compact_pipeline(4, 8), "analytic", core_shape="skew")
     assert compact.quantile(0.99) == pytest.approx(res.quantile(0.99), rel=1e-4)
+    # the skew core is Clark-Mehler's: a baseline method keeps its Gaussian core
+    clark = [pa.predict(g, "analytic", core_method="clark", core_shape=s) for s in SHAPES]
+    assert clark[0].quantile(0.99) == clark[1].quantile(0.99)
 
 
 def test_skew_law_moments_and_bad_input():
