@@ -62,9 +62,13 @@ def _ratios(x: np.ndarray) -> tuple[float, float]:
     return float(q[1] / q[0]), float(q[2] / q[0])
 
 
-def _predict_rows(algo: str, count: int, fit_runs: dict[int, str], targets) -> list[dict]:
+def _predict_rows(
+    algo: str, count: int, fit_runs: dict[int, str], targets, episodes: bool = False
+) -> list[dict]:
     fit = fit_event_noise(
-        {n: load_latencies(a, 0, algo, count) for n, a in fit_runs.items()}, radix=RADIX
+        {n: load_latencies(a, 0, algo, count) for n, a in fit_runs.items()},
+        radix=RADIX,
+        episodes=episodes,
     )
     rows = []
     for n, arch in targets:
@@ -75,6 +79,7 @@ def _predict_rows(algo: str, count: int, fit_runs: dict[int, str], targets) -> l
             {
                 "algorithm": algo,
                 "bytes": 4 * count,
+                "model": "events + episodes" if episodes else "per-node events",
                 "fit_nodes": sorted(fit_runs),
                 "nodes": n,
                 "run": arch,
@@ -99,7 +104,10 @@ def event_rates() -> list[dict]:
         for count in (8, 64, 512):
             for n, arch in runs:
                 x = load_latencies(arch, 0, algo, count)
-                k = int(np.sum(x > EVENT_THRESHOLD * np.median(x)))
+                hit = x > EVENT_THRESHOLD * np.median(x)
+                k = int(np.sum(hit))
+                # clustering: events right after an event, against k^2 / iters if independent
+                pairs = int(np.sum(hit[1:] & hit[:-1]))
                 lo, hi = proportion_confint(k, len(x), alpha=0.05, method="wilson")
                 rows.append(
                     {
@@ -108,6 +116,8 @@ def event_rates() -> list[dict]:
                         "nodes": n,
                         "run": arch,
                         "events": k,
+                        "consecutive_pairs": pairs,
+                        "consecutive_pairs_if_independent": k * k / len(x),
                         "iterations": len(x),
                         "per_node_rate": -math.log1p(-k / len(x)) / n,
                         "per_node_rate_95": (-math.log1p(-lo) / n, -math.log1p(-hi) / n),
@@ -123,30 +133,37 @@ def event_rates() -> list[dict]:
 
 
 def run() -> dict:
-    """Acceptance table plus the two diagnostics."""
-    rows = [r for a, c, f in CASES for r in _predict_rows(a, c, f, PREDICT)]
+    """Acceptance table (both models) plus the two diagnostics."""
+    rows = [
+        r for ep in (False, True) for a, c, f in CASES for r in _predict_rows(a, c, f, PREDICT, ep)
+    ]
     in_session = [
         r
         for a in ("default_ompi", "recursive_doubling_ompi")
         for c in (8, 64, 512)
         for r in _predict_rows(a, c, {512: PREDICT[0][1]}, PREDICT[1:])
     ]
-    sizes_ok = sorted(
-        {
-            (r["algorithm"], r["bytes"])
-            for r in rows
-            if all(
-                s["p90_inside"] and s["p99_inside"]
-                for s in rows
-                if (s["algorithm"], s["bytes"]) == (r["algorithm"], r["bytes"])
-            )
+    summary = {}
+    for model in ("per-node events", "events + episodes"):
+        mine = [r for r in rows if r["model"] == model]
+        keys = sorted({(r["algorithm"], r["bytes"]) for r in mine})
+        summary[model] = {
+            "inside": sum(r["p90_inside"] + r["p99_inside"] for r in mine),
+            "p99_inside": sum(r["p99_inside"] for r in mine),
+            "ratios": 2 * len(mine),
+            "sizes_all_inside": [
+                k
+                for k in keys
+                if all(
+                    r["p90_inside"] and r["p99_inside"]
+                    for r in mine
+                    if (r["algorithm"], r["bytes"]) == k
+                )
+            ],
         }
-    )
     return {
         "rows": rows,
-        "inside": sum(r["p90_inside"] + r["p99_inside"] for r in rows),
-        "ratios": 2 * len(rows),
-        "sizes_all_inside": sizes_ok,
+        "summary": summary,
         "event_rates": event_rates(),
         "in_session": in_session,
     }
@@ -154,14 +171,15 @@ def run() -> dict:
 
 def _table(rows: list[dict]) -> list[str]:
     out = [
-        "| algorithm | bytes | fit nodes | nodes | iters | p90/p50 meas | pred [90%] | in |"
+        "| model | algorithm | bytes | fit nodes | nodes | iters | p90/p50 meas | pred [90%] | in |"
         " p99/p50 meas | pred [90%] | in |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         a, b = r["pred_p90_p50"], r["pred_p99_p50"]
         out.append(
-            f"| {r['algorithm']} | {r['bytes']} | {','.join(map(str, r['fit_nodes']))}"
+            f"| {r['model']} | {r['algorithm']} | {r['bytes']}"
+            f" | {','.join(map(str, r['fit_nodes']))}"
             f" | {r['nodes']} | {r['iterations']} | {r['measured_p90_p50']:.3f}"
             f" | {a[1]:.3f} [{a[0]:.3f}, {a[2]:.3f}] | {'yes' if r['p90_inside'] else 'no'}"
             f" | {r['measured_p99_p50']:.3f} | {b[1]:.3f} [{b[0]:.3f}, {b[2]:.3f}]"
@@ -178,9 +196,15 @@ def report(out: dict) -> str:
         "`python validation/calibration_collective_noise.py --out"
         " validation/results/collective_noise.md`",
         "",
-        f"Fit at <= 128 nodes, predicted 512-2,048: **{out['inside']} of {out['ratios']}**"
-        " measured ratios inside the 90% predictive interval; message sizes with every ratio"
-        f" inside: {len(out['sizes_all_inside'])} {out['sizes_all_inside']}.",
+        "Fit at <= 128 nodes, predicted 512-2,048 (measured ratios inside the 90% predictive"
+        " interval):",
+        "",
+        *(
+            f"- **{m}**: {v['inside']} of {v['ratios']} (p99/p50: {v['p99_inside']} of"
+            f" {v['ratios'] // 2}); message sizes with every ratio inside:"
+            f" {len(v['sizes_all_inside'])} {v['sizes_all_inside']}"
+            for m, v in out["summary"].items()
+        ),
         "",
         *_table(out["rows"]),
         "",
@@ -190,7 +214,7 @@ def report(out: dict) -> str:
     ]
     seen = set()
     for r in out["rows"]:
-        key = (r["algorithm"], r["bytes"])
+        key = (r["model"], r["algorithm"], r["bytes"])
         if key in seen:
             continue
         seen.add(key)
@@ -199,7 +223,9 @@ def report(out: dict) -> str:
             f"{k} {f['model'][k]:.3g} [{lo:.3g}, {hi:.3g}]"
             for k, (lo, hi) in f["intervals_95"].items()
         )
-        lines.append(f"- {key[0]} {key[1]} B: {iv}; not identified: {f['not_identified']}")
+        lines.append(
+            f"- {key[0]}, {key[1]} {key[2]} B: {iv}; not identified: {f['not_identified']}"
+        )
     lines += [
         "",
         "## Diagnostic: the per-node event rate each run implies",
@@ -208,15 +234,16 @@ def report(out: dict) -> str:
         " `-ln(1 - k/iters) / nodes` with a Wilson 95% interval.",
         "",
         "| algorithm | bytes | nodes | run | events / iters | per-node rate [95%] |"
-        " median excess (us) | median (us) |",
-        "|---|---|---|---|---|---|---|---|",
+        " median excess (us) | median (us) | event after event (indep.) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in out["event_rates"]:
         lo, hi = r["per_node_rate_95"]
         lines.append(
             f"| {r['algorithm']} | {r['bytes']} | {r['nodes']} | {r['run'][:10]}"
             f" | {r['events']} / {r['iterations']} | {r['per_node_rate']:.2e}"
-            f" [{lo:.1e}, {hi:.1e}] | {r['median_excess_us']:.0f} | {r['median_us']:.1f} |"
+            f" [{lo:.1e}, {hi:.1e}] | {r['median_excess_us']:.0f} | {r['median_us']:.1f}"
+            f" | {r['consecutive_pairs']} ({r['consecutive_pairs_if_independent']:.1f}) |"
         )
     lines += [
         "",

@@ -15,6 +15,14 @@ Model (stated so that it can fail). One iteration of a collective over ``n`` nod
   event's size can grow with the tiers a message crosses (``tier_growth > 1``) while its
   probability grows with the nodes (per-node rate).
 
+Episodes (optional, ``episodes=True``): bursts of delayed iterations that a per-node law
+cannot make (in the 128-node Leonardo run half of the delayed iterations follow a delayed
+one, 40-60x what independence gives). A two-state Markov chain over iterations in their
+measured order: an episode starts with probability ``episode_start`` per iteration, goes
+on with probability ``episode_stay``, and inside it an iteration is delayed with
+probability ``episode_event`` (same delay law); outside it the per-node law above holds.
+Episodes belong to the machine's state during a session: they are not scaled with ``n``.
+
 The event part leaves out the body's own spread (``m_n + D`` instead of ``M_n + D``): the
 body is narrow (``sigma`` a few %) next to ``D`` (0.5-3x the median), so this changes
 quantiles in the event range by about ``sigma * m_n``; the Monte Carlo in
@@ -51,6 +59,9 @@ __all__ = [
 
 #: Free parameters, in the order of the fit's vector (log scale for all of them).
 PARAMS = ("sigma", "rate", "size", "size_sigma", "tier_growth")
+#: Episode parameters (fitted with ``episodes=True``) and their bounds.
+EPISODE_PARAMS = ("episode_start", "episode_stay", "episode_event")
+_EPISODE_BOUNDS = ((1e-7, 0.2), (1e-3, 0.999), (1e-3, 1.0))
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,9 @@ class EventNoise:
     size_sigma: float
     tier_growth: float = 1.0
     radix: int = 40
+    episode_start: float = 0.0
+    episode_stay: float = 0.0
+    episode_event: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("sigma", "size", "size_sigma", "tier_growth"):
@@ -87,6 +101,25 @@ class EventNoise:
                 raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
         if not 0 <= self.rate < 1:
             raise ValueError(f"rate must be in [0, 1), got {self.rate!r}")
+        if not 0 <= self.episode_start < 1:
+            raise ValueError(f"episode_start must be in [0, 1), got {self.episode_start!r}")
+        for name in ("episode_stay", "episode_event"):
+            v = getattr(self, name)
+            if not 0 <= v <= 1 or (name == "episode_stay" and v == 1):
+                raise ValueError(
+                    f"{name} must be in [0, 1{')' if name == 'episode_stay' else ']'}, got {v!r}"
+                )
+
+    @property
+    def episode_fraction(self) -> float:
+        """Long-run share of iterations inside an episode (stationary chain)."""
+        e = self.episode_start
+        return e / (1 - self.episode_stay + e) if e > 0 else 0.0
+
+    def event_prob(self, n: int) -> float:
+        """Marginal P(an iteration is delayed): per-node events outside, episodes inside."""
+        phi = self.episode_fraction
+        return (1 - phi) * self.hit_prob(n) + phi * self.episode_event
 
     def hit_prob(self, n: int) -> float:
         """P(at least one of ``n`` nodes is hit in one iteration)."""
@@ -108,11 +141,21 @@ class EventNoise:
         d = np.maximum(y - self.body_median(n), 1e-300)
         ev = special.ndtr((np.log(d) - math.log(self.event_median(n))) / self.size_sigma)
         ev = np.where(y > self.body_median(n), ev, 0.0)
-        p = self.hit_prob(n)
+        p = self.event_prob(n)
         return (1 - p) * body + p * ev
 
     def logpdf(self, y: np.ndarray, n: int) -> np.ndarray:
-        """Log density of Y for one iteration over ``n`` nodes."""
+        """Log density of Y for one iteration over ``n`` nodes (marginal over episodes)."""
+        log_body, log_ev = self._log_parts(y, n)
+        p = self.event_prob(n)
+        if p == 0:
+            return log_body
+        if p == 1:
+            return log_ev
+        return np.logaddexp(log_body + math.log1p(-p), log_ev + math.log(p))
+
+    def _log_parts(self, y: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Log densities of the body (no event) and of the event part."""
         y = np.asarray(y, dtype=float)
         ly = np.log(np.maximum(y, 1e-300))
         z = ly / self.sigma
@@ -130,11 +173,48 @@ class EventNoise:
         u = (ld - math.log(self.event_median(n))) / self.size_sigma
         log_ev = -0.5 * u * u - 0.5 * math.log(2 * math.pi) - math.log(self.size_sigma) - ld
         log_ev = np.where(d > 0, log_ev, -np.inf)
-        if self.rate == 0:
-            return log_body
+        return log_body, log_ev
+
+    def loglik_sequence(self, y: np.ndarray, n: int) -> float:
+        """Log-likelihood of iterations in their measured order.
+
+        Without episodes the iterations are independent. With episodes the state (normal or
+        episode) is a two-state Markov chain, summed out by the forward algorithm; its
+        product of 2x2 matrices is taken pairwise (a balanced tree, rescaled per level), so
+        the cost is a few vectorised passes, not a Python loop over iterations.
+        """
+        log_body, log_ev = self._log_parts(y, n)
+        if self.episode_start == 0:
+            return float(np.sum(self.logpdf(y, n)))
         log_miss = n * math.log1p(-self.rate)  # log P(no node hit), kept in logs for big n
-        log_hit = math.log(-math.expm1(log_miss))
-        return np.logaddexp(log_body + log_miss, log_ev + log_hit)
+        log_hit = math.log(-math.expm1(log_miss)) if self.rate > 0 else -math.inf
+        pe = self.episode_event
+        e_norm = np.logaddexp(log_body + log_miss, log_ev + log_hit)
+        e_epi = np.logaddexp(
+            log_body + (math.log1p(-pe) if pe < 1 else -math.inf),
+            log_ev + (math.log(pe) if pe > 0 else -math.inf),
+        )
+        log_e = np.stack([e_norm, e_epi], axis=1)
+        m = log_e.max(axis=1)
+        if not np.all(np.isfinite(m)):
+            return -math.inf
+        emis = np.exp(log_e - m[:, None])
+        total = float(m.sum())
+        st, stay = self.episode_start, self.episode_stay
+        trans = np.array([[1 - st, st], [1 - stay, stay]])
+        phi = self.episode_fraction
+        v = np.array([1 - phi, phi]) * emis[0]
+        mats = trans[None, :, :] * emis[1:, None, :]
+        while len(mats) > 1:
+            if len(mats) % 2:
+                mats = np.concatenate([mats, np.eye(2)[None]])
+            mats = mats[0::2] @ mats[1::2]
+            scale = mats.max(axis=(1, 2))
+            mats /= scale[:, None, None]
+            total += float(np.log(scale).sum())
+        if len(mats):
+            v = v @ mats[0]
+        return total + math.log(float(v.sum()))
 
     def quantile(self, p: np.ndarray, n: int) -> np.ndarray:
         """Quantiles of Y (bisection in log y on the monotone CDF)."""
@@ -156,13 +236,45 @@ class EventNoise:
         return asdict(self)
 
 
+def _episode_mask(model: EventNoise, length: int, rng: np.random.Generator) -> np.ndarray:
+    """Which of ``length`` consecutive iterations lie in an episode (stationary chain).
+
+    Built from alternating run lengths (geometric: normal runs end with probability
+    ``episode_start``, episodes with ``1 - episode_stay``) instead of a loop over
+    iterations.
+    """
+    mask = np.zeros(length, dtype=bool)
+    in_ep = rng.uniform() < model.episode_fraction
+    pos = 0
+    while pos < length:
+        k = max(16, int(2 * length * (model.episode_start + 1e-9)) + 16)
+        normal = rng.geometric(model.episode_start, size=k)
+        episode = rng.geometric(1 - model.episode_stay, size=k)
+        runs = np.stack([episode, normal] if in_ep else [normal, episode], axis=1).ravel()
+        ends = pos + np.cumsum(runs)
+        starts = ends - runs
+        ep = np.arange(len(runs)) % 2 == (0 if in_ep else 1)
+        for a, b in zip(starts[ep], ends[ep]):
+            if a >= length:
+                break
+            mask[a : min(b, length)] = True
+        pos = int(ends[-1])
+    return mask
+
+
 def sample_iterations(
     model: EventNoise, n: int, size: tuple[int, ...], rng: np.random.Generator
 ) -> np.ndarray:
     """Draws of Y for ``n`` nodes (the law of :class:`EventNoise`, scale ``c_n = 1``)."""
     u = rng.uniform(size=size)
     body = np.exp(model.sigma * special.ndtri(u ** (1.0 / n)))
-    hit = rng.uniform(size=size) < model.hit_prob(n)
+    p_hit = np.full(size, model.hit_prob(n))
+    if model.episode_start > 0:
+        flat = p_hit.reshape(-1, size[-1])
+        for row in flat:
+            row[_episode_mask(model, size[-1], rng)] = model.episode_event
+        p_hit = flat.reshape(size)
+    hit = rng.uniform(size=size) < p_hit
     d = model.event_median(n) * np.exp(model.size_sigma * rng.standard_normal(size))
     return np.where(hit, model.body_median(n) + d, body)
 
@@ -191,8 +303,7 @@ class CollectiveEventFit:
         out = []
         for v in draws:
             kw = {p: math.exp(x) for p, x in zip(self.free, v)}
-            kw["rate"] = min(kw.get("rate", self.model.rate), 0.5)
-            out.append(replace(self.model, **kw))
+            out.append(replace(self.model, **_clip(kw)))
         return out
 
     def to_dict(self) -> dict:
@@ -204,6 +315,16 @@ class CollectiveEventFit:
             "scales_s": {str(k): v for k, v in self.scales.items()},
             "loglik": self.loglik,
         }
+
+
+def _clip(kw: dict[str, float]) -> dict[str, float]:
+    """Keep drawn or trial parameters inside the law's domain."""
+    if "rate" in kw:
+        kw["rate"] = min(kw["rate"], 0.5)
+    for p, (_, hi) in zip(EPISODE_PARAMS, _EPISODE_BOUNDS):
+        if p in kw:
+            kw[p] = min(kw[p], hi)
+    return kw
 
 
 def _check_samples(samples: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
@@ -223,7 +344,11 @@ def _check_samples(samples: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
 
 
 def fit_event_noise(
-    samples: dict[int, np.ndarray], *, radix: int = 40, fit_tier_growth: bool | None = None
+    samples: dict[int, np.ndarray],
+    *,
+    radix: int = 40,
+    fit_tier_growth: bool | None = None,
+    episodes: bool = False,
 ) -> CollectiveEventFit:
     """Maximum-likelihood fit of :class:`EventNoise` to iterations at several node counts.
 
@@ -235,6 +360,10 @@ def fit_event_noise(
         Fat-tree radix that sets each node count's tiers.
     fit_tier_growth : bool, optional
         Fit ``tier_growth``; default: only when the node counts span >= 2 tier levels.
+    episodes : bool
+        Also fit session-level episodes (a two-state Markov chain over iterations in their
+        measured order, shared by all node counts, not scaled by them); the samples must
+        then be in measured order.
 
     Returns
     -------
@@ -250,13 +379,12 @@ def fit_event_noise(
             f"fit_tier_growth needs node counts on >= 2 tier levels (radix {radix}: "
             f"{sorted(tiers)})"
         )
-    free = PARAMS if fit_tier_growth else PARAMS[:4]
+    free = (PARAMS if fit_tier_growth else PARAMS[:4]) + (EPISODE_PARAMS if episodes else ())
     logx = {n: np.log(samples[n]) for n in ns}
 
     def unpack(v: np.ndarray) -> tuple[EventNoise, dict[int, float]]:
         kw = {p: math.exp(x) for p, x in zip(free, v[: len(free)])}
-        kw["rate"] = min(kw["rate"], 0.5)
-        model = EventNoise(radix=radix, **kw)
+        model = EventNoise(radix=radix, **_clip(kw))
         return model, {n: float(v[len(free) + i]) for i, n in enumerate(ns)}
 
     def nll(v: np.ndarray) -> float:
@@ -266,8 +394,8 @@ def fit_event_noise(
             return 1e300
         total = 0.0
         for n in ns:
-            lp = model.logpdf(np.exp(logx[n] - logc[n]), n) - logc[n]
-            total += float(np.sum(lp))
+            y = np.exp(logx[n] - logc[n])
+            total += model.loglik_sequence(y, n) - len(y) * logc[n]
         return -total if math.isfinite(total) else 1e300
 
     # Starting values from the data (body shape from the p75/p50 spread of the slowest of n,
@@ -287,6 +415,9 @@ def fit_event_noise(
     if fit_tier_growth:
         lo.append(math.log(0.1))
         hi.append(math.log(10.0))
+    if episodes:
+        lo += [math.log(a) for a, _ in _EPISODE_BOUNDS]
+        hi += [math.log(b) for _, b in _EPISODE_BOUNDS]
     logc0 = [
         float(np.median(logx[n])) - math.log(EventNoise(sigma0, 0.0, 1, 1).body_median(n))
         for n in ns
@@ -306,6 +437,8 @@ def fit_event_noise(
         ]
         if fit_tier_growth:
             v0.append(math.log(g0))
+        if episodes:
+            v0 += [math.log(1e-3), math.log(0.7), math.log(0.7)]
         r = optimize.minimize(
             nll, np.array(v0 + logc0), method="L-BFGS-B", bounds=list(zip(lo, hi))
         )
