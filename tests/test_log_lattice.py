@@ -219,3 +219,11 @@ def test_two_copies_bracket_the_quadrature_quantiles(name):
             lambda s, p=1 - q: _sum_of_two_sf(d, s) - p, 0.9 * low, 1.1 * high, xtol=1e-7 * high
         )
         assert low <= exact <= high and high - low <= 0.01 * exact, q
+
+
+def test_maximum_of_a_shifted_lattice_has_no_zero_atom():
+    d = pa.mixture([pa.normal(1, 0.1), pa.pareto(0.32)], [0.9, 0.1])  # reaches below 0
+    g = pa.iid_max(pa.iid_sum(d, 2), 6)
+    assert g.zero == 0.0 and not g.nonneg
+    low, high = g.quantile_bracket(0.5)
+    assert math.isfinite(low) and high - low <= 0.01 * high

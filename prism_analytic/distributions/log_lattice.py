@@ -948,7 +948,8 @@ def log_lattice_iid_max(dist: LogLatticeDistribution, n: int) -> LogLatticeDistr
     f_hi, s_hi = dist._cum("F_hi"), dist._cum("S_hi")
     below = dist.below**n
     lo = _power_side(f_lo, s_lo, n)
-    zero = max(lo[0] - below, 0.0)  # the first CDF value includes the -inf atom
+    # the first CDF value includes the -inf atom (and is only that without a zero atom)
+    zero = max(lo[0] - below, 0.0) if dist.nonneg else 0.0
     hi = _power_side(f_hi, s_hi, n)
     above = float(-np.expm1(n * np.log1p(-dist.above)))
     return dist._with(
