@@ -69,8 +69,7 @@ def sample_pipeline(
             fin[gen] += np.maximum(fin[preds[gen, 0]], fin[preds[gen, 1]])
         return fin[:n].max(axis=0)
     step = max(1, MAX_CELLS // n)
-    plan = _DrawPlan(laws, arr["law_index"])
-    spans = _spans(arr["gens"])
+    plan, spans = _plan(spec, laws, arr)
     p0, p1 = preds[:, 0], preds[:, 1]
     widest = max((b - a for a, b in spans), default=0)
     for start in range(0, size, step):
@@ -91,6 +90,23 @@ def sample_pipeline(
             fin[a:b] += left[:k]
         out[start : start + sub] = fin[:n].max(axis=0)
     return out
+
+
+#: Draw plans of recently sampled specs (a replica group samples one spec once per copy).
+_PLANS: dict[int, tuple[Any, _DrawPlan, list[tuple[int, int]]]] = {}
+_PLANS_KEPT = 8
+
+
+def _plan(spec: Any, laws: list[Any], arr: dict[str, Any]) -> tuple[Any, list[tuple[int, int]]]:
+    """The spec's draw plan and generation ranges, built once per spec object."""
+    hit = _PLANS.get(id(spec))
+    if hit is not None and hit[0] is spec:  # the entry holds the spec, so its id is not reused
+        return hit[1], hit[2]
+    plan, spans = _DrawPlan(laws, arr["law_index"]), _spans(arr["gens"])
+    if len(_PLANS) >= _PLANS_KEPT:
+        _PLANS.pop(next(iter(_PLANS)))
+    _PLANS[id(spec)] = (spec, plan, spans)
+    return plan, spans
 
 
 def _spans(gens: list[np.ndarray]) -> list[tuple[int, int]]:
@@ -148,10 +164,8 @@ class _DrawPlan:
                 row += int(self.counts[j])
                 j += 1
             self.runs.append((first, row, None))
-        per_row = np.array(
-            [params[i] if params[i] is not None else (np.nan, np.nan) for i in law_index],
-            dtype=float,
-        ).reshape(-1, 2)[self.order]
+        table = np.array([p if p is not None else (np.nan, np.nan) for p in params], dtype=float)
+        per_row = table.reshape(-1, 2)[law_index][self.order]
         self.shape = per_row[:, :1]
         self.scale = per_row[:, 1:]
 
