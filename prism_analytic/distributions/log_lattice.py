@@ -60,7 +60,7 @@ _MIN_OCTAVE, _MAX_OCTAVE = -1000, 1000
 MAX_OCTAVES = 400
 
 #: Fewest and most cells per octave chosen by :func:`points_per_octave`.
-MIN_POINTS, MAX_POINTS = 256, 4096
+MIN_POINTS, MAX_POINTS = 1024, 4096
 
 #: A law needs the log lattice when its far tail (the 1e-12 upper quantile) lies more than
 #: this many interquartile ranges above its median: a linear lattice of ``max_cells`` cells
