@@ -10,6 +10,7 @@ Run::
     python validation/reliability_numerics.py           # reproducers + acceptance (~5 min)
     python validation/reliability_numerics.py --quick   # reproducers only
     python validation/reliability_numerics.py --sums    # iid_sum widths only (~3 min)
+    python validation/reliability_numerics.py --sums --max-cells 1048576  # finer lattice
 """
 
 from __future__ import annotations
@@ -260,7 +261,7 @@ def gamma_contains(a: float, scale: float, q: float, low: float, high: float) ->
     return 1 - p_lo >= 1 - q >= 1 - p_hi
 
 
-def sums() -> None:
+def sums(policy: pa.GridPolicy | None = None) -> None:
     """iid_sum over normal/gamma/lognormal at 1e3, 1e6, 1e9 copies: widths at three levels."""
     rng = np.random.default_rng(13)
     laws = {
@@ -273,7 +274,7 @@ def sums() -> None:
     for name, (law, family) in laws.items():
         for m in (10**3, 10**6, 10**9):
             t0 = time.perf_counter()
-            s = pa.iid_sum(law, m)
+            s = pa.iid_sum(law, m, policy=policy)
             secs = time.perf_counter() - t0
             true_std = law.std() * math.sqrt(m)
             mean_err = abs(s.mean() / (m * law.mean()) - 1)
@@ -369,10 +370,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="reproducers only")
     parser.add_argument("--sums", action="store_true", help="iid_sum bracket widths only")
+    parser.add_argument(
+        "--max-cells", type=int, default=None, help="GridPolicy.max_cells for --sums (default 2^18)"
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     if args.sums:
-        sums()
+        sums(None if args.max_cells is None else pa.GridPolicy(max_cells=args.max_cells))
     else:
         reproducers()
         if not args.quick:
