@@ -39,6 +39,7 @@ import numpy as np
 from scipy import special, stats
 
 from ..distributions import Distribution, from_scipy, normal, point_mass
+from .blas_threads import single_blas_thread
 from .canonical import (
     _FACT,
     _FLUSH,
@@ -247,11 +248,11 @@ class _FullEngine(_Engine):
         num = np.where(beta >= 0, dv, disc - beta)
         s = np.maximum(np.divide(num, den, out=np.zeros(g), where=den > 0), 0.0)
         var = base + 2.0 * s * beta + s * s * rv
-        rows += s[:, None] * np.einsum("gw,cw->gc", q, self.cw)
+        rows += s[:, None] * (q @ self.cw.T)  # one BLAS thread: run() holds it
         r12 = np.clip((dc[:, ia] - dc[:, ib]) * inv[:, None] * inv[None, :], -1.0, 1.0)
         m12 = _mehler(coef, hh, r12)
         blk = t[None, :] * rows[:, ia] + tc[None, :] * rows[:, ib]
-        blk += s[None, :] * (np.einsum("gw,hw->gh", cwl, q) + s[:, None] * m12)
+        blk += s[None, :] * (cwl @ q.T + s[:, None] * m12)
         blk[np.diag_indices(g)] = var
         P = self.P  # the linear parts' Gram matrix is not used here; kept for the base class
         prow = t[:, None] * P[ia] + tc[:, None] * P[ib]
@@ -364,7 +365,8 @@ def _run(
     """
     eng = _FullEngine(lmat.shape[1], window)
     mu, var, _ = eng.run(gens, preds, m_arr, s_arr, lmat)
-    k3 = eng.kappa3(eng.last)
+    with single_blas_thread():
+        k3 = eng.kappa3(eng.last)
     if k3_arr is not None and np.any(k3_arr != 0):
         load = eng.op_loadings(gens, len(preds))
         with np.errstate(invalid="ignore"):
