@@ -16,15 +16,24 @@ rest in the shape. This module changes both:
   Clark-Mehler uses for the projections of the linear parts). Everything else (Clark's moments,
   the residual weights that keep Clark's variance, the window of residuals) is Clark-Mehler's.
 * **Shape: a third cumulant of the makespan from its Wiener-chaos form.** The makespan is
-  ``mu + G + sum_k x_k He2(U_k) + ...`` with ``G`` Gaussian, ``x_k`` the He2 coefficient of
-  residual ``k`` times its weight. With ``(G, U_k)`` jointly normal, the diagram formula gives
-  ``kappa3 = 6 sum_k x_k Cov(G, U_k)^2 + 8 sum_{k,l,m} x_k x_l x_m r_kl r_lm r_mk``
-  (``r`` the correlations of the ``U``; He3 and higher terms are left out). The makespan's law
-  is the Pearson type III (shifted gamma) with that mean, std and skewness.
+  ``mu + G + sum_k w_k g_k(U_k)`` with ``G`` its Gaussian (linear) part and ``g_k`` the unit
+  residual of ``(U + alpha_k)^+``. With ``(G, U_k)`` jointly normal, the terms of one residual
+  with itself and with ``G`` are exact (closed-form moments of the rectifier); the terms
+  between different residuals keep their He2 part (diagram formula:
+  ``8 sum_{k,l,m} x_k x_l x_m r_kl r_lm r_mk`` without ``k = l = m``, ``x_k`` the He2
+  coefficient). The ops' own third cumulants (lognormal, gamma... latencies) reach the sink
+  through its linear loadings ``d sink / d D_i``, found by one reverse pass over the engine's
+  slot operations. The makespan's law is the Pearson type III (shifted gamma) with that mean,
+  std and skewness. A single max of two normals gets its exact skewness (to ~1e-3).
 
-Both are analytic (no sampling) and cost what Clark-Mehler costs plus one ``k^3`` product at
-the sink (``k`` the residuals still weighing on it). It is an estimate, checked against Monte
-Carlo in ``tests/test_skew_core.py`` and by ``prism agreement --core-shape skew``.
+Both are analytic (no sampling) and cost about 1.4x Clark-Mehler (one ``k^3`` product at the
+sink, ``k`` the residuals still weighing on it). It is an estimate, checked against Monte Carlo
+in ``tests/test_skew_core.py`` and ``validation/skew_core_agreement.py`` (table in
+``validation/results/skew_core_agreement.md``): against 1e5 samples it brings 1F1B 8x32 /
+16x64 to KS 0.019 / 0.014 (Gaussian Clark-Mehler 0.038 / 0.068) but leaves 1F1B 32x64 (std
+-7%) and the interleaved schedules (std +4-7%, KS 0.12 at 32x64) short of KS 0.03: there many
+maxima see a strongly skewed ``A - B`` (skewness 0.6-0.8), which a first-order Edgeworth term
+with this module's estimate of that skewness did not fix (tried, not kept).
 """
 
 from __future__ import annotations
@@ -67,7 +76,7 @@ __all__ = [
 #: Largest compact pipeline evaluated op by op (longer ones are truncated and extrapolated, as
 #: :func:`~.pipeline_core.pipeline_makespan` does above its 2,048). Extrapolating the variance
 #: over-states it while the schedule is still in its transient (interleaved 16 x 64: std +12%
-#: extrapolated from 16 and 32 microbatches, +7% evaluated whole); 8,192 ops cost about 1.2 s
+#: extrapolated from 16 and 32 microbatches, +7% evaluated whole); 8,192 ops cost about 0.7 s
 #: of CPU (interleaved 32 x 64) and keep the suite's 32 x 64 pipelines whole.
 SKEW_OPS_CAP = 8192
 #: Largest |skewness| given to the Pearson III law (shape 4 / skew^2 >= 1: a bounded density).
