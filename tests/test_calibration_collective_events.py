@@ -80,6 +80,49 @@ def test_predicted_interval_covers_the_true_law():
     del rng
 
 
+def _brute_forward(m: EventNoise, y: np.ndarray, n: int) -> float:
+    """Textbook scaled forward recursion, one iteration at a time (the reference)."""
+    lb, le = m._log_parts(y, n)
+    fb, fe = np.exp(lb), np.exp(le)
+    p_n, pe = m.hit_prob(n), m.episode_event
+    trans = np.array([[1 - m.episode_start, m.episode_start], [1 - m.episode_stay, m.episode_stay]])
+    phi = m.episode_fraction
+    alpha = np.array([1 - phi, phi])
+    ll = 0.0
+    for t in range(len(y)):
+        if t:
+            alpha = alpha @ trans
+        alpha = alpha * np.array([(1 - p_n) * fb[t] + p_n * fe[t], (1 - pe) * fb[t] + pe * fe[t]])
+        ll += math.log(alpha.sum())
+        alpha /= alpha.sum()
+    return ll
+
+
+def test_episode_chain_likelihood_and_sampler():
+    m = EventNoise(
+        sigma=0.03,
+        rate=2e-5,
+        size=1.0,
+        size_sigma=0.4,
+        episode_start=0.01,
+        episode_stay=0.8,
+        episode_event=0.9,
+    )
+    y = sample_iterations(m, 256, (1, 3001), np.random.default_rng(4))[0]
+    assert m.loglik_sequence(y, 256) == pytest.approx(_brute_forward(m, y, 256), rel=1e-9)
+    # without episodes the sequence likelihood is the independent sum
+    m0 = EventNoise(sigma=0.03, rate=2e-5, size=1.0, size_sigma=0.4)
+    assert m0.loglik_sequence(y, 256) == pytest.approx(float(np.sum(m0.logpdf(y, 256))))
+    # the sampler's chain: share of delayed iterations and clustering as the chain says
+    x = sample_iterations(m, 256, (40, 5000), np.random.default_rng(5))
+    hit = x > m.body_median(256) * 1.2
+    assert hit.mean() == pytest.approx(m.event_prob(256), rel=0.1)
+    pair = np.mean(hit[:, 1:] & hit[:, :-1])
+    # P(delayed, delayed next) = phi * stay * pe^2 (+ small independent terms)
+    want = m.episode_fraction * m.episode_stay * m.episode_event**2
+    assert pair == pytest.approx(want, rel=0.15)
+
+
 def test_bad_input_is_rejected():
     with pytest.raises(ValueError, match="rate"):
         EventNoise(sigma=0.03, rate=1.0, size=1.0, size_sigma=0.5)
@@ -129,6 +172,20 @@ def test_real_data_out_of_sample(shared_data):
     iv = predicted_ratio_interval(held_out, 2048, len(x2048), reps=200)
     q = np.quantile(x2048, [0.5, 0.99])
     assert q[1] / q[0] < iv[0.99][0]  # the documented miss: predicted tail too heavy
+
+    # the 128-node run's delays come in bursts (half follow a delayed iteration)
+    hit = x128 > 1.5 * np.median(x128)
+    assert np.sum(hit[1:] & hit[:-1]) > 10 * hit.sum() ** 2 / len(hit)
+    # with session episodes split off, the per-node rate fitted at 128 nodes is the other
+    # session's (2025-03-28, 512-2,048 nodes) within a factor 2, and p99/p50 at 2,048 nodes
+    # falls inside the prediction (2,048 B: measured 2.62 in [1.96, 2.94])
+    x128 = load_latencies("2025_03_19___20_04_47", 0, algo, 512, shared_data)
+    x2048 = load_latencies("2025_03_28___16_48_20", 0, algo, 512, shared_data)
+    ep = fit_event_noise({128: x128}, episodes=True)
+    assert 0.5 * min(r512, r1024, r2048) < ep.model.rate < 2 * max(r512, r1024, r2048)
+    iv = predicted_ratio_interval(ep, 2048, len(x2048), reps=200)
+    q = np.quantile(x2048, [0.5, 0.99])
+    assert iv[0.99][0] <= q[1] / q[0] <= iv[0.99][2]
 
 
 def _scaled_job(gpus: int, **scale):

@@ -208,7 +208,7 @@ class EventNoise:
         while len(mats) > 1:
             if len(mats) % 2:
                 mats = np.concatenate([mats, np.eye(2)[None]])
-            mats = mats[0::2] @ mats[1::2]
+            mats = _matmul2(mats[0::2], mats[1::2])
             scale = mats.max(axis=(1, 2))
             mats /= scale[:, None, None]
             total += float(np.log(scale).sum())
@@ -234,6 +234,16 @@ class EventNoise:
     def to_dict(self) -> dict:
         """Plain dict."""
         return asdict(self)
+
+
+def _matmul2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Batched 2x2 products written out (numpy's matmul is slow on tiny matrices)."""
+    out = np.empty_like(a)
+    out[:, 0, 0] = a[:, 0, 0] * b[:, 0, 0] + a[:, 0, 1] * b[:, 1, 0]
+    out[:, 0, 1] = a[:, 0, 0] * b[:, 0, 1] + a[:, 0, 1] * b[:, 1, 1]
+    out[:, 1, 0] = a[:, 1, 0] * b[:, 0, 0] + a[:, 1, 1] * b[:, 1, 0]
+    out[:, 1, 1] = a[:, 1, 0] * b[:, 0, 1] + a[:, 1, 1] * b[:, 1, 1]
+    return out
 
 
 def _episode_mask(model: EventNoise, length: int, rng: np.random.Generator) -> np.ndarray:
