@@ -438,7 +438,7 @@ def fit_event_noise(
     # scaled so that the largest node count's event median stays where the data put it
     t0 = fat_tree_tiers(n0, radix)
     best = None
-    for g0 in (0.7, 1.0, 1.5, 2.5) if fit_tier_growth else (1.0,):
+    for g0 in (0.7, 1.6) if fit_tier_growth else (1.0,):
         v0 = [
             math.log(sigma0),
             math.log(rate0),
