@@ -101,3 +101,12 @@ def test_p95_coverage_bound_holds_for_the_true_law():
     exact = stats.chi2.cdf(df / 0.67**2, df) - stats.chi2.cdf(df / 1.5**2, df)
     assert res["rates"]["std ratio in [0.67, 1.5]"] == pytest.approx(exact, abs=0.06)
     assert res["rates"]["|mean err| <= 2%"] == 1.0
+
+
+def test_fit_noise_reference_matches_the_f_distribution():
+    # prediction = a fresh fit set of k normal steps: s_fit / s_test ~ sqrt(F(k-1, m-1))
+    k, m = 13, 14
+    truth = stats.norm(2.2, 0.01).ppf((np.arange(4000) + 0.5) / 4000)
+    res = target_pass_rates(truth, m, fit_size=k, reps=300, seed=4)
+    exact = stats.f.cdf(1.5**2, k - 1, m - 1) - stats.f.cdf(0.67**2, k - 1, m - 1)
+    assert res["rates"]["std ratio in [0.67, 1.5]"] == pytest.approx(exact, abs=0.07)
