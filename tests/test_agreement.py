@@ -94,3 +94,24 @@ def test_cli_lists_scenarios(capsys):
 def test_unknown_scenario_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown scenario"):
         report.run(SAMPLES, ["no_such_scenario"])
+
+
+def test_footer_states_the_targets_the_verdict_applies():
+    line = report.targets_line()
+    rc = agreement.TARGETS["reconvergent"]
+    assert rc["ks"] == 0.03 and rc["spread"] == 0.03  # issue #8
+    assert "reconvergent KS <= 0.03" in line and "|spread err| <= 3%" in line
+    assert "|p99 err| <= 0.3%" in line and "0.05" not in line
+    row = {
+        "reconvergent": True,
+        "ks": 0.04,
+        "p50_rel_err": 0.0,
+        "p99_rel_err": 0.0,
+        "spread_rel_err": 0.04,
+        "mc_dkw_95": 0.001,
+        "mc_pool_ks": 0.0,
+        "p50_mc_ci": 1e-4,
+        "p99_mc_ci": 1e-4,
+        "spread_mc_ci": 1e-3,
+    }
+    assert agreement.verdict(row) == ("MISS", ["ks", "spread"])  # 0.04 / 4%: missed at 0.03 / 3%
