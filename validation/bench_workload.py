@@ -34,6 +34,16 @@ resolve (``validation/workload_agreement.py``: even 10,000 samples leave a +-3% 
 this step's p99). Monte Carlo cost is ~ samples x dp x body ops (about 30 ns per op draw per sample
 here); the analytic cost does not depend on dp.
 
+Issue #8 (one BLAS thread, matmul in the canonical engine, coarser top-level op lattice), on
+the shared box at load average 7.8-8.8 (both sides slowed; the ratio is what carries over)::
+
+    analytic (best of 3): 0.36 s  [0.94, 0.37, 0.36]  p50 7.833 s, p95 7.959 s
+    Monte Carlo, 1,000 samples, every replica explicit (pooled groups: 0): 113.5 s  p50 7.832 s, p95 7.949 s
+    ratio Monte Carlo / analytic: 313.6x
+
+The first call is cold (0.94 s: 121x); the repeats reuse the pipeline makespan cached by spec
+(``pipeline_core.cached_components``), so "best of 3" is the warm time.
+
 Usage::
 
     python validation/bench_workload.py [--preset NAME] [--gpus N] [--samples N]
