@@ -19,14 +19,15 @@ are ``h_b = 2^b / n`` or ``2 h_b`` wide. The smaller member is rounded (down on 
 side, up on the upper side) onto the ``h_b`` lattice first: since the larger member already
 lies on it, ``floor_h(x + y) = y + floor_h(x)``, and rounding to the nested ``2 h_b`` lattice
 afterwards gives the same point as rounding the exact sum, so each sum is rounded once. The
-pairs of all octaves are then batched FFT convolutions of length ``4 n``: a sum costs
+pairs of all octaves are then batched FFT convolutions of length ``2 n``: a sum costs
 ``O(J n log n)`` for ``J`` octaves, and ``iid_sum`` of ``m`` copies takes ``log2(m)``
 doublings plus one addition per set bit of ``m``.
 
 Each sum moves each point by at most one cell (``1/n`` of its value), so after ``s`` sums the
 bracket is at most about ``s / n`` of the value wide (about half that in practice: a rounding
-moves a point by half a cell on average). For laws with an infinite mean the early errors
-shrink relative to the growing sum and the bracket stays near ``2 / n``.
+moves a point by half a cell on average; measured 0.2-0.5% at ``m = 1e6`` with ``n = 4096``,
+``validation/heavy_tail_sums.py``). Below the first octave, a variable known to be >= 0 keeps
+its lower side's mass in a zero atom rather than at -inf (mass at 0, very wide laws).
 """
 
 from __future__ import annotations
