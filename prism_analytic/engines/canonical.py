@@ -671,6 +671,6 @@ def _mehler(coef: np.ndarray, h: np.ndarray, r: np.ndarray) -> np.ndarray:
     rn = r * r
     out = np.zeros_like(r)
     for k in range(HERMITE_ORDER - 1):
-        out += np.outer(coef[:, k], h[:, k]) * rn
+        out += coef[:, k, None] * h[:, k] * rn  # broadcasting: np.outer costs ~10 us a call
         rn = rn * r
     return out
