@@ -488,3 +488,18 @@ def test_predict_validates_options_on_any_graph(kwargs):
     g, _ = fork_join()
     with pytest.raises((ValueError, TypeError), match="core_method|policy"):
         pa.predict(g, **kwargs)
+
+
+def test_result_quantile_bracket_takes_one_level_or_an_array():
+    """Every engine's result answers an array of levels level by level (was a TypeError)."""
+    g = StepGraph()
+    g.add_op("a", pa.normal(1.0, 0.1))
+    g.add_op("b", pa.exponential(1.0), after=["a"])
+    for method, extra in (("analytic", {}), ("bounds", {}), ("montecarlo", {"samples": 2000})):
+        result = pa.predict(g, method, **extra)
+        low, high = result.quantile_bracket([0.5, 0.99])
+        assert low.shape == high.shape == (2,)
+        for i, q in enumerate((0.5, 0.99)):
+            assert (low[i], high[i]) == result.quantile_bracket(q)
+        with pytest.raises(ValueError, match="q"):
+            result.quantile_bracket(1.5)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from .._checks import check_probabilities
 from ..distributions import Empirical, GridDistribution
 
 __all__ = ["StepTimeResult", "AnalyticResult", "BoundsResult", "MonteCarloResult", "LEVELS"]
@@ -54,8 +55,18 @@ class StepTimeResult:
         """One sentence: what the intervals of this result are."""
         raise NotImplementedError
 
-    def quantile_bracket(self, q: float, confidence: float = 0.95) -> tuple[float, float]:
-        """The interval this result reports for the q-quantile (see :attr:`guarantee`)."""
+    def quantile_bracket(self, q: Any, confidence: float = 0.95) -> tuple[Any, Any]:
+        """The interval this result reports for the q-quantile (see :attr:`guarantee`).
+
+        ``q`` is one level (two floats back) or an array of levels (two arrays of its shape).
+        """
+        levels = check_probabilities(q)
+        if levels.ndim == 0:
+            return self._bracket_at(float(levels), confidence)
+        pairs = np.array([self._bracket_at(float(x), confidence) for x in levels.ravel()])
+        return pairs[:, 0].reshape(levels.shape), pairs[:, 1].reshape(levels.shape)
+
+    def _bracket_at(self, q: float, confidence: float) -> tuple[float, float]:
         raise NotImplementedError
 
     def _quantile_rows(self, levels: tuple[float, ...]) -> dict[str, dict[str, Any]]:
@@ -212,7 +223,7 @@ class AnalyticResult(_LawView, StepTimeResult):
             text += "; run verify() (the CLI does by default) for guaranteed bounds"
         return text
 
-    def quantile_bracket(self, q: float, confidence: float = 0.95) -> tuple[float, float]:
+    def _bracket_at(self, q: float, confidence: float) -> tuple[float, float]:
         """The numerical bracket at ``q`` (guaranteed for the graph only when :attr:`exact`)."""
         low, high = self.distribution.quantile_bracket(q)
         return float(low), float(high)
@@ -325,7 +336,7 @@ class BoundsResult(StepTimeResult):
         """What the bounds mean."""
         return "guaranteed bounds: the exact quantile lies in [lower, upper] (no point estimate)"
 
-    def quantile_bracket(self, q: float, confidence: float = 0.95) -> tuple[float, float]:
+    def _bracket_at(self, q: float, confidence: float) -> tuple[float, float]:
         """[lower bound's low side, upper bound's high side] at ``q`` (contains the truth)."""
         return (
             float(self.lower.quantile_bracket(q)[0]),
@@ -402,7 +413,7 @@ class MonteCarloResult(_LawView, StepTimeResult):
         n_pooled = len(self.diagnostics.get("pooled_groups", []))
         return max(confidence - 0.05 * n_pooled, 0.0)
 
-    def quantile_bracket(self, q: float, confidence: float = 0.95) -> tuple[float, float]:
+    def _bracket_at(self, q: float, confidence: float) -> tuple[float, float]:
         """A ``confidence`` interval for the true q-quantile from order statistics.
 
         Where replica groups were sampled from a pool, the pooled law is within
