@@ -42,13 +42,16 @@ def fft_convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     Operands of at most :data:`DIRECT_MAX` points are summed directly; otherwise real FFTs of
     power-of-two length :func:`fft_length` (the case the bound is proven for).
     """
+    same = a is b  # a square (repeated squaring): one forward transform serves both
     a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
+    b = a if same else np.asarray(b, dtype=float)
     if min(a.size, b.size) <= DIRECT_MAX:
         return np.convolve(a, b)
     n_out = a.size + b.size - 1
     n_fft = fft_length(n_out)
-    return sp_fft.irfft(sp_fft.rfft(a, n_fft) * sp_fft.rfft(b, n_fft), n_fft)[:n_out]
+    fa = sp_fft.rfft(a, n_fft)
+    fb = fa if same else sp_fft.rfft(b, n_fft)
+    return sp_fft.irfft(fa * fb, n_fft)[:n_out]
 
 
 def fft_l1_error(a: np.ndarray, b: np.ndarray) -> float:
