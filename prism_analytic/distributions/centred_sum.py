@@ -285,10 +285,14 @@ def _rounding_variance_bound(dist, k0: int, k1: int, h: float, inside: float) ->
     1e-6 covers it.
     """
     k = SUB_CELLS
-    x = (k0 * k + np.arange((k1 - k0) * k + 1)) * (h / k)
-    cdf, sf = dist._cdf(x), dist._sf(x)
-    part = np.where(cdf[1:] <= 0.5, cdf[1:] - cdf[:-1], sf[:-1] - sf[1:])
-    part = np.maximum(part, 0.0).reshape(-1, k).sum(axis=0)  # mass at each sub-position
+    part = np.zeros(k)  # mass at each sub-position, summed over cells
+    block = 2**16  # cells at a time: 1M evaluation points, not the whole lattice at once
+    for c0 in range(k0, k1, block):
+        c1 = min(c0 + block, k1)
+        x = (c0 * k + np.arange((c1 - c0) * k + 1)) * (h / k)
+        cdf, sf = dist._cdf(x), dist._sf(x)
+        sub = np.where(cdf[1:] <= 0.5, cdf[1:] - cdf[:-1], sf[:-1] - sf[1:])
+        part += np.maximum(sub, 0.0).reshape(-1, k).sum(axis=0)
     ends = (np.arange(k + 1) / k - 0.5) ** 2
     worst = np.maximum(ends[:-1], ends[1:]) * h * h
     bound = float(np.dot(part, worst)) / inside * (1.0 + 1e-6)
