@@ -82,6 +82,35 @@ def test_lognormal_fast_path_follows_the_law():
     assert ks.pvalue > 1e-3
 
 
+def _lognormal_spec(p: int, m: int, vpp: int = 1) -> PipelineSpec:
+    laws = {
+        law_key(ph, s, c): pa.lognormal((1.0 if ph == "F" else 2.0) * (1 + 0.1 * s), 0.1)
+        for ph in ("F", "B")
+        for s in range(p)
+        for c in range(vpp)
+    }
+    return PipelineSpec(p, m, laws, schedule="interleaved" if vpp > 1 else "1f1b", vpp=vpp)
+
+
+@pytest.mark.parametrize("vpp", [1, 2])
+def test_all_lognormal_block_draw_has_the_law_of_law_by_law_sampling(vpp, monkeypatch):
+    # every law lognormal: normals in op order (not law order), so compare laws, not bits
+    spec = _lognormal_spec(4, 8, vpp)
+    monkeypatch.setattr(pmc, "MAX_CELLS", 64 * spec.n_ops)
+    a = pmc.sample_pipeline(spec, 20_000, np.random.default_rng(1))
+    b = _reference(spec, 20_000, np.random.default_rng(2))
+    assert stats.ks_2samp(a, b).pvalue > 1e-3
+    again = pmc.sample_pipeline(spec, 20_000, np.random.default_rng(1))
+    assert np.array_equal(a, again)
+
+
+def test_all_lognormal_single_op_follows_the_law():
+    law = pa.lognormal(3.0, 0.6)
+    spec = PipelineSpec(1, 1, {law_key("F", 0): law, law_key("B", 0): pa.lognormal(1e-12, 1e-13)})
+    x = pmc.sample_pipeline(spec, 20_000, np.random.default_rng(3))
+    assert stats.kstest(x, law.cdf).pvalue > 1e-3
+
+
 def test_only_plain_lognormals_take_the_fast_path():
     assert pmc._lognormal(pa.lognormal(1.0, 0.1)) is not None
     assert pmc._lognormal(pa.from_scipy(stats.lognorm(0.1, loc=1.0))) is None

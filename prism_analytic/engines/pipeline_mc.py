@@ -5,12 +5,14 @@ topological generation at a time over a block of samples. Draws come law by law 
 block, so the cost is a few numpy calls per generation plus the draws.
 
 The draws dominate (a 405B pipeline body holds 4,096 ops, each drawn once per copy and sample).
-Runs of consecutive scipy lognormal laws are drawn with one ``standard_normal`` call for all
-their ops and scaled per row, ``scale * exp(s * z)``: the same normals in the same order and
-the same floating-point operations as ``law._sample`` (scipy's ``lognorm.rvs``), without
-scipy's per-call argument checks, so the samples for a seed are bit-identical to drawing law
-by law (tested). Generations are contiguous index ranges, so finish times are updated in place
-through preallocated buffers instead of fancy-indexed copies.
+When every law is a scipy lognormal (the step builder's bodies), one ``standard_normal`` call
+fills the whole block in op order and ``scale * exp(s * z)`` is applied in place: the same law
+per op as ``law._sample`` (scipy's ``lognorm.rvs`` computes exactly that), without scipy's
+per-call checks or a permutation. Otherwise runs of consecutive lognormal laws are drawn with
+one call each in law order, bit-identical to drawing law by law (tested). Generations are
+contiguous index ranges, so finish times are updated in place through preallocated buffers
+instead of fancy-indexed copies. The normal generator itself remains most of the cost (about
+10 ns a draw here).
 """
 
 from __future__ import annotations
@@ -140,10 +142,13 @@ def _lognormal(law: Any) -> tuple[float, float] | None:
 
 
 class _DrawPlan:
-    """Draws every op of a pipeline body law by law, in the order ``law._sample`` would.
+    """Draws every op of a pipeline body.
 
-    Ops are grouped by law (laws in key order, ops in index order within a law); a run of
-    consecutive lognormal laws becomes one ``standard_normal`` call over all its rows.
+    When every law is a plain lognormal (the step builder's pipeline ops), the normals are
+    drawn straight into the ops' rows in op order and transformed in place: no permutation,
+    no temporary. Otherwise ops are drawn law by law, in the order ``law._sample`` would
+    (laws in key order, ops in index order within a law), a run of consecutive lognormal laws
+    as one ``standard_normal`` call: bit-identical to law-by-law sampling.
     """
 
     def __init__(self, laws: list[Any], law_index: np.ndarray) -> None:
@@ -165,12 +170,22 @@ class _DrawPlan:
                 j += 1
             self.runs.append((first, row, None))
         table = np.array([p if p is not None else (np.nan, np.nan) for p in params], dtype=float)
-        per_row = table.reshape(-1, 2)[law_index][self.order]
+        per_op = table.reshape(-1, 2)[law_index]
+        self.all_lognormal = all(p is not None for p in params)
+        self.op_shape, self.op_scale = per_op[:, :1], per_op[:, 1:]  # op order
+        per_row = per_op[self.order]  # law order
         self.shape = per_row[:, :1]
         self.scale = per_row[:, 1:]
 
     def draw(self, fin: np.ndarray, sub: int, rng: np.random.Generator) -> None:
         """Fill ``fin[:n]`` with ``sub`` draws of every op."""
+        if self.all_lognormal:
+            ops = fin[: self.order.size]
+            rng.standard_normal(out=ops)
+            ops *= self.op_shape
+            np.exp(ops, out=ops)
+            ops *= self.op_scale
+            return
         for a, b, j in self.runs:
             if b == a:
                 continue
