@@ -138,6 +138,22 @@ class _Evaluator:
         self._pipelines: dict[tuple, tuple[float, float, dict]] = {}
         self.overrides: dict[tuple, GridDistribution] = {}
 
+    def _shape(self, cls: str, skew_applies: bool) -> dict[str, str]:
+        """The shape a core of class ``cls`` gets, and why (``"auto"``: :mod:`.core_shape`).
+
+        ``skew_applies``: the skew core can evaluate this core (Clark-Mehler, no shared factors);
+        where it cannot, a requested or auto-picked ``"skew"`` falls back to ``"normal"``.
+        """
+        if self.shape == "auto":
+            from .core_shape import auto_shape
+
+            shape, why = auto_shape(cls)
+        else:
+            shape, why = self.shape, f"requested core_shape={self.shape!r}"
+        if shape == "skew" and not skew_applies:
+            shape, why = "normal", why + "; skew core not applicable here (factors or core_method)"
+        return {"shape": shape, "shape_reason": why, "core_class": cls}
+
     def graph(self, g: StepGraph, path: str = "") -> GridDistribution:
         mean, depth = mean_critical_path(g, self._means)
         h = self.policy.rel_width * max(abs(mean), 1e-300) / max(depth, 1)
@@ -184,7 +200,10 @@ class _Evaluator:
         if plain and (spec.stages == 1 or spec.microbatches == 1):
             # one microbatch: the schedule is a chain, evaluated exactly
             return self.graph(explicit_pipeline(spec, name), where)
-        if self.shape == "skew" and plain and self.core_method == "clark-mehler":
+        from .core_shape import pipeline_class
+
+        pick = self._shape(pipeline_class(spec), plain and self.core_method == "clark-mehler")
+        if pick["shape"] == "skew":
             from .skew_core import cached_skew_pipeline
 
             res, info = cached_skew_pipeline(_spec_key(spec), spec, self.window)
@@ -196,7 +215,7 @@ class _Evaluator:
                     "mean_s": res.mean,
                     "std_s": res.std,
                     "skew": res.skew,
-                    "shape": "skew",
+                    **pick,
                     **info,
                 }
             )
@@ -211,8 +230,11 @@ class _Evaluator:
         second = float(np.dot(w, [c[2] ** 2 + c[1] ** 2 for c in comps]) / w.sum())
         std = float(np.sqrt(max(second - mean**2, 0.0)))
         self.report.exact = False
+        if pick["shape"] == "template":  # the template needs an explicit core's edges
+            why = pick["shape_reason"] + "; template needs an explicit core: normal law here"
+            pick = {**pick, "shape": "normal", "shape_reason": why}
         self.report.cores.append(
-            {"where": where, "edges": spec.n_ops, "mean_s": mean, "std_s": std, **info}
+            {"where": where, "edges": spec.n_ops, "mean_s": mean, "std_s": std, **pick, **info}
         )
         if len(comps) > 64:  # a factor-conditioned mixture: gridded once, not per component
             from .pipeline_factors import NormalMixture
@@ -241,7 +263,11 @@ class _Evaluator:
 
         self.report.exact = False
         dag, mean, std = _duration_dag(m)
-        if self.shape == "skew" and self.core_method == "clark-mehler":
+        from .core_shape import explicit_class
+
+        laws = [law for _, law in dag.nodes(data="law")]
+        pick = self._shape(explicit_class(laws), self.core_method == "clark-mehler")
+        if pick["shape"] == "skew":
             # Clark-Mehler on full differences, third cumulant, Pearson III (skew_core.py)
             from .skew_core import skew_makespan, third_cumulant
 
@@ -254,7 +280,7 @@ class _Evaluator:
                     "mean_s": sk.mean,
                     "std_s": sk.std,
                     "skew": sk.skew,
-                    "shape": "skew",
+                    **pick,
                 }
             )
             return to_grid(sk.law(), h, self.policy)
@@ -265,12 +291,12 @@ class _Evaluator:
                 "edges": m.number_of_edges(),
                 "mean_s": res.mean,
                 "std_s": res.std,
-                "shape": self.shape,
+                **pick,
             }
         )
         if res.std <= 0:
             return to_grid(point_mass(res.mean), h, self.policy)
-        if self.shape != "template":  # "skew" is Clark-Mehler's: other methods stay normal
+        if pick["shape"] != "template":  # "skew" is Clark-Mehler's: other methods stay normal
             return to_grid(normal(res.mean, res.std), h, self.policy)
         # "template": the shape from independent propagation, location and scale from the
         # canonical form. Measured against Monte Carlo (validation/agreement.py): better spread

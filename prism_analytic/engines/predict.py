@@ -21,7 +21,7 @@ __all__ = ["predict", "METHODS", "MAX_GRID_NODES", "grid_nodes", "check_grid_siz
 
 METHODS = ("analytic", "bounds", "montecarlo")
 CORE_METHODS = ("clark-mehler", "clark", "independent")
-CORE_SHAPES = ("normal", "template", "skew")
+CORE_SHAPES = ("auto", "normal", "template", "skew")
 
 
 #: Nodes the grid engines evaluate one by one (a pipeline node counts as one in ``analytic``,
@@ -73,7 +73,7 @@ def predict(
     mc_settings: MonteCarloSettings | None = None,
     core_method: str = "clark-mehler",
     window: int | None = None,
-    core_shape: str = "normal",
+    core_shape: str = "auto",
     paths: int = 8,
     progress: Callable[[int, int], None] | None = None,
 ) -> StepTimeResult:
@@ -98,13 +98,17 @@ def predict(
         Method for irreducible cores (analytic only).
     window : int, optional
         Residual window of the Clark-Mehler form (None: its default).
-    core_shape : {"normal", "template", "skew"}
-        Shape of a core's makespan: Gaussian (default), or the independence-propagated shape
-        mapped onto the canonical mean and standard deviation (better spread on deep 1F1B
-        pipelines, worse on interleaved schedules and replica maxima), or ``"skew"``: the
-        skew-aware core of :mod:`~.skew_core` (Clark-Mehler on full differences, a third
-        cumulant, a Pearson III law; with ``core_method="clark-mehler"`` only, on plain
-        pipelines and explicit cores; factor-conditioned pipelines keep their mixture).
+    core_shape : {"auto", "normal", "template", "skew"}
+        Shape of a core's makespan: ``"normal"``: Gaussian; ``"template"``: the
+        independence-propagated shape mapped onto the canonical mean and standard deviation
+        (explicit cores only; better spread on deep 1F1B pipelines, worse on interleaved
+        schedules and replica maxima); ``"skew"``: the skew-aware core of :mod:`~.skew_core`
+        (Clark-Mehler on full differences, a third cumulant, a Pearson III law; with
+        ``core_method="clark-mehler"`` only, on plain pipelines and explicit cores;
+        factor-conditioned pipelines keep their mixture). ``"auto"`` (default): per core,
+        ``"skew"`` or ``"normal"`` by the measured rule of :mod:`~.core_shape`. Every entry of
+        ``diagnostics["cores"]`` says the ``shape`` used, its ``core_class`` and
+        ``shape_reason``.
     paths : int
         Number of dominant paths in the lower bound.
 

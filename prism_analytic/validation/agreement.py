@@ -200,6 +200,8 @@ def evaluate(
         samples=samples,
         seed=seed,
         core_shape=core_shape,
+        # the shape each approximated core got (core_shape="auto" picks it per core)
+        shapes_used=sorted({str(c.get("shape")) for c in analytic.diagnostics["cores"]}),
         mc_dkw_95=float(mc.diagnostics["dkw_95"]),
         mc_pool_ks=max((p["ks_error"] for p in mc.diagnostics["pooled_groups"]), default=0.0),
         **{f"p{_pct(q)}_mc_ci": hw[q] / abs(view.q[q]) for q in hw},

@@ -83,7 +83,9 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         ]
         table = []
         for r in rec:
-            for method, sfx in (("clark-mehler", ""), *((m, f"_{m}") for m in BASELINES)):
+            used = "+".join(r.get("shapes_used", []))
+            ours = f"clark-mehler ({used})" if used else "clark-mehler"
+            for method, sfx in ((ours, ""), *((m, f"_{m}") for m in BASELINES)):
                 table.append(
                     [
                         r["name"],

@@ -1,0 +1,285 @@
+"""Gaussian vs skew-aware core on a grid of reconvergent cases (what ``core_shape="auto"`` reads).
+
+For every case one Monte Carlo sample (fresh seed 20261130, not the suite's 12345 nor the
+lognormal trial's 31) judges the analytic engine with ``core_shape="normal"`` (Gaussian
+Clark-Mehler) and ``"skew"`` (:mod:`prism_analytic.engines.skew_core`), and ``"auto"`` when the
+engine has it. Cases (classes of :mod:`prism_analytic.engines.core_shape`):
+
+* compact pipelines, 1F1B and interleaved (vpp 2) at 4x8, 8x32, 16x64 (32x64 with ``--deep``),
+  F 1 / B 2 per stage (divided by vpp), ops normal or lognormal at CV 5% and 20%, balanced and
+  with the last stage 1.25x slower (an imbalanced loss/head stage);
+* the same 4x8 pipelines inside 512 replicas (the max: its p99 is the "replica-max p99");
+* FSDP-like overlap of a serial communication stream with compute (8 and 16 layers, as the
+  suite's ``fsdp_overlap`` with every op of the chosen law family and CV), alone and inside 512
+  replicas, and op-by-op 1F1B / interleaved pipelines (cores the engine sees op by op).
+
+Metrics: KS (``scipy.stats.kstest`` of the sample against the analytic CDF), relative errors
+of p99 and of the spread p99 - p50, mean error in Monte Carlo sd. Replica cases sample every
+replica (no pooling) with fewer steps (``--replica-samples``, default 10,000). Usage::
+
+    nice python validation/core_shape_choice.py [--samples N] [--seed S] [--deep]
+        [--only SUBSTRING ...] [--json FILE] [--markdown FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+import prism_analytic as pa
+from prism_analytic.engines.core_shape import explicit_class, pipeline_class
+from prism_analytic.engines.predict import CORE_SHAPES
+from prism_analytic.graph import StepGraph
+from prism_analytic.graph.pipeline import pipeline_step_graph
+
+SEED = 20261130
+SAMPLES = 100_000
+REPLICA_SAMPLES = 10_000
+REPLICAS = 512
+MS = 1e-3
+
+
+@dataclass(frozen=True)
+class Case:
+    """One grid case: a name, its class, a builder and whether it is a replica max."""
+
+    name: str
+    cls: str
+    build: Callable[[], StepGraph]
+    replicas: bool = False
+
+
+def law(family: str, mean: float, cv: float) -> pa.Distribution:
+    """An op law of the family (``normal`` or ``lognormal``) with this mean and CV."""
+    return (pa.normal if family == "normal" else pa.lognormal)(mean, cv * mean)
+
+
+def pipe(
+    p: int, m: int, sched: str, family: str, cv: float, last: float = 1.0, compact: bool = True
+) -> StepGraph:
+    """A pipeline (F 1, B 2, divided by vpp; the last stage ``last`` times slower)."""
+    vpp = 2 if sched == "interleaved" else 1
+
+    def latency(phase: str, stage: int, mb: int, chunk: int) -> pa.Distribution:
+        mean = (1.0 if phase == "F" else 2.0) / vpp * (last if stage == p - 1 else 1.0)
+        return law(family, mean, cv)
+
+    return pipeline_step_graph(
+        p, m, latency, schedule=sched, vpp=vpp, name=f"{sched} {p}x{m}", compact=compact
+    )
+
+
+def fsdp(layers: int, family: str, cv: float) -> StepGraph:
+    """The suite's FSDP overlap (comm stream prefetching one layer ahead), laws of ``family``."""
+    g = StepGraph(f"fsdp{layers}")
+    stream: list[str] = []
+    fwd: list[str] = []
+    for i in range(layers):
+        deps = stream + ([fwd[i - 2]] if i >= 2 else [])
+        stream = [g.add_collective(f"AG_f{i}", law(family, 2.5 * MS, cv), deps)]
+        fwd.append(g.add_op(f"F{i}", law(family, 3 * MS, cv), stream + fwd[-1:]))
+    bwd: dict[int, str] = {}
+    for i in reversed(range(layers)):
+        deps = [bwd[i + 1]] if i + 1 < layers else [fwd[-1]]
+        if i < layers - 1:
+            gather_deps = stream + ([bwd[i + 2]] if i + 2 < layers else [fwd[-1]])
+            stream = [g.add_collective(f"AG_b{i}", law(family, 2.5 * MS, cv), gather_deps)]
+            deps = deps + stream
+        bwd[i] = g.add_op(f"B{i}", law(family, 6 * MS, cv), deps)
+        stream = [g.add_collective(f"RS{i}", law(family, 2.5 * MS, cv), stream + [bwd[i]])]
+    g.add_op("optimizer", law(family, 1 * MS, cv), stream + [bwd[0]])
+    return g
+
+
+def in_replicas(body: StepGraph) -> StepGraph:
+    """``body`` in each of :data:`REPLICAS` data-parallel replicas (the step is their max)."""
+    g = StepGraph(f"{body.name} x{REPLICAS}")
+    g.add_replica_group("replicas", body, REPLICAS)
+    return g
+
+
+LAWS = [("normal", 0.05), ("normal", 0.2), ("lognormal", 0.05), ("lognormal", 0.2)]
+
+
+def _kind(family: str) -> str:
+    return "symmetric" if family == "normal" else "skewed"
+
+
+def grid(deep: bool = False) -> list[Case]:
+    """Every case of the grid (module docstring)."""
+    cases: list[Case] = []
+    sizes = [(4, 8), (8, 32), (16, 64)] + ([(32, 64)] if deep else [])
+    for sched in ("1f1b", "interleaved"):
+        structure = "pipeline-1f1b" if sched == "1f1b" else "pipeline-interleaved"
+        for p, m in sizes:
+            for fam, cv in LAWS:
+                tag = f"{sched} {p}x{m} {fam} {cv:.0%}"
+                cls = f"{structure}, {_kind(fam)} ops"
+                cases.append(Case(tag, cls, lambda a=(p, m, sched, fam, cv): pipe(*a)))
+                if (fam, cv) in (("normal", 0.05), ("lognormal", 0.2)):
+                    cases.append(
+                        Case(
+                            tag + " last x1.25",
+                            cls,
+                            lambda a=(p, m, sched, fam, cv): pipe(*a, last=1.25),
+                        )
+                    )
+        for fam, cv in (("normal", 0.05), ("lognormal", 0.2)):
+            cls = f"{structure}, {_kind(fam)} ops"
+            cases.append(
+                Case(
+                    f"{sched} 4x8 {fam} {cv:.0%} x{REPLICAS}",
+                    cls,
+                    lambda a=(4, 8, sched, fam, cv): in_replicas(pipe(*a)),
+                    replicas=True,
+                )
+            )
+    for fam, cv in LAWS:
+        cls = f"explicit, {_kind(fam)} ops"
+        cases.append(Case(f"fsdp 8 layers {fam} {cv:.0%}", cls, lambda a=(8, fam, cv): fsdp(*a)))
+    for fam, cv in (("normal", 0.05), ("lognormal", 0.2)):
+        cls = f"explicit, {_kind(fam)} ops"
+        cases.append(Case(f"fsdp 16 layers {fam} {cv:.0%}", cls, lambda a=(16, fam, cv): fsdp(*a)))
+        cases.append(
+            Case(
+                f"fsdp 8 layers {fam} {cv:.0%} x{REPLICAS}",
+                cls,
+                lambda a=(8, fam, cv): in_replicas(fsdp(*a)),
+                replicas=True,
+            )
+        )
+        for sched, p, m in (("1f1b", 4, 8), ("1f1b", 8, 32), ("interleaved", 4, 8)):
+            cases.append(
+                Case(
+                    f"op-by-op {sched} {p}x{m} {fam} {cv:.0%}",
+                    cls,
+                    lambda a=(p, m, sched, fam, cv): pipe(*a, compact=False),
+                )
+            )
+    return cases
+
+
+def engine_class(graph: StepGraph) -> str:
+    """The class the engine's classifier gives the case's core (checks the grid's labels)."""
+    from prism_analytic.graph import PIPELINE, REPLICA
+
+    g = graph
+    while True:
+        nodes = [d for _, d in g.graph.nodes(data=True)]
+        if len(nodes) == 1 and nodes[0]["type"] == REPLICA:
+            g = nodes[0]["body"]
+            continue
+        if len(nodes) == 1 and nodes[0]["type"] == PIPELINE:
+            return pipeline_class(nodes[0]["spec"])
+        return explicit_class(d["latency"] for d in nodes)
+
+
+def measure(case: Case, samples: int, replica_samples: int, seed: int) -> list[dict]:
+    """One row per core shape for ``case``."""
+    graph = case.build()
+    assert engine_class(graph) == case.cls, (case.name, engine_class(graph), case.cls)
+    n = replica_samples if case.replicas else samples
+    start = time.perf_counter()
+    mc = pa.predict(graph, "montecarlo", samples=n, seed=seed)
+    mc_s = time.perf_counter() - start
+    if mc.diagnostics["pooled_groups"]:
+        raise RuntimeError(f"{case.name}: Monte Carlo pooled a replica group")
+    x = mc.distribution.samples
+    q50, q99 = np.quantile(x, [0.5, 0.99])
+    mean, sd = float(np.mean(x)), float(np.std(x))
+    lo, hi = mc.quantile_bracket(0.99, confidence=0.95)
+    shapes = [s for s in ("normal", "skew", "auto") if s in CORE_SHAPES]
+    rows = []
+    for shape in shapes:
+        res = pa.predict(graph, "analytic", core_shape=shape)
+        a50, a99 = (float(res.quantile(q)) for q in (0.5, 0.99))
+        cores = res.diagnostics["cores"]
+        rows.append(
+            {
+                "case": case.name,
+                "class": case.cls,
+                "core_shape": shape,
+                "used": cores[0].get("shape") if cores else None,
+                "ks": float(stats.kstest(x, res.cdf).statistic),
+                "p99_err": a99 / q99 - 1.0,
+                "spread_err": (a99 - a50) / (q99 - q50) - 1.0,
+                "mean_err_sd": (res.mean() - mean) / sd,
+                "std_err": res.std() / sd - 1.0,
+                "analytic_s": res.compute_time_s,
+                "mc_s": mc_s,
+                "samples": n,
+                "seed": seed,
+                "dkw_95": float(mc.diagnostics["dkw_95"]),
+                "p99_ci": float(hi - lo) / 2 / q99,
+                "replicas": case.replicas,
+            }
+        )
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    """The table (one line per case: both shapes side by side) and the per-class verdict."""
+    by_case: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        by_case.setdefault(r["case"], {})[r["core_shape"]] = r
+    out = [
+        "| class | case | KS normal | KS skew | spread normal | spread skew | p99 normal "
+        "| p99 skew | mean err (sd) normal / skew | MC DKW 95% | skew KS <= normal |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    verdict: dict[str, list[bool]] = {}
+    for name, shapes in by_case.items():
+        n, s = shapes["normal"], shapes["skew"]
+        ok = s["ks"] <= n["ks"]
+        verdict.setdefault(n["class"], []).append(ok)
+        p99 = "replica-max p99" if n["replicas"] else "p99"
+        out.append(
+            f"| {n['class']} | {name} | {n['ks']:.4f} | {s['ks']:.4f} | "
+            f"{n['spread_err']:+.2%} | {s['spread_err']:+.2%} | {n['p99_err']:+.3%} | "
+            f"{s['p99_err']:+.3%} ({p99}) | {n['mean_err_sd']:+.3f} / {s['mean_err_sd']:+.3f} | "
+            f"{n['dkw_95']:.4f} | {'yes' if ok else 'NO'} |"
+        )
+    out += ["", "| class | variants | skew KS <= normal on | rule: shape |", "|---|---|---|---|"]
+    for cls, oks in verdict.items():
+        out.append(f"| {cls} | {len(oks)} | {sum(oks)} | {'skew' if all(oks) else 'normal'} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the grid; print and optionally write the markdown table and JSON rows."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--samples", type=int, default=SAMPLES)
+    ap.add_argument("--replica-samples", type=int, default=REPLICA_SAMPLES)
+    ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--deep", action="store_true", help="also 32x64 pipelines")
+    ap.add_argument("--only", nargs="+", metavar="SUBSTRING", help="cases whose name contains")
+    ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--markdown", metavar="FILE")
+    args = ap.parse_args(argv)
+    cases = [c for c in grid(args.deep) if not args.only or any(s in c.name for s in args.only)]
+    rows: list[dict] = []
+    for case in cases:
+        start = time.perf_counter()
+        rows += measure(case, args.samples, args.replica_samples, args.seed)
+        ks = {r["core_shape"]: round(r["ks"], 4) for r in rows[-3:] if r["case"] == case.name}
+        print(f"{case.name}: {ks} {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+        if args.json:  # written as it goes: a long run keeps what it finished
+            with open(args.json, "w") as fh:
+                json.dump(rows, fh, indent=1)
+    table = markdown(rows)
+    print(table)
+    if args.markdown:
+        with open(args.markdown, "w") as fh:
+            fh.write(table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
