@@ -115,3 +115,16 @@ def test_footer_states_the_targets_the_verdict_applies():
         "spread_mc_ci": 1e-3,
     }
     assert agreement.verdict(row) == ("MISS", ["ks", "spread"])  # 0.04 / 4%: missed at 0.03 / 3%
+
+
+def test_samples_are_capped_where_the_monte_carlo_guard_would_refuse_them():
+    from prism_analytic.engines.montecarlo import MonteCarloSettings, estimated_draws
+
+    limit = MonteCarloSettings().max_draws
+    graph = agreement.SCENARIOS["pipe_regime_8x32_x512"].build()
+    n = agreement.affordable_samples(graph, 100_000)
+    assert 1_000 < n < 100_000  # 512 explicit replicas of 512 ops: ~19,000
+    assert estimated_draws(graph, n, MonteCarloSettings()) <= limit
+    assert estimated_draws(graph, n + 1, MonteCarloSettings()) > limit
+    small = agreement.SCENARIOS["chain"].build()
+    assert agreement.affordable_samples(small, 100_000) == 100_000

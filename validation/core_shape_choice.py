@@ -34,7 +34,7 @@ import numpy as np
 from scipy import stats
 
 import prism_analytic as pa
-from prism_analytic.engines.core_shape import explicit_class, pipeline_class
+from prism_analytic.engines.core_shape import AUTO_RULE, explicit_class, pipeline_class
 from prism_analytic.engines.predict import CORE_SHAPES
 from prism_analytic.graph import StepGraph
 from prism_analytic.graph.pipeline import pipeline_step_graph
@@ -231,8 +231,8 @@ def markdown(rows: list[dict]) -> str:
         by_case.setdefault(r["case"], {})[r["core_shape"]] = r
     out = [
         "| class | case | KS normal | KS skew | spread normal | spread skew | p99 normal "
-        "| p99 skew | mean err (sd) normal / skew | MC DKW 95% | skew KS <= normal |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| p99 skew | mean err (sd) normal / skew | MC DKW 95% | skew KS <= normal | auto |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     verdict: dict[str, list[bool]] = {}
     for name, shapes in by_case.items():
@@ -244,11 +244,16 @@ def markdown(rows: list[dict]) -> str:
             f"| {n['class']} | {name} | {n['ks']:.4f} | {s['ks']:.4f} | "
             f"{n['spread_err']:+.2%} | {s['spread_err']:+.2%} | {n['p99_err']:+.3%} | "
             f"{s['p99_err']:+.3%} ({p99}) | {n['mean_err_sd']:+.3f} / {s['mean_err_sd']:+.3f} | "
-            f"{n['dkw_95']:.4f} | {'yes' if ok else 'NO'} |"
+            f"{n['dkw_95']:.4f} | {'yes' if ok else 'NO'} | {AUTO_RULE[n['class']]} |"
         )
-    out += ["", "| class | variants | skew KS <= normal on | rule: shape |", "|---|---|---|---|"]
+    out += [
+        "",
+        "| class | variants | skew KS <= normal on | rule: shape | engine's AUTO_RULE |",
+        "|---|---|---|---|---|",
+    ]
     for cls, oks in verdict.items():
-        out.append(f"| {cls} | {len(oks)} | {sum(oks)} | {'skew' if all(oks) else 'normal'} |")
+        rule = "skew" if all(oks) else "normal"
+        out.append(f"| {cls} | {len(oks)} | {sum(oks)} | {rule} | {AUTO_RULE[cls]} |")
     return "\n".join(out)
 
 
@@ -262,7 +267,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="+", metavar="SUBSTRING", help="cases whose name contains")
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--markdown", metavar="FILE")
+    ap.add_argument(
+        "--render", nargs="+", metavar="JSON", help="only print the table of saved --json rows"
+    )
     args = ap.parse_args(argv)
+    if args.render:
+        rows = []
+        for path in args.render:
+            with open(path) as fh:
+                rows += json.load(fh)
+        print(markdown(rows))
+        return 0
     cases = [c for c in grid(args.deep) if not args.only or any(s in c.name for s in args.only)]
     rows: list[dict] = []
     for case in cases:

@@ -62,6 +62,7 @@ __all__ = [
     "DEFAULT_SAMPLES",
     "DEFAULT_SEED",
     "evaluate",
+    "affordable_samples",
     "verdict",
     "run_suite",
     "timing",
@@ -177,6 +178,7 @@ def evaluate(
     graph = scn.build()
     shape = {} if core_shape is None else {"core_shape": core_shape}
     analytic = pa.predict(graph, "analytic", **shape)
+    requested, samples = samples, affordable_samples(graph, samples)
     mc = pa.predict(graph, "montecarlo", samples=samples, seed=seed)
     emp = mc.distribution
     view = _McView(
@@ -198,6 +200,7 @@ def evaluate(
         montecarlo_s=mc.compute_time_s,
         reconvergent=not analytic.diagnostics["exact"],
         samples=samples,
+        requested_samples=requested,
         seed=seed,
         core_shape=core_shape,
         # the shape each approximated core got (core_shape="auto" picks it per core)
@@ -216,6 +219,23 @@ def evaluate(
     verdict_, misses = verdict(row)
     row["verdict"], row["misses"] = verdict_, misses
     return row
+
+
+def affordable_samples(graph: StepGraph, samples: int) -> int:
+    """``samples``, or fewer where Monte Carlo's work guard would refuse them.
+
+    The guard (``MonteCarloSettings.max_draws``) refuses e.g. 1e5 steps of 512 explicit 1F1B
+    8x32 replicas (2.6e10 draws); the suite then runs the most it allows (about 19,000 there)
+    and reports them (``samples``, ``requested_samples``; Monte Carlo's noise columns widen).
+    """
+    from prism_analytic.engines.montecarlo import MonteCarloSettings, estimated_draws
+
+    settings = MonteCarloSettings(seed=0)
+    one = estimated_draws(graph, 1, settings)
+    per = max(estimated_draws(graph, 2, settings) - one, 1)
+    if estimated_draws(graph, samples, settings) <= settings.max_draws:
+        return samples
+    return max(2, min(samples, (settings.max_draws - one + per) // per))
 
 
 def verdict(row: dict[str, Any]) -> tuple[str, list[str]]:

@@ -34,6 +34,7 @@ _COLUMNS = [
     ("bounds", "bounds_cell", "{}"),
     ("analytic s", "analytic_s", "{:.3f}"),
     ("MC s", "montecarlo_s", "{:.2f}"),
+    ("MC n", "samples", "{:,}"),
     ("MC DKW", "mc_dkw_95", "{:.4f}"),
     ("MC p99 CI", "p99_mc_ci", "{:.3%}"),
     ("verdict", "verdict", "{}"),
