@@ -87,8 +87,8 @@ def sample_pipeline(
         left, right = np.empty((widest, sub)), np.empty((widest, sub))
         for a, b in spans:
             k = b - a
-            np.take(fin, p0[a:b], axis=0, out=left[:k])
-            np.take(fin, p1[a:b], axis=0, out=right[:k])
+            fin.take(p0[a:b], axis=0, out=left[:k])  # the method: no wrapper per generation
+            fin.take(p1[a:b], axis=0, out=right[:k])
             np.maximum(left[:k], right[:k], out=left[:k])
             fin[a:b] += left[:k]
         out[start : start + sub] = fin[:n].max(axis=0)
