@@ -47,11 +47,18 @@ def test_wide_pipelines_and_factors_take_two_passes(monkeypatch) -> None:
     calls = []
     real = pipeline_core._direct
     monkeypatch.setattr(pipeline_core, "_direct", lambda *a, **k: calls.append(1) or real(*a, **k))
+    forked = []
+    real_forked = pipeline_core._direct_forked
+    monkeypatch.setattr(
+        pipeline_core, "_direct_forked", lambda *a, **k: forked.append(1) or real_forked(*a, **k)
+    )
     wide = _spec(16, 64, "1f1b", 1)  # two windows of 512 residuals: arithmetic-bound
     _direct_pair(wide, (32, 48), "clark-mehler", None)
     factored = _spec(4, 512, "1f1b", 1)._replace(microbatch_factor=lognormal(1.0, 0.05))
     _direct_pair(factored, (16, 20), "clark-mehler", None)
-    assert len(calls) == 4
+    # wide: two passes sharing their common start (tests/test_pipeline_forked.py); factored: two
+    assert len(forked) == 1
+    assert len(calls) == 2
 
 
 def test_normal_ops_one_pass_matches_two_passes_in_the_makespan() -> None:

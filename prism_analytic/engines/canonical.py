@@ -49,6 +49,7 @@ llama3-405b's body at 65,536 GPUs: +1.55 sd, 0.025% of the step.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
@@ -602,13 +603,58 @@ class _Engine:
             return self._run(gens, preds, m_arr, s_arr, lmat, groups)
 
     def _run(self, gens, preds, m_arr, s_arr, lmat, groups):
+        state = self._begin(preds)
+        self._advance(state, gens, preds, m_arr, s_arr, lmat)
+        return self._end(state, groups)
+
+    def run_forked(self, dags, shared):
+        """``(mean, var, n_max)`` of several DAGs whose first ``shared`` generations coincide.
+
+        ``dags`` is a sequence of ``(gens, preds, m_arr, s_arr, lmat)``. The shared generations
+        (see :func:`shared_generations`) are propagated once; the engine is then copied and each
+        DAG continues from its own copy. Every DAG sees exactly the state, and performs exactly
+        the operations, of a run of its own, so the results equal separate :meth:`run` calls.
+        """
+        with single_blas_thread():
+            gens0, preds0, m0, s0, l0 = dags[0]
+            state = self._begin(preds0)
+            self._advance(state, gens0[:shared], preds0, m0, s0, l0)
+            pre = np.concatenate([np.asarray(g, dtype=np.intp) for g in gens0[:shared]] or [[]])
+            pre = pre.astype(np.intp)
+            out = []
+            for gens, preds, m_arr, s_arr, lmat in dags:
+                eng = copy.deepcopy(self)
+                own = eng._begin(preds)
+                # prefix nodes: identical successors, so identical remaining counts and slots
+                own[0][pre] = state[0][pre]
+                own[1][pre] = state[1][pre]
+                own[2].extend(state[2])
+                eng._advance(own, gens[shared:], preds, m_arr, s_arr, lmat)
+                out.append(eng._end(own, None))
+            return out
+
+    def _begin(self, preds):
+        """Initial ``(remaining successors, slot, sinks)`` of a DAG's propagation."""
         n = len(preds)
         remaining = np.zeros(n, dtype=int)
         for ps in preds:
             for p in ps:
                 remaining[p] += 1
-        slot = np.full(n, -1, dtype=np.intp)
-        sinks = []
+        return remaining, np.full(n, -1, dtype=np.intp), []
+
+    def _end(self, state, groups):
+        slot, sinks = state[1], state[2]
+        if groups is not None:
+            labels = np.asarray(groups)
+            return [
+                self._sink_max(slot, [k for k in sinks if labels[k] == g])
+                for g in range(int(labels.max()) + 1)
+            ]
+        return self._sink_max(slot, sinks)
+
+    def _advance(self, state, gens, preds, m_arr, s_arr, lmat):
+        """Propagate the generations ``gens`` (in order) from ``state``, updated in place."""
+        remaining, slot, sinks = state
         for gen in gens:
             srcs = [i for i in gen if not preds[i]]
             ones = [i for i in gen if len(preds[i]) == 1]
@@ -648,13 +694,6 @@ class _Engine:
                         self.release([slot[p]])
                         slot[p] = -1
             sinks += [i for i in gen if remaining[i] == 0]
-        if groups is not None:
-            labels = np.asarray(groups)
-            return [
-                self._sink_max(slot, [k for k in sinks if labels[k] == g])
-                for g in range(int(labels.max()) + 1)
-            ]
-        return self._sink_max(slot, sinks)
 
     def _sink_max(self, slot, sinks):
         """Final max over sinks, pairwise in increasing-mean order."""
@@ -666,11 +705,53 @@ class _Engine:
         return self.mu[acc], self.C[acc, acc], self.n_max
 
 
+def shared_generations(dags) -> int:
+    """Number of leading topological generations that all ``dags`` have in common, op for op.
+
+    ``dags`` holds ``(gens, preds, m_arr, s_arr, lmat)`` per DAG (the arguments of
+    :meth:`_Engine.run`). A generation is shared when it holds the same node indices in every
+    DAG and each of its nodes has the same predecessors, the same number of successors and the
+    same latency (mean, sd, loadings) in every DAG: the propagation of those generations is then
+    the same computation in every DAG, and :meth:`_Engine.run_forked` may do it once.
+    """
+    succ = []
+    for _, preds, *_ in dags:
+        count = np.zeros(len(preds), dtype=int)
+        for ps in preds:
+            for p in ps:
+                count[p] += 1
+        succ.append(count)
+    gens0, preds0, m0, s0, l0 = dags[0]
+    for k, gen in enumerate(gens0):
+        idx = np.asarray(gen, dtype=np.intp)
+        for (gens, preds, m_arr, s_arr, lmat), cnt in zip(dags[1:], succ[1:], strict=True):
+            same = (
+                k < len(gens)
+                and np.array_equal(gens[k], idx)
+                and all(list(preds[i]) == list(preds0[i]) for i in idx)
+                and np.array_equal(cnt[idx], succ[0][idx])
+                and np.array_equal(m_arr[idx], m0[idx])
+                and np.array_equal(s_arr[idx], s0[idx])
+                and np.array_equal(lmat[idx], l0[idx])
+            )
+            if not same:
+                return k
+    return len(gens0)
+
+
 def _mehler(coef: np.ndarray, h: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """sum_n coef[i, n] * h[l, n] * r[i, l]^n over n = 2..NH (``coef`` already holds n!)."""
-    rn = r * r
-    out = np.zeros_like(r)
-    for k in range(HERMITE_ORDER - 1):
-        out += coef[:, k, None] * h[:, k] * rn  # broadcasting: np.outer costs ~10 us a call
-        rn = rn * r
+    """sum_n coef[i, n] * h[l, n] * r[i, l]^n over n = 2..NH (``coef`` already holds n!).
+
+    Horner's scheme in ``r`` over the products ``coef[i, n] h[l, n]`` (formed in one broadcast),
+    updated in place: 3 array passes per order instead of 4 and no temporaries (a truncated
+    405b pipeline calls this 1,648 times on 16 x 512 arrays). Equal to the power sum to
+    rounding (~1e-16 relative).
+    """
+    a = coef.T[:, :, None] * h.T[:, None, :]  # (order, i, l)
+    out = a[-1].copy()
+    for k in range(HERMITE_ORDER - 3, -1, -1):
+        out *= r
+        out += a[k]
+    out *= r
+    out *= r
     return out
