@@ -1,7 +1,7 @@
 """Before/after table of the skew-aware core on the agreement suite's reconvergent scenarios.
 
 For each scenario one Monte Carlo sample (the suite's: 1e5 samples, seed 12345 by default) judges
-the analytic engine with ``core_shape="normal"`` (Clark-Mehler, Gaussian: the default) and
+the analytic engine with ``core_shape="normal"`` (Clark-Mehler, Gaussian) and
 ``core_shape="skew"`` (:mod:`prism_analytic.engines.skew_core`), and the baselines
 ``core_method="independent"`` and ``"clark"``. The bounds are left out (the core shape does not
 change them; ``prism agreement`` checks them). Usage::
