@@ -742,17 +742,18 @@ def shared_generations(dags) -> int:
 def _mehler(coef: np.ndarray, h: np.ndarray, r: np.ndarray) -> np.ndarray:
     """sum_n coef[i, n] * h[l, n] * r[i, l]^n over n = 2..NH (``coef`` already holds n!).
 
-    Horner's scheme in ``r`` over the products ``coef[i, n] h[l, n]`` (formed by one einsum on
-    a contiguous copy of ``h.T``: a broadcast over the strided ``h.T`` was 2x slower), updated
-    in place: 3 array passes per order instead of 4 and no temporaries. A truncated 405b
-    pipeline calls this ~1,400 times on 16 x 512 arrays: 99 -> 62 us a call. Equal to the
-    power sum to rounding (~1e-15 absolute on unit inputs).
+    All orders at once, in a few large calls: the products ``coef[i, n] h[l, n]`` by one einsum
+    on a contiguous copy of ``h.T``, the powers of ``r`` into one preallocated array, the sum
+    over the orders by ``sum(axis=0)`` (sequential in the order index). These are the
+    operations of the plain power-sum loop in the same order, so the result is bit-identical
+    to it, with fewer numpy calls (16 x 512: 98 -> 93 us; 16 x 16: 21 -> 15 us). Horner's
+    scheme would be faster (62 us) but differs by ~1e-16, and the grid a prediction lays over
+    the makespan turns such a change into another cell count: 405b's quantiles moved 1e-6.
     """
     a = np.einsum("ik,kl->kil", coef, np.ascontiguousarray(h.T))  # (order, i, l)
-    out = a[-1].copy()
-    for k in range(HERMITE_ORDER - 3, -1, -1):
-        out *= r
-        out += a[k]
-    out *= r
-    out *= r
-    return out
+    rn = np.empty(a.shape)
+    np.multiply(r, r, out=rn[0])
+    for k in range(1, HERMITE_ORDER - 1):
+        np.multiply(rn[k - 1], r, out=rn[k])
+    a *= rn
+    return a.sum(axis=0)
