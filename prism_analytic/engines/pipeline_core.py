@@ -7,7 +7,8 @@ canonical form (:func:`~.canonical.canonical_makespan`) directly when the pipeli
 :data:`OPS_CAP` ops. A longer one is evaluated at two truncated sizes ``m1 < m2 = m1 + p``
 (the largest that fit the cap, and at least two blocks for interleaved schedules so the warm-up
 is over) and extrapolated linearly from the last block's increment of the mean and of the
-variance.
+variance. The two truncated schedules begin alike, and their common first generations are
+propagated once (:func:`_direct_forked`; narrow pipelines instead share one pass).
 
 Measured on interleaved 16 x m x 8 (normal ops, CV 5%; Clark-Mehler): the mean's increment per
 block is 48.03 / 48.08 / 48.10 for m = 16-32 / 32-48 / 48-64, so extrapolating from the first
