@@ -670,7 +670,16 @@ class _Engine:
                     slot[preds[i][0]] = -1
                 if cp:
                     slot[cp] = self.copy(slot[[preds[i][0] for i in cp]])
-            if multi:
+            if multi and all(len(preds[i]) == 2 for i in multi):
+                # two inputs each (every pipeline op): the increasing-mean order of sorted(),
+                # ties in input order, without a Python sort per node
+                first = np.array([preds[i][0] for i in multi], dtype=np.intp)
+                second = np.array([preds[i][1] for i in multi], dtype=np.intp)
+                swap = self.mu[slot[second]] < self.mu[slot[first]]
+                ia = slot[np.where(swap, second, first)]
+                ib = slot[np.where(swap, first, second)]
+                slot[multi] = self.maxes(ia, ib)
+            elif multi:
                 ordered = {i: sorted(preds[i], key=lambda k: self.mu[slot[k]]) for i in multi}
                 acc = {i: slot[ordered[i][0]] for i in multi}
                 rnd = 1
