@@ -231,7 +231,8 @@ def markdown(rows: list[dict]) -> str:
         by_case.setdefault(r["case"], {})[r["core_shape"]] = r
     out = [
         "| class | case | KS normal | KS skew | spread normal | spread skew | p99 normal "
-        "| p99 skew | mean err (sd) normal / skew | MC DKW 95% | skew KS <= normal | auto |",
+        "| p99 skew | mean err (sd) normal / skew | MC DKW 95% | skew KS <= normal "
+        "| auto (its KS) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     verdict: dict[str, list[bool]] = {}
@@ -244,7 +245,8 @@ def markdown(rows: list[dict]) -> str:
             f"| {n['class']} | {name} | {n['ks']:.4f} | {s['ks']:.4f} | "
             f"{n['spread_err']:+.2%} | {s['spread_err']:+.2%} | {n['p99_err']:+.3%} | "
             f"{s['p99_err']:+.3%} ({p99}) | {n['mean_err_sd']:+.3f} / {s['mean_err_sd']:+.3f} | "
-            f"{n['dkw_95']:.4f} | {'yes' if ok else 'NO'} | {AUTO_RULE[n['class']]} |"
+            f"{n['dkw_95']:.4f} | {'yes' if ok else 'NO'} | {AUTO_RULE[n['class']]}"
+            + (f" ({shapes['auto']['ks']:.4f}) |" if "auto" in shapes else " |")
         )
     out += [
         "",
