@@ -63,8 +63,9 @@ __all__ = [
 #: Largest replica count accepted: beyond this the question is not a training job.
 MAX_COUNT = 10**12
 
-#: From this many copies on, ``iid_sum`` of a normal or gamma law is its closed form.
-CLOSED_FORM_MIN_COPIES = 1024
+#: From this many copies on, ``iid_sum`` of a normal or gamma law is its closed form (exact; smaller
+#: sums stay on the lattice like other operations, so the lattice path keeps its own tests).
+CLOSED_FORM_MIN_COPIES = 512
 
 
 def _check_policy(policy: object) -> GridPolicy:
@@ -197,7 +198,7 @@ def iid_sum(dist: Distribution, m: int, policy: GridPolicy | None = None) -> Dis
         return dist
     if isinstance(dist, PointMass):
         return point_mass(dist.value * m)
-    # Beyond a few thousand copies a closed form, where the family has one, is exact and
+    # From CLOSED_FORM_MIN_COPIES copies on a closed form, where the family has one, is exact and
     # cheaper than any lattice (smaller sums stay on the lattice like every other sum).
     closed = closed_form_iid_sum(dist, m) if m >= CLOSED_FORM_MIN_COPIES else None
     if closed is not None:
