@@ -519,77 +519,129 @@ class _Engine:
             blk = t[None, :] * rows[:, ia] + tc[None, :] * rows[:, ib]
             np.fill_diagonal(blk, var)
         else:
-            # Hermite coefficients of theta*(U + alpha)^+ for n = 2..NH: theta*phi*He_{n-2}(-al)/n!,
-            # kept as a unit vector (sum n! h[n]^2 = 1): the residual's scale theta*phi(alpha)
-            # underflows to ~1e-160 when one input dominates by ~27 sd, and solving for the
-            # residual weight s in those units overflowed (s ~ 1e154, s * s * rv = inf). The
-            # weight is solved for the unit residual instead (the same s * hh, no overflow).
-            hh = np.empty((g, HERMITE_ORDER - 1))
-            x = -al
-            he_prev, he = np.zeros(g), np.ones(g)
-            for k in range(HERMITE_ORDER - 1):
-                hh[:, k] = he / _FACT[k]
-                he_prev, he = he, x * he - k * he_prev
-            norm = np.sqrt(np.sum(_FACT * hh * hh, axis=1))
-            live = (thph > 0) & (norm > 0)  # no residual at an exact tie or a total underflow
-            hh *= np.where(live, 1.0 / np.where(live, norm, 1.0), 0.0)[:, None]
-            coef = _FACT * hh
+            hh, live = _unit_hermite(al, thph)
             rv = live.astype(float)
             P = self.P
-            pa, pb = P[ia], P[ib]
-            dp = pa - pb  # (a_A - a_B) . a_j for every slot j
+            dp = P[ia] - P[ib]  # (a_A - a_B) . a_j for every slot j
             ar = np.arange(g)
             d2 = dp[ar, ia] - dp[ar, ib]
+            # The new residual's direction is that of the linear parts' difference a_A - a_B.
             ok = (d2 > _DIR_RTOL * (P[ia, ia] + P[ib, ib])) & (d2 > 0) & ~tie
             inv_dn = np.where(ok, 1.0 / np.sqrt(np.where(ok, d2, 1.0)), 0.0)
-            # Mehler: Cov(R_l, R_new / s) = sum_n n! h_l[n] hhat[n] r^n, r = u_l . u_new
-            r = np.clip((self.M[ia] - self.M[ib]) * inv_dn[:, None], -1.0, 1.0)
-            q = _mehler(coef, self.H, r)
-            cwl = t[:, None] * self.cw[ia] + tc[:, None] * self.cw[ib]
-            # Weights decay geometrically through the tightness products; flush them before they
-            # become subnormal (which slows BLAS ~50x) -- below 1e-15 they change nothing.
-            cwl[np.abs(cwl) < _FLUSH] = 0.0
-            beta = np.sum(cwl * q, axis=1)
-            base = t * t * va + tc * tc * vb + 2.0 * t * tc * cab
-            dv = np.maximum(var - base, 0.0)
-            disc = np.sqrt(beta * beta + rv * dv)
-            # Root of rv s^2 + 2 beta s = dv (so that Var = Clark's), in its cancellation-free form.
-            den = np.where(beta >= 0, beta + disc, rv)
-            num = np.where(beta >= 0, dv, disc - beta)
-            s = np.maximum(np.divide(num, den, out=np.zeros(g), where=den > 0), 0.0)
-            var = base + 2.0 * s * beta + s * s * rv
-            # BLAS on one thread (run() holds single_blas_thread): 4-5x faster than einsum's
-            # loops at 16 x 512 x 128; a threaded BLAS on a busy 2-core box was 5-10x slower.
-            rows += s[:, None] * (q @ self.cw.T)
-            prow = t[:, None] * pa + tc[:, None] * pb
-            # Within the batch: new residual directions r12 and their Mehler covariance.
-            r12 = np.clip((dp[:, ia] - dp[:, ib]) * inv_dn[:, None] * inv_dn[None, :], -1.0, 1.0)
-            m12 = _mehler(coef, hh, r12)
-            blk = t[None, :] * rows[:, ia] + tc[None, :] * rows[:, ib]
-            blk += s[None, :] * (cwl @ q.T + s[:, None] * m12)
-            np.fill_diagonal(blk, var)
-            pblk = t[None, :] * prow[:, ia] + tc[None, :] * prow[:, ib]
-            P[iy, :] = prow
-            P[:, iy] = prow.T
-            P[iy[:, None], iy] = pblk  # (np.ix_ costs ~10 us a call)
-            # New residuals enter the ring, evicting the oldest.
-            pos = (self.ring + ar) % self.W
-            self.ring = (self.ring + g) % self.W
-            self.M[iy] = t[:, None] * self.M[ia] + tc[:, None] * self.M[ib]
-            self.cw[iy] = cwl
-            self.cw[:, pos] = 0.0
-            self.cw[iy, pos] = 1.0
-            self.M[:, pos] = dp.T * inv_dn[None, :]
-            self.M[iy[:, None], pos] = (prow[:, ia] - prow[:, ib]) * inv_dn[None, :]
-            self.H[pos] = s[:, None] * hh
-            if self.nf:
-                self.uF[pos] = (self.fa[ia] - self.fa[ib]) * inv_dn[:, None]
+            blk = self._commit_batch(
+                iy, ia, ib, t, tc, va, vb, cab, var, rows, hh, rv, dp, inv_dn, cov_dirs=False
+            )[0]
         C[iy, :] = rows
         C[:, iy] = rows.T
         C[iy[:, None], iy] = blk
         self.mu[iy] = mu
         self.fa[iy] = t[:, None] * self.fa[ia] + tc[:, None] * self.fa[ib]
         return iy
+
+    def _commit_batch(
+        self,
+        iy: np.ndarray,
+        ia: np.ndarray,
+        ib: np.ndarray,
+        t: np.ndarray,
+        tc: np.ndarray,
+        va: np.ndarray,
+        vb: np.ndarray,
+        cab: np.ndarray,
+        var: np.ndarray,
+        rows: np.ndarray,
+        hh: np.ndarray,
+        rv: np.ndarray,
+        dd: np.ndarray,
+        inv: np.ndarray,
+        cov_dirs: bool,
+    ) -> tuple[np.ndarray, ...]:
+        """Residual weights, Mehler covariances and ring update of a batch of new maxima.
+
+        The bookkeeping shared by this engine and the skew engine (:mod:`.skew_core`); each
+        computes its own residual direction first and passes it as ``dd`` (``(g, n)``: the
+        direction's unnormalised inner product with every slot) and ``inv`` (one over its norm,
+        0 where there is no residual). Writes ``P`` and the Mehler state (``M``, ``cw``, ``H``,
+        ``uF``, the ring) and adds the residual terms to ``rows`` in place; ``C``, ``mu`` and
+        ``fa`` are left to the caller.
+
+        Parameters
+        ----------
+        iy, ia, ib : numpy.ndarray
+            New slots and the slots of the two inputs of each max.
+        t, tc : numpy.ndarray
+            Clark's tightness ``T`` and ``1 - T``.
+        va, vb, cab : numpy.ndarray
+            Variances and covariance of the inputs.
+        var : numpy.ndarray
+            Clark's variance of each max.
+        rows : numpy.ndarray
+            ``(g, n)`` covariance rows of the linear parts (updated in place).
+        hh : numpy.ndarray
+            ``(g, NH - 1)`` unit Hermite coefficients of each residual (:func:`_unit_hermite`).
+        rv : numpy.ndarray
+            1.0 where a residual exists, else 0.0.
+        dd, inv : numpy.ndarray
+            The residual directions, as above.
+        cov_dirs : bool
+            Whether the new nodes' own components along the new directions come from the
+            covariance rows (True: the skew engine's full difference ``A - B``) or from the
+            linear parts' Gram rows (False: this engine's ``a_A - a_B``).
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            ``(blk, s, pos, r, r12)``: the new-new covariance block (Clark's variance on the
+            diagonal), the residual weights, the ring slots the residuals took, and the
+            correlations of the new directions with the window's and among themselves.
+        """
+        g = len(ia)
+        coef = _FACT * hh
+        # Mehler: Cov(R_l, R_new / s) = sum_n n! h_l[n] hhat[n] r^n, r = u_l . u_new
+        r = np.clip((self.M[ia] - self.M[ib]) * inv[:, None], -1.0, 1.0)
+        q = _mehler(coef, self.H, r)
+        cwl = t[:, None] * self.cw[ia] + tc[:, None] * self.cw[ib]
+        # Weights decay geometrically through the tightness products; flush them before they
+        # become subnormal (which slows BLAS ~50x) -- below 1e-15 they change nothing.
+        cwl[np.abs(cwl) < _FLUSH] = 0.0
+        beta = np.sum(cwl * q, axis=1)
+        base = t * t * va + tc * tc * vb + 2.0 * t * tc * cab
+        dv = np.maximum(var - base, 0.0)
+        disc = np.sqrt(beta * beta + rv * dv)
+        # Root of rv s^2 + 2 beta s = dv (so that Var = Clark's), in its cancellation-free form.
+        den = np.where(beta >= 0, beta + disc, rv)
+        num = np.where(beta >= 0, dv, disc - beta)
+        s = np.maximum(np.divide(num, den, out=np.zeros(g), where=den > 0), 0.0)
+        var = base + 2.0 * s * beta + s * s * rv
+        # BLAS on one thread (run() holds single_blas_thread): 4-5x faster than einsum's
+        # loops at 16 x 512 x 128; a threaded BLAS on a busy 2-core box was 5-10x slower.
+        rows += s[:, None] * (q @ self.cw.T)
+        P = self.P
+        prow = t[:, None] * P[ia] + tc[:, None] * P[ib]
+        # Within the batch: new residual directions r12 and their Mehler covariance.
+        r12 = np.clip((dd[:, ia] - dd[:, ib]) * inv[:, None] * inv[None, :], -1.0, 1.0)
+        m12 = _mehler(coef, hh, r12)
+        blk = t[None, :] * rows[:, ia] + tc[None, :] * rows[:, ib]
+        blk += s[None, :] * (cwl @ q.T + s[:, None] * m12)
+        np.fill_diagonal(blk, var)
+        pblk = t[None, :] * prow[:, ia] + tc[None, :] * prow[:, ib]
+        P[iy, :] = prow
+        P[:, iy] = prow.T
+        P[iy[:, None], iy] = pblk  # (np.ix_ costs ~10 us a call)
+        # New residuals enter the ring, evicting the oldest.
+        pos = (self.ring + np.arange(g)) % self.W
+        self.ring = (self.ring + g) % self.W
+        own = rows if cov_dirs else prow
+        self.M[iy] = t[:, None] * self.M[ia] + tc[:, None] * self.M[ib]
+        self.cw[iy] = cwl
+        self.cw[:, pos] = 0.0
+        self.cw[iy, pos] = 1.0
+        self.M[:, pos] = dd.T * inv[None, :]
+        self.M[iy[:, None], pos] = (own[:, ia] - own[:, ib]) * inv[None, :]
+        self.H[pos] = s[:, None] * hh
+        if self.nf:
+            self.uF[pos] = (self.fa[ia] - self.fa[ib]) * inv[:, None]
+        return blk, s, pos, r, r12
 
     # -- driver ----------------------------------------------------------------------------
     def run(self, gens, preds, m_arr, s_arr, lmat, groups=None):
@@ -746,6 +798,46 @@ def shared_generations(dags) -> int:
             if not same:
                 return k
     return len(gens0)
+
+
+def _unit_hermite(
+    al: np.ndarray, thph: np.ndarray, tie: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Unit Hermite coefficients of each max's residual and where a residual exists.
+
+    Hermite coefficients of theta*(U + alpha)^+ for n = 2..NH: theta*phi*He_{n-2}(-al)/n!,
+    kept as a unit vector (sum n! h[n]^2 = 1): the residual's scale theta*phi(alpha)
+    underflows to ~1e-160 when one input dominates by ~27 sd, and solving for the
+    residual weight s in those units overflowed (s ~ 1e154, s * s * rv = inf). The
+    weight is solved for the unit residual instead (the same s * hh, no overflow).
+
+    Parameters
+    ----------
+    al : numpy.ndarray
+        Clark's alpha of each max.
+    thph : numpy.ndarray
+        ``theta * phi(alpha)`` (0 at an exact tie or a total underflow: no residual).
+    tie : numpy.ndarray, optional
+        Further maxima to give no residual (the skew engine's exact ties).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(hh, live)``: ``(g, NH - 1)`` coefficients (zero rows where not live) and the mask.
+    """
+    g = len(al)
+    hh = np.empty((g, HERMITE_ORDER - 1))
+    x = -al
+    he_prev, he = np.zeros(g), np.ones(g)
+    for k in range(HERMITE_ORDER - 1):
+        hh[:, k] = he / _FACT[k]
+        he_prev, he = he, x * he - k * he_prev
+    norm = np.sqrt(np.sum(_FACT * hh * hh, axis=1))
+    live = (thph > 0) & (norm > 0)  # no residual at an exact tie or a total underflow
+    if tie is not None:
+        live &= ~tie
+    hh *= np.where(live, 1.0 / np.where(live, norm, 1.0), 0.0)[:, None]
+    return hh, live
 
 
 def _mehler(coef: np.ndarray, h: np.ndarray, r: np.ndarray) -> np.ndarray:

@@ -50,15 +50,12 @@ from scipy import special, stats
 from ..distributions import Distribution, from_scipy, normal, point_mass
 from .blas_threads import single_blas_thread
 from .canonical import (
-    _FACT,
-    _FLUSH,
-    HERMITE_ORDER,
     MIN_WINDOW,
     WINDOW_PER_WIDTH,
     _clark,
     _Engine,
-    _mehler,
     _prepare,
+    _unit_hermite,
 )
 
 __all__ = [
@@ -228,59 +225,19 @@ class _FullEngine(_Engine):
         t, tc, thph, al, mu, var, tie = _clark(self.mu[ia], self.mu[ib], va, vb, cab)
         rows = t[:, None] * C[ia] + tc[:, None] * C[ib]
         self.tape.append(("m", iy.copy(), ia.copy(), ib.copy(), t))
-        # Hermite coefficients of (U + alpha)^+ for n = 2..NH, as a unit vector (canonical.py)
-        hh = np.empty((g, HERMITE_ORDER - 1))
-        x = -al
-        he_prev, he = np.zeros(g), np.ones(g)
-        for k in range(HERMITE_ORDER - 1):
-            hh[:, k] = he / _FACT[k]
-            he_prev, he = he, x * he - k * he_prev
-        norm = np.sqrt(np.sum(_FACT * hh * hh, axis=1))
-        live = (thph > 0) & (norm > 0) & ~tie
-        hh *= np.where(live, 1.0 / np.where(live, norm, 1.0), 0.0)[:, None]
-        coef = _FACT * hh
+        hh, live = _unit_hermite(al, thph, tie)
         rv = live.astype(float)
+        # The new residual's direction is that of the full difference A - B (earlier residuals
+        # included), normalised by theta: inv = 1 / theta, r = Corr(D_l, D_new).
         th2 = va + vb - 2.0 * cab
         inv = np.where(live, 1.0 / np.sqrt(np.where(live, th2, 1.0)), 0.0)  # 1 / theta
         dc = C[ia] - C[ib]  # Cov(D_new, X_j) for every slot j
         ar = np.arange(g)
-        # Mehler with r = Corr(D_l, D_new) for the window's residuals l
-        r = np.clip((self.M[ia] - self.M[ib]) * inv[:, None], -1.0, 1.0)
-        q = _mehler(coef, self.H, r)
-        cwl = t[:, None] * self.cw[ia] + tc[:, None] * self.cw[ib]
-        cwl[np.abs(cwl) < _FLUSH] = 0.0
-        beta = np.sum(cwl * q, axis=1)
-        base = t * t * va + tc * tc * vb + 2.0 * t * tc * cab
-        dv = np.maximum(var - base, 0.0)
-        disc = np.sqrt(beta * beta + rv * dv)
-        den = np.where(beta >= 0, beta + disc, rv)
-        num = np.where(beta >= 0, dv, disc - beta)
-        s = np.maximum(np.divide(num, den, out=np.zeros(g), where=den > 0), 0.0)
-        var = base + 2.0 * s * beta + s * s * rv
-        rows += s[:, None] * (q @ self.cw.T)  # one BLAS thread: run() holds it
-        r12 = np.clip((dc[:, ia] - dc[:, ib]) * inv[:, None] * inv[None, :], -1.0, 1.0)
-        m12 = _mehler(coef, hh, r12)
-        blk = t[None, :] * rows[:, ia] + tc[None, :] * rows[:, ib]
-        blk += s[None, :] * (cwl @ q.T + s[:, None] * m12)
-        blk[np.diag_indices(g)] = var
-        P = self.P  # the linear parts' Gram matrix is not used here; kept for the base class
-        prow = t[:, None] * P[ia] + tc[:, None] * P[ib]
-        P[iy, :] = prow
-        P[:, iy] = prow.T
-        P[np.ix_(iy, iy)] = t[None, :] * prow[:, ia] + tc[None, :] * prow[:, ib]
-        pos = (self.ring + ar) % self.W
-        self.ring = (self.ring + g) % self.W
-        self.M[iy] = t[:, None] * self.M[ia] + tc[:, None] * self.M[ib]
-        self.cw[iy] = cwl
-        self.cw[:, pos] = 0.0
-        self.cw[iy, pos] = 1.0
-        self.M[:, pos] = dc.T * inv[None, :]
-        self.M[np.ix_(iy, pos)] = (rows[:, ia] - rows[:, ib]) * inv[None, :]
-        self.H[pos] = s[:, None] * hh
+        blk, s, pos, r, r12 = self._commit_batch(
+            iy, ia, ib, t, tc, va, vb, cab, var, rows, hh, rv, dc, inv, cov_dirs=True
+        )
         self.S[pos] = s
         self.GAM[pos], self.TAU[pos] = _rectifier_moments(al, live)
-        if self.nf:
-            self.uF[pos] = (self.fa[ia] - self.fa[ib]) * inv[:, None]
         r12[ar, ar] = 1.0
         self.G[pos, :] = r
         self.G[:, pos] = r.T
