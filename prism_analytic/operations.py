@@ -110,6 +110,8 @@ def sum_spacing(dists: Sequence[Distribution], terms: int, policy: GridPolicy) -
     stats = [_scale(d) for d in dists]
     total_mean = sum(m for m, _ in stats) * terms / len(stats)
     total_std = math.sqrt(sum(s * s for _, s in stats) * terms / len(stats))
+    if math.isinf(total_std):  # squares overflow for scales above ~1e154: hypot does not
+        total_std = math.hypot(*(s for _, s in stats)) * math.sqrt(terms / len(stats))
     scale = max(abs(total_mean), total_std)
     if scale == 0:
         scale = 1.0
@@ -118,6 +120,24 @@ def sum_spacing(dists: Sequence[Distribution], terms: int, policy: GridPolicy) -
     h = policy.rel_width * scale / terms
     grid_h = [d.h for d in dists if isinstance(d, GridDistribution)]
     return max([h, *grid_h])
+
+
+def _check_sum_fits(dists: Sequence[Distribution], terms: int) -> None:
+    """Refuse a sum whose location or spread overflows float64, naming the operands at fault."""
+    scales = [_scale(d) for d in dists]
+    total = sum(abs(m) + sd for m, sd in scales) * terms / len(scales)
+    if math.isfinite(total):
+        return
+    culprits = [
+        f"operand {i} ({d!r}: mean {m:.3g}, scale {sd:.3g})"
+        for i, (d, (m, sd)) in enumerate(zip(dists, scales))
+        if not (math.isfinite(m) and math.isfinite(sd) and (abs(m) + sd) * terms < 1e300)
+    ]
+    raise ValueError(
+        "the sum overflows float64, so no lattice can hold it: "
+        + ("; ".join(culprits) or f"{terms} terms of {len(scales)} operands")
+        + ". Rescale the operands (other time units) or drop the overflowing one."
+    )
 
 
 def convolve(*dists: Distribution, policy: GridPolicy | None = None) -> Distribution:
@@ -154,6 +174,7 @@ def convolve(*dists: Distribution, policy: GridPolicy | None = None) -> Distribu
         return convolve(*items, policy=policy).shift(shift)
     if len(items) == 1:
         return items[0]
+    _check_sum_fits(items, len(items))
     if sum_needs_log_lattice(items, policy):  # heavy tails: log-spaced cells
         return log_lattice_convolve(items, policy)
     h = sum_spacing(items, len(items), policy)
@@ -203,6 +224,7 @@ def iid_sum(dist: Distribution, m: int, policy: GridPolicy | None = None) -> Dis
     closed = closed_form_iid_sum(dist, m) if m >= CLOSED_FORM_MIN_COPIES else None
     if closed is not None:
         return closed
+    _check_sum_fits([dist], m)
     if needs_log_lattice(dist, policy):  # heavy tails: log-spaced cells (log_lattice.py)
         return log_lattice_iid_sum(dist, m, policy)
     # A bracket that follows the spread (centred rounding), unless the location-relative

@@ -248,3 +248,25 @@ def test_samples_in_scientific_notation_everywhere(capsys):
                  "--samples", "1e3", "--json"]) == 0  # fmt: skip
     assert json.loads(capsys.readouterr().out)["diagnostics"]["samples"] == 1000
     assert np.isfinite(1000)
+
+
+def test_convolve_of_a_law_at_1e155_scale_keeps_its_bracket():
+    """Squared scales overflow above ~1e154; the lattice spacing must not (was 'h ... got inf')."""
+    big = pa.pareto(2.65, scale=1.8e155)
+    s = pa.convolve(pa.exponential(1.0), pa.normal(0.0, 1.0), big)
+    for q in (0.5, 0.99):
+        exact = 1.8e155 * (1.0 - q) ** (-1 / 2.65)  # the O(1) operands move it by ~1e-155
+        low, high = s.quantile_bracket(q)
+        assert low <= exact <= high
+        assert high - low <= 0.01 * exact
+
+
+def test_convolve_whose_sum_overflows_names_the_operands():
+    huge = pa.normal(1e308, 1e306)
+    with pytest.raises(ValueError, match=r"overflows float64.*operand 0.*operand 1"):
+        pa.convolve(huge, huge)
+
+
+def test_iid_sum_whose_sum_overflows_is_refused():
+    with pytest.raises(ValueError, match=r"overflows float64.*operand 0"):
+        pa.iid_sum(pa.pareto(1.5, scale=1e300), 10**9)
