@@ -58,7 +58,50 @@ def move_mass_up(pmf: np.ndarray, amount: float) -> np.ndarray:
     return move_mass_down(pmf[::-1], amount)[::-1].copy()
 
 
-class GridDistribution(Distribution):
+class CellSpreadEstimate:
+    """The point estimate of a rounding sandwich: every atom spread uniformly over its cell.
+
+    Shared by the linear lattice (:class:`GridDistribution`) and the log lattice. A subclass
+    gives :meth:`_knot_points` (its points with one more beyond each end) and has ``below``,
+    ``above``, ``_cache`` and ``_cum(name)`` (cumulative ``F_lo``, ``S_lo``, ``F_hi``, ``S_hi``).
+    """
+
+    below: float
+    above: float
+    _cache: dict[str, Any]
+
+    def _knot_points(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _cum(self, name: str) -> np.ndarray:
+        raise NotImplementedError
+
+    def _knots(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Knots (one point beyond each end) with the estimate's CDF and SF there."""
+        if "knots" not in self._cache:
+            x = self._knot_points()
+            # lo's atom at x_i spread over [x_i, x_(i+1)]: its CDF at x_j is F_lo(x_(j-1)).
+            f_lo = np.concatenate(([self.below, self.below], self._cum("F_lo")))
+            s_lo = np.concatenate(([1 - self.below, 1 - self.below], self._cum("S_lo")))
+            # hi's atom at x_i spread over [x_(i-1), x_i]: its CDF at x_j is F_hi(x_j).
+            f_hi = np.concatenate(([0.0], self._cum("F_hi"), [1.0 - self.above]))
+            s_hi = np.concatenate(([1.0], self._cum("S_hi"), [self.above]))
+            self._cache["knots"] = x
+            # FFT round-off can leave totals a hair above 1
+            self._cache["f_est"] = np.clip(0.5 * (f_lo + f_hi), 0.0, 1.0)
+            self._cache["s_est"] = np.clip(0.5 * (s_lo + s_hi), 0.0, 1.0)
+        return self._cache["knots"], self._cache["f_est"], self._cache["s_est"]
+
+    def _cdf(self, x: np.ndarray) -> np.ndarray:
+        k, f, _ = self._knots()
+        return np.interp(x, k, f, left=0.5 * self.below, right=1.0 - 0.5 * self.above)
+
+    def _sf(self, x: np.ndarray) -> np.ndarray:
+        k, _, s = self._knots()
+        return np.interp(x, k, s, left=1.0 - 0.5 * self.below, right=0.5 * self.above)
+
+
+class GridDistribution(CellSpreadEstimate, Distribution):
     """A distribution known through its rounding sandwich on the lattice ``k * h``.
 
     Parameters
@@ -287,29 +330,8 @@ class GridDistribution(Distribution):
         return float(high - low)
 
     # ----- point estimate: each atom spread uniformly over its cell ---------------------
-    def _knots(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Knots (one lattice step beyond each end) with the estimate's CDF and SF there."""
-        if "knots" not in self._cache:
-            x = (self.k0 - 1 + np.arange(self.lo.size + 2)) * self.h
-            # lo's atom at x_i spread over [x_i, x_i + h]: its CDF at x_j is F_lo(x_{j-1}).
-            f_lo = np.concatenate(([self.below, self.below], self._cum("F_lo")))
-            s_lo = np.concatenate(([1 - self.below, 1 - self.below], self._cum("S_lo")))
-            # hi's atom at x_i spread over [x_i - h, x_i]: its CDF at x_j is F_hi(x_j).
-            f_hi = np.concatenate(([0.0], self._cum("F_hi"), [1.0 - self.above]))
-            s_hi = np.concatenate(([1.0], self._cum("S_hi"), [self.above]))
-            self._cache["knots"] = x
-            # FFT round-off can leave totals a hair above 1
-            self._cache["f_est"] = np.clip(0.5 * (f_lo + f_hi), 0.0, 1.0)
-            self._cache["s_est"] = np.clip(0.5 * (s_lo + s_hi), 0.0, 1.0)
-        return self._cache["knots"], self._cache["f_est"], self._cache["s_est"]
-
-    def _cdf(self, x: np.ndarray) -> np.ndarray:
-        k, f, _ = self._knots()
-        return np.interp(x, k, f, left=0.5 * self.below, right=1.0 - 0.5 * self.above)
-
-    def _sf(self, x: np.ndarray) -> np.ndarray:
-        k, _, s = self._knots()
-        return np.interp(x, k, s, left=1.0 - 0.5 * self.below, right=0.5 * self.above)
+    def _knot_points(self) -> np.ndarray:
+        return (self.k0 - 1 + np.arange(self.lo.size + 2)) * self.h
 
     def _quantile(self, q: np.ndarray) -> np.ndarray:
         k, f, _ = self._knots()

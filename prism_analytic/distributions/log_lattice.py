@@ -40,7 +40,7 @@ import scipy.fft
 
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .base import Distribution
-from .grid import GridDistribution, move_mass_down, move_mass_up
+from .grid import CellSpreadEstimate, GridDistribution, move_mass_down, move_mass_up
 from .roundoff import UNIT_ROUNDOFF
 
 __all__ = [
@@ -69,7 +69,7 @@ MIN_POINTS, MAX_POINTS = 1024, 4096
 FAR_TAIL_RATIO = 1e4
 
 
-class LogLatticeDistribution(Distribution):
+class LogLatticeDistribution(CellSpreadEstimate, Distribution):
     """A law known through its rounding sandwich on a log-spaced lattice (see module doc).
 
     Parameters
@@ -288,29 +288,10 @@ class LogLatticeDistribution(Distribution):
         return float(high - low)
 
     # ----- point estimate: each atom spread uniformly over its cell ---------------------
-    def _knots(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Knots (one point beyond each end) with the estimate's CDF and SF there."""
-        if "knots" not in self._cache:
-            pts = self.points
-            beyond = math.ldexp(1.0, self.j0 + self.octaves) + self.shift_value
-            x = np.concatenate(([2 * pts[0] - pts[1]], pts, [beyond]))
-            # lo's atom at x_i spread over [x_i, x_(i+1)]; hi's over [x_(i-1), x_i].
-            f_lo = np.concatenate(([self.below, self.below], self._cum("F_lo")))
-            s_lo = np.concatenate(([1 - self.below, 1 - self.below], self._cum("S_lo")))
-            f_hi = np.concatenate(([0.0], self._cum("F_hi"), [1.0 - self.above]))
-            s_hi = np.concatenate(([1.0], self._cum("S_hi"), [self.above]))
-            self._cache["knots"] = x
-            self._cache["f_est"] = np.clip(0.5 * (f_lo + f_hi), 0.0, 1.0)
-            self._cache["s_est"] = np.clip(0.5 * (s_lo + s_hi), 0.0, 1.0)
-        return self._cache["knots"], self._cache["f_est"], self._cache["s_est"]
-
-    def _cdf(self, x: np.ndarray) -> np.ndarray:
-        k, f, _ = self._knots()
-        return np.interp(x, k, f, left=0.5 * self.below, right=1.0 - 0.5 * self.above)
-
-    def _sf(self, x: np.ndarray) -> np.ndarray:
-        k, _, s = self._knots()
-        return np.interp(x, k, s, left=1.0 - 0.5 * self.below, right=0.5 * self.above)
+    def _knot_points(self) -> np.ndarray:
+        pts = self.points
+        beyond = math.ldexp(1.0, self.j0 + self.octaves) + self.shift_value
+        return np.concatenate(([2 * pts[0] - pts[1]], pts, [beyond]))
 
     def _quantile(self, q: np.ndarray) -> np.ndarray:
         k, f, _ = self._knots()
