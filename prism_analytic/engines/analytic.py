@@ -266,7 +266,7 @@ class _Evaluator:
         from .core_shape import explicit_class
 
         laws = [law for _, law in dag.nodes(data="law")]
-        pick = self._shape(explicit_class(laws), self.core_method == "clark-mehler")
+        pick = self._shape(explicit_class(laws, m), self.core_method == "clark-mehler")
         if pick["shape"] == "skew":
             # Clark-Mehler on full differences, third cumulant, Pearson III (skew_core.py)
             from .skew_core import skew_makespan, third_cumulant

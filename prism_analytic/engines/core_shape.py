@@ -6,10 +6,13 @@ Gaussian Clark-Mehler core (``"normal"``) or by the skew-aware core of :mod:`.sk
 is better everywhere (``validation/results/core_shape_choice.md``), so ``"auto"`` classifies
 each core by what the engine can see of it and applies :data:`AUTO_RULE`:
 
-* **structure**: a compact pipeline node with a 1F1B or GPipe schedule (``pipeline-1f1b``), a
-  compact interleaved pipeline (``pipeline-interleaved``), or any other irreducible core
-  evaluated op by op (``explicit``: overlapped compute/communication streams, op-by-op
-  pipelines);
+* **structure**: a pipeline with a 1F1B or GPipe schedule (``pipeline-1f1b``), an interleaved
+  pipeline (``pipeline-interleaved``), or any other irreducible core (``explicit``: overlapped
+  compute/communication streams, hand-built lattices). A pipeline is a pipeline however it was
+  built: a compact node says its schedule, and an op-by-op core is recognised by
+  :func:`lattice_schedule` (its series-parallel core is, edge for edge, the core of
+  :func:`~prism_analytic.schedules.pipeline_dag` for the sizes its op names give), so the
+  compact and op-by-op forms of one pipeline get the same class;
 * **op laws**: ``symmetric`` when every op law of the core has |skewness| <= :data:`SYMMETRIC_SKEW`
   (normal ops; a lattice of a normal measures ~1e-4), otherwise ``skewed`` (lognormal, gamma ops,
   or the max of replicas nested in an explicit core).
@@ -26,10 +29,18 @@ lognormal ops and interleaved schedules keep the Gaussian core.
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
+import networkx as nx
+
 from ..distributions import Distribution
+from ..graph.pipeline_spec import op_name
+from ..schedules import pipeline_dag
+from .series_parallel import SINK, SOURCE, reduce_graph
 
 __all__ = [
     "AUTO_RULE",
@@ -39,6 +50,7 @@ __all__ = [
     "ops_kind",
     "pipeline_class",
     "explicit_class",
+    "lattice_schedule",
     "auto_shape",
 ]
 
@@ -89,9 +101,90 @@ def pipeline_class(spec: Any) -> str:
     return f"{structure}, {ops_kind(spec.laws.values())} ops"
 
 
-def explicit_class(laws: Iterable[Distribution]) -> str:
-    """The class of an irreducible core evaluated op by op, from its edges' laws."""
-    return f"explicit, {ops_kind(laws)} ops"
+def explicit_class(laws: Iterable[Distribution], core: nx.MultiDiGraph | None = None) -> str:
+    """The class of an irreducible core evaluated op by op, from its edges' laws.
+
+    Parameters
+    ----------
+    laws : iterable of Distribution
+        The laws of the core's edges.
+    core : networkx.MultiDiGraph, optional
+        The reduced core (:func:`~.series_parallel.reduce_graph`); when it is a pipeline
+        lattice (:func:`lattice_schedule`) the class is that pipeline's, as for a compact node.
+    """
+    lattice = None if core is None else lattice_schedule(core)
+    if lattice is None:
+        structure = "explicit"
+    else:
+        structure = "pipeline-interleaved" if lattice[0] == "interleaved" else "pipeline-1f1b"
+    return f"{structure}, {ops_kind(laws)} ops"
+
+
+#: Op names of an op-by-op pipeline (:func:`~prism_analytic.graph.pipeline_spec.op_name`).
+_OP_NAME = re.compile(r"([FB]) s(\d+) m(\d+) c(\d+)")
+
+
+def lattice_schedule(core: nx.MultiDiGraph) -> tuple[str, int, int, int] | None:
+    """``(schedule, stages, microbatches, vpp)`` when a reduced core is a pipeline lattice.
+
+    The op names in the core (``"F s0 m3 c0"``, as :func:`~prism_analytic.graph.pipeline.
+    pipeline_step_graph` writes them) only propose the sizes; the answer is the structure: the
+    core's edges (with multiplicity) must be exactly those of the series-parallel core of
+    :func:`~prism_analytic.schedules.pipeline_dag` at those sizes, for a 1F1B, GPipe or
+    interleaved schedule. Ops in series or in parallel around the lattice (data loading, an
+    optimizer) are absorbed into its edges and do not change that core; a changed dependency or
+    any other op inside the core does, and the core stays ``explicit``. A lattice whose ops are
+    named otherwise is not recognised (it keeps the ``explicit`` class).
+
+    Parameters
+    ----------
+    core : networkx.MultiDiGraph
+        A reduced core, nodes ``("in", op)`` / ``("out", op)`` and the source and sink.
+
+    Returns
+    -------
+    tuple or None
+        The schedule and sizes, or None when the core is not such a lattice.
+    """
+    top = [0, 0, 0]
+    names = 0
+    for node in core.nodes:
+        if node in (SOURCE, SINK):
+            continue
+        if not (isinstance(node, tuple) and len(node) == 2 and isinstance(node[1], str)):
+            return None
+        match = _OP_NAME.fullmatch(node[1])
+        if match is None:
+            return None
+        names += 1
+        for i, value in enumerate(match.groups()[1:]):
+            top[i] = max(top[i], int(value))
+    p, m, vpp = (t + 1 for t in top)
+    # a lattice's core keeps at least a third of its 4 p m vpp in/out nodes (measured: 0.7-0.98
+    # from 2x2 to 32x64); a few oddly named nodes must not make us reduce a huge reference
+    if names == 0 or 4 * p * m * vpp > 6 * names:
+        return None
+    edges = Counter(core.edges())
+    for schedule in ("interleaved",) if vpp > 1 else ("1f1b", "gpipe"):
+        try:
+            reference = _lattice_core(schedule, p, m, vpp)
+        except ValueError:  # sizes the schedule does not allow (interleaved: m % p != 0)
+            continue
+        if edges == reference:
+            return schedule, p, m, vpp
+    return None
+
+
+@lru_cache(maxsize=16)
+def _lattice_core(schedule: str, p: int, m: int, vpp: int) -> Counter:
+    """The series-parallel core of a schedule's op DAG (edges with multiplicity; no weights).
+
+    The reduction's steps depend on degrees only, never on the weights, so the core of the
+    unweighted DAG has the same edges as any weighted op-by-op pipeline's.
+    """
+    dag = pipeline_dag(p, m, schedule, vpp)
+    named = nx.relabel_nodes(dag, {n: op_name(*n) for n in dag})
+    return Counter(reduce_graph(named, lambda _: None).graph.edges())
 
 
 def auto_shape(cls: str) -> tuple[str, str]:
