@@ -101,7 +101,158 @@ class CellSpreadEstimate:
         return np.interp(x, k, s, left=1.0 - 0.5 * self.below, right=0.5 * self.above)
 
 
-class GridDistribution(CellSpreadEstimate, Distribution):
+class RoundingSandwich(CellSpreadEstimate):
+    """Brackets of a rounding sandwich, shared by the linear and the log lattice.
+
+    A subclass holds a lower variable (masses rounded down, an atom ``below`` at -inf) and an
+    upper one (rounded up, an atom ``above`` at +inf) at its lattice :attr:`points`, and gives
+    :meth:`_flat_sides` (both sides' masses at those points) and :meth:`_index` (the last point
+    <= x). Everything read from the two sides is written here once: the cumulative sums, the
+    CDF and survival bounds, the quantile brackets (a quantile of the lower variable bounds the
+    exact one from below, of the upper variable from above) and the point estimate's clipping.
+    """
+
+    points: np.ndarray
+    lo: np.ndarray
+
+    def _flat_sides(self) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def _index(self, x: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _cum(self, name: str) -> np.ndarray:
+        if name not in self._cache:
+            lo, hi = self._flat_sides()
+            if name == "F_lo":
+                v = self.below + np.cumsum(lo)
+            elif name == "F_hi":
+                v = np.cumsum(hi)
+            elif name == "S_lo":  # P(lo > x_i)
+                v = np.concatenate((np.cumsum(lo[::-1])[::-1][1:], [0.0]))
+            elif name == "S_hi":
+                v = np.concatenate((np.cumsum(hi[::-1])[::-1][1:], [0.0])) + self.above
+            else:  # pragma: no cover - internal misuse
+                raise KeyError(name)
+            self._cache[name] = v
+        return self._cache[name]
+
+    @property
+    def support(self) -> tuple[float, float]:
+        """First and last lattice points with mass; infinite where mass lies off the lattice."""
+        pts = self.points
+        lo, hi = self._flat_sides()
+        first = -np.inf if self.below > 0 else float(pts[np.argmax(lo > 0)])
+        last = np.inf if self.above > 0 else float(pts[hi.size - 1 - np.argmax(hi[::-1] > 0)])
+        return first, last
+
+    def cdf_bounds(self, x: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) bounds on P(X <= x): the CDFs of the upper and lower variables."""
+        x = np.asarray(x, dtype=float)
+        i = self._index(x)
+        size = self.points.size
+        inside = np.clip(i, 0, size - 1)
+        f_lo = np.where(i < 0, self.below, np.where(i >= size, 1.0, self._cum("F_lo")[inside]))
+        f_hi = np.where(
+            i < 0, 0.0, np.where(i >= size, 1.0 - self.above, self._cum("F_hi")[inside])
+        )
+        return f_hi, f_lo
+
+    def sf_bounds(self, x: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) bounds on P(X > x), computed from upper-tail sums."""
+        x = np.asarray(x, dtype=float)
+        i = self._index(x)
+        size = self.points.size
+        inside = np.clip(i, 0, size - 1)
+        s_lo = np.where(
+            i < 0, 1.0 - self.below, np.where(i >= size, 0.0, self._cum("S_lo")[inside])
+        )
+        s_hi = np.where(i < 0, 1.0, np.where(i >= size, self.above, self._cum("S_hi")[inside]))
+        return s_lo, s_hi
+
+    def _sum_slack(self) -> float:
+        """Relative error bound of the cumulative sums (n terms, unit round-off u each)."""
+        return (self.lo.size + 2) * np.finfo(float).eps
+
+    def _q_var(self, q: np.ndarray, which: str) -> np.ndarray:
+        """Lower-tail quantile (first point with CDF >= q) of the lower or upper variable."""
+        # a cumulative sum of n non-negative terms is within n u of relative error
+        slack = self._sum_slack()
+        if which == "lo":
+            f = self._cum("F_lo")
+            i = np.searchsorted(f, q * (1 - slack), side="left")
+            out = self.points[np.clip(i, 0, f.size - 1)]
+            return np.where(q <= self.below, -np.inf, out)
+        f = self._cum("F_hi")
+        i = np.searchsorted(f, q * (1 + slack), side="left")
+        out = self.points[np.clip(i, 0, f.size - 1)]
+        return np.where((q > 1.0 - self.above) | (i >= f.size), np.inf, out)
+
+    def _isf_var(self, p: np.ndarray, which: str) -> np.ndarray:
+        """Upper-tail quantile (first point with P(V > x) <= p) of the lower or upper variable."""
+        s = self._cum("S_lo" if which == "lo" else "S_hi")  # non-increasing
+        # first index with s <= p  == count of entries with s > p (s is non-increasing)
+        slack = self._sum_slack()
+        i = np.searchsorted(-s, -p * ((1 + slack) if which == "lo" else (1 - slack)), side="left")
+        out = self.points[np.clip(i, 0, s.size - 1)]
+        if which == "lo":
+            return np.where(p >= 1.0 - self.below, -np.inf, out)
+        return np.where(p < self.above, np.inf, out)
+
+    def quantile_bracket(self, q: Any) -> tuple[Any, Any]:
+        """(low, high) that provably contain the exact q-quantile (up to FFT round-off)."""
+        from .._checks import check_probabilities
+
+        arr = check_probabilities(q)
+        flat = np.atleast_1d(arr)
+        upper = flat > 0.5
+        low = np.where(upper, self._isf_var(1.0 - flat, "lo"), self._q_var(flat, "lo"))
+        high = np.where(upper, self._isf_var(1.0 - flat, "hi"), self._q_var(flat, "hi"))
+        # Round-off (within self.roundoff) can cross the two sides in a far tail; the exact
+        # sides never cross, so the ordered pair is as good a bound as the raw one.
+        low, high = np.minimum(low, high), np.maximum(low, high)
+        if arr.ndim == 0:
+            return float(low[0]), float(high[0])
+        return low.reshape(arr.shape), high.reshape(arr.shape)
+
+    def isf_bracket(self, p: Any) -> tuple[Any, Any]:
+        """(low, high) containing the exact upper-tail quantile at tail probability ``p``."""
+        from .._checks import check_probabilities
+
+        arr = np.atleast_1d(check_probabilities(p, "p"))
+        low, high = self._isf_var(arr, "lo"), self._isf_var(arr, "hi")
+        low, high = np.minimum(low, high), np.maximum(low, high)
+        if np.ndim(p) == 0:
+            return float(low[0]), float(high[0])
+        return low, high
+
+    def width(self, q: float) -> float:
+        """Width of the numerical bracket at level q."""
+        low, high = self.quantile_bracket(q)
+        return float(high - low)
+
+    def _quantile(self, q: np.ndarray) -> np.ndarray:
+        k, f, _ = self._knots()
+        est = np.interp(q, f, k)
+        low, high = self._q_var(q, "lo"), self._q_var(q, "hi")
+        # Inside a tail atom the lattice does not know where the quantile is: say so.
+        return np.where(np.isfinite(low) & np.isfinite(high), np.clip(est, low, high), np.nan)
+
+    def _isf(self, p: np.ndarray) -> np.ndarray:
+        k, _, s = self._knots()
+        est = np.interp(-p, -s, k)
+        low, high = self._isf_var(p, "lo"), self._isf_var(p, "hi")
+        return np.where(np.isfinite(low) & np.isfinite(high), np.clip(est, low, high), np.nan)
+
+    def mean_bracket(self) -> tuple[float, float]:
+        """(low, high) containing the exact mean (the means of the lower and upper variables)."""
+        lo, hi = self._flat_sides()
+        low = -np.inf if self.below > 0 else float(np.dot(lo, self.points))
+        high = np.inf if self.above > 0 else float(np.dot(hi, self.points))
+        return low, high
+
+
+class GridDistribution(RoundingSandwich, Distribution):
     """A distribution known through its rounding sandwich on the lattice ``k * h``.
 
     Parameters
@@ -207,33 +358,10 @@ class GridDistribution(CellSpreadEstimate, Distribution):
             self._cache["points"] = (self.k0 + np.arange(self.lo.size)) * self.h
         return self._cache["points"]
 
-    def _cum(self, name: str) -> np.ndarray:
-        if name not in self._cache:
-            if name == "F_lo":
-                v = self.below + np.cumsum(self.lo)
-            elif name == "F_hi":
-                v = np.cumsum(self.hi)
-            elif name == "S_lo":  # P(lo > x_i)
-                v = np.concatenate((np.cumsum(self.lo[::-1])[::-1][1:], [0.0]))
-            elif name == "S_hi":
-                v = np.concatenate((np.cumsum(self.hi[::-1])[::-1][1:], [0.0])) + self.above
-            else:  # pragma: no cover - internal misuse
-                raise KeyError(name)
-            self._cache[name] = v
-        return self._cache[name]
+    def _flat_sides(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.lo, self.hi
 
-    @property
-    def support(self) -> tuple[float, float]:
-        """First and last lattice points with mass; infinite where mass lies off the grid."""
-        lo = -np.inf if self.below > 0 else float(self.points[np.argmax(self.lo > 0)])
-        hi = (
-            np.inf
-            if self.above > 0
-            else float(self.points[self.hi.size - 1 - np.argmax(self.hi[::-1] > 0)])
-        )
-        return lo, hi
-
-    # ----- the sandwich ---------------------------------------------------------------------
+    # ----- the sandwich (brackets: RoundingSandwich) ------------------------------------------
     def _index(self, x: np.ndarray) -> np.ndarray:
         """Index of the last lattice point <= x (may be -1 or beyond the end)."""
         with np.errstate(invalid="ignore"):
@@ -242,110 +370,9 @@ class GridDistribution(CellSpreadEstimate, Distribution):
             np.nan_to_num(k, nan=-1, posinf=self.lo.size, neginf=-1), -1, self.lo.size
         ).astype(np.int64)
 
-    def cdf_bounds(self, x: Any) -> tuple[np.ndarray, np.ndarray]:
-        """(low, high) bounds on P(X <= x): the CDFs of the upper and lower variables."""
-        x = np.asarray(x, dtype=float)
-        i = self._index(x)
-        inside = np.clip(i, 0, self.lo.size - 1)
-        f_lo = np.where(
-            i < 0, self.below, np.where(i >= self.lo.size, 1.0, self._cum("F_lo")[inside])
-        )
-        f_hi = np.where(
-            i < 0, 0.0, np.where(i >= self.lo.size, 1.0 - self.above, self._cum("F_hi")[inside])
-        )
-        return f_hi, f_lo
-
-    def sf_bounds(self, x: Any) -> tuple[np.ndarray, np.ndarray]:
-        """(low, high) bounds on P(X > x), computed from upper-tail sums."""
-        x = np.asarray(x, dtype=float)
-        i = self._index(x)
-        inside = np.clip(i, 0, self.lo.size - 1)
-        s_lo = np.where(
-            i < 0, 1.0 - self.below, np.where(i >= self.lo.size, 0.0, self._cum("S_lo")[inside])
-        )
-        s_hi = np.where(
-            i < 0, 1.0, np.where(i >= self.lo.size, self.above, self._cum("S_hi")[inside])
-        )
-        return s_lo, s_hi
-
-    def _sum_slack(self) -> float:
-        """Relative error bound of the cumulative sums (n terms, unit round-off u each)."""
-        return 2.0 * (self.lo.size + 2) * np.finfo(float).eps / 2
-
-    def _q_lower_var(self, q: np.ndarray) -> np.ndarray:
-        """Quantiles of the lower variable (a lower bound on the exact quantile)."""
-        f = self._cum("F_lo")
-        # a cumulative sum of n non-negative terms is within n u of relative error
-        i = np.searchsorted(f, q * (1 - self._sum_slack()), side="left")  # first F >= q
-        out = self.points[np.clip(i, 0, self.lo.size - 1)]
-        return np.where(q <= self.below, -np.inf, out)
-
-    def _q_upper_var(self, q: np.ndarray) -> np.ndarray:
-        f = self._cum("F_hi")
-        i = np.searchsorted(f, q * (1 + self._sum_slack()), side="left")
-        out = self.points[np.clip(i, 0, self.lo.size - 1)]
-        return np.where(q > 1.0 - self.above, np.inf, out)
-
-    def _isf_var(self, p: np.ndarray, which: str) -> np.ndarray:
-        """Upper-tail quantile (smallest x with P(V > x) <= p) of the lower or upper variable."""
-        s = self._cum("S_lo" if which == "lo" else "S_hi")  # non-increasing
-        # first index with s <= p  == count of entries with s > p (s is non-increasing)
-        slack = self._sum_slack()
-        i = np.searchsorted(-s, -p * ((1 + slack) if which == "lo" else (1 - slack)), side="left")
-        out = self.points[np.clip(i, 0, self.lo.size - 1)]
-        if which == "lo":
-            return np.where(p >= 1.0 - self.below, -np.inf, out)
-        return np.where(p < self.above, np.inf, out)
-
-    def quantile_bracket(self, q: Any) -> tuple[Any, Any]:
-        """(low, high) that provably contain the exact q-quantile (up to FFT round-off)."""
-        from .._checks import check_probabilities
-
-        arr = check_probabilities(q)
-        flat = np.atleast_1d(arr)
-        upper = flat > 0.5
-        low = np.where(upper, self._isf_var(1.0 - flat, "lo"), self._q_lower_var(flat))
-        high = np.where(upper, self._isf_var(1.0 - flat, "hi"), self._q_upper_var(flat))
-        # Round-off (within self.roundoff) can cross the two sides in a far tail; the exact
-        # sides never cross, so the ordered pair is as good a bound as the raw one.
-        low, high = np.minimum(low, high), np.maximum(low, high)
-        if arr.ndim == 0:
-            return float(low[0]), float(high[0])
-        return low.reshape(arr.shape), high.reshape(arr.shape)
-
-    def isf_bracket(self, p: Any) -> tuple[Any, Any]:
-        """(low, high) containing the exact upper-tail quantile at tail probability ``p``."""
-        from .._checks import check_probabilities
-
-        arr = np.atleast_1d(check_probabilities(p, "p"))
-        low, high = self._isf_var(arr, "lo"), self._isf_var(arr, "hi")
-        low, high = np.minimum(low, high), np.maximum(low, high)
-        if np.ndim(p) == 0:
-            return float(low[0]), float(high[0])
-        return low, high
-
-    def width(self, q: float) -> float:
-        """Width of the numerical bracket at level q."""
-        low, high = self.quantile_bracket(q)
-        return float(high - low)
-
     # ----- point estimate: each atom spread uniformly over its cell ---------------------
     def _knot_points(self) -> np.ndarray:
         return (self.k0 - 1 + np.arange(self.lo.size + 2)) * self.h
-
-    def _quantile(self, q: np.ndarray) -> np.ndarray:
-        k, f, _ = self._knots()
-        est = np.interp(q, f, k)
-        low = self._q_lower_var(q)
-        high = self._q_upper_var(q)
-        # Inside a tail atom the grid does not know where the quantile is: say so.
-        return np.where(np.isfinite(low) & np.isfinite(high), np.clip(est, low, high), np.nan)
-
-    def _isf(self, p: np.ndarray) -> np.ndarray:
-        k, _, s = self._knots()
-        est = np.interp(-p, -s, k)
-        low, high = self._isf_var(p, "lo"), self._isf_var(p, "hi")
-        return np.where(np.isfinite(low) & np.isfinite(high), np.clip(est, low, high), np.nan)
 
     def _moments(self) -> tuple[float, float]:
         if self.tail_index <= 1:
@@ -370,12 +397,6 @@ class GridDistribution(CellSpreadEstimate, Distribution):
 
     def _var(self) -> float:
         return self._moments()[1]
-
-    def mean_bracket(self) -> tuple[float, float]:
-        """(low, high) containing the exact mean (the means of the lower and upper variables)."""
-        low = -np.inf if self.below > 0 else float(np.dot(self.lo, self.points))
-        high = np.inf if self.above > 0 else float(np.dot(self.hi, self.points))
-        return low, high
 
     def _sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
         return self._quantile(rng.random(size))

@@ -40,7 +40,7 @@ import scipy.fft
 
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .base import Distribution
-from .grid import CellSpreadEstimate, GridDistribution, move_mass_down, move_mass_up
+from .grid import GridDistribution, RoundingSandwich, move_mass_down, move_mass_up
 from .roundoff import UNIT_ROUNDOFF
 
 __all__ = [
@@ -69,7 +69,7 @@ MIN_POINTS, MAX_POINTS = 1024, 4096
 FAR_TAIL_RATIO = 1e4
 
 
-class LogLatticeDistribution(CellSpreadEstimate, Distribution):
+class LogLatticeDistribution(RoundingSandwich, Distribution):
     """A law known through its rounding sandwich on a log-spaced lattice (see module doc).
 
     Parameters
@@ -182,129 +182,19 @@ class LogLatticeDistribution(CellSpreadEstimate, Distribution):
             return np.concatenate(([self.zero], self.lo.ravel()))
         return np.concatenate(([0.0], self.hi.ravel()))
 
-    def _cum(self, name: str) -> np.ndarray:
-        if name not in self._cache:
-            lo, hi = self._flat("lo"), self._flat("hi")
-            if name == "F_lo":
-                v = self.below + np.cumsum(lo)
-            elif name == "F_hi":
-                v = np.cumsum(hi)
-            elif name == "S_lo":  # P(lo > x_i)
-                v = np.concatenate((np.cumsum(lo[::-1])[::-1][1:], [0.0]))
-            elif name == "S_hi":
-                v = np.concatenate((np.cumsum(hi[::-1])[::-1][1:], [0.0])) + self.above
-            else:  # pragma: no cover - internal misuse
-                raise KeyError(name)
-            self._cache[name] = v
-        return self._cache[name]
-
-    @property
-    def support(self) -> tuple[float, float]:
-        """First and last points with mass; infinite where mass lies off the lattice."""
-        pts = self.points
-        lo, hi = self._flat("lo"), self._flat("hi")
-        first = -np.inf if self.below > 0 else float(pts[np.argmax(lo > 0)])
-        last = np.inf if self.above > 0 else float(pts[hi.size - 1 - np.argmax(hi[::-1] > 0)])
-        return first, last
+    def _flat_sides(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._flat("lo"), self._flat("hi")
 
     # ----- the sandwich ---------------------------------------------------------------------
     def _index(self, x: np.ndarray) -> np.ndarray:
         """Index of the last lattice point <= x (-1 below the first point)."""
         return np.searchsorted(self.points, np.asarray(x, dtype=float), side="right") - 1
 
-    def cdf_bounds(self, x: Any) -> tuple[np.ndarray, np.ndarray]:
-        """(low, high) bounds on P(X <= x): the CDFs of the upper and lower variables."""
-        x = np.asarray(x, dtype=float)
-        i = self._index(x)
-        inside = np.clip(i, 0, None)
-        f_lo = np.where(i < 0, self.below, self._cum("F_lo")[inside])
-        f_hi = np.where(i < 0, 0.0, self._cum("F_hi")[inside])
-        return f_hi, f_lo
-
-    def sf_bounds(self, x: Any) -> tuple[np.ndarray, np.ndarray]:
-        """(low, high) bounds on P(X > x), computed from upper-tail sums."""
-        x = np.asarray(x, dtype=float)
-        i = self._index(x)
-        inside = np.clip(i, 0, None)
-        s_lo = np.where(i < 0, 1.0 - self.below, self._cum("S_lo")[inside])
-        s_hi = np.where(i < 0, 1.0, self._cum("S_hi")[inside])
-        return s_lo, s_hi
-
-    def _sum_slack(self) -> float:
-        """Relative error bound of the cumulative sums (n terms, unit round-off u each)."""
-        return (self.lo.size + 2) * np.finfo(float).eps
-
-    def _q_var(self, q: np.ndarray, which: str) -> np.ndarray:
-        """Lower-tail quantile (first point with CDF >= q) of the lower or upper variable."""
-        slack = self._sum_slack()
-        if which == "lo":
-            f = self._cum("F_lo")
-            i = np.searchsorted(f, q * (1 - slack), side="left")
-            out = self.points[np.clip(i, 0, f.size - 1)]
-            return np.where(q <= self.below, -np.inf, out)
-        f = self._cum("F_hi")
-        i = np.searchsorted(f, q * (1 + slack), side="left")
-        out = self.points[np.clip(i, 0, f.size - 1)]
-        return np.where((q > 1.0 - self.above) | (i >= f.size), np.inf, out)
-
-    def _isf_var(self, p: np.ndarray, which: str) -> np.ndarray:
-        """Upper-tail quantile (first point with P(V > x) <= p) of the lower or upper variable."""
-        s = self._cum("S_lo" if which == "lo" else "S_hi")  # non-increasing
-        slack = self._sum_slack()
-        i = np.searchsorted(-s, -p * ((1 + slack) if which == "lo" else (1 - slack)), side="left")
-        out = self.points[np.clip(i, 0, s.size - 1)]
-        if which == "lo":
-            return np.where(p >= 1.0 - self.below, -np.inf, out)
-        return np.where(p < self.above, np.inf, out)
-
-    def quantile_bracket(self, q: Any) -> tuple[Any, Any]:
-        """(low, high) that provably contain the exact q-quantile (up to FFT round-off)."""
-        from .._checks import check_probabilities
-
-        arr = check_probabilities(q)
-        flat = np.atleast_1d(arr).astype(float)
-        upper = flat > 0.5
-        low = np.where(upper, self._isf_var(1.0 - flat, "lo"), self._q_var(flat, "lo"))
-        high = np.where(upper, self._isf_var(1.0 - flat, "hi"), self._q_var(flat, "hi"))
-        low, high = np.minimum(low, high), np.maximum(low, high)
-        if arr.ndim == 0:
-            return float(low[0]), float(high[0])
-        return low.reshape(arr.shape), high.reshape(arr.shape)
-
-    def isf_bracket(self, p: Any) -> tuple[Any, Any]:
-        """(low, high) containing the exact upper-tail quantile at tail probability ``p``."""
-        from .._checks import check_probabilities
-
-        arr = np.atleast_1d(check_probabilities(p, "p")).astype(float)
-        low, high = self._isf_var(arr, "lo"), self._isf_var(arr, "hi")
-        low, high = np.minimum(low, high), np.maximum(low, high)
-        if np.ndim(p) == 0:
-            return float(low[0]), float(high[0])
-        return low, high
-
-    def width(self, q: float) -> float:
-        """Width of the numerical bracket at level q."""
-        low, high = self.quantile_bracket(q)
-        return float(high - low)
-
     # ----- point estimate: each atom spread uniformly over its cell ---------------------
     def _knot_points(self) -> np.ndarray:
         pts = self.points
         beyond = math.ldexp(1.0, self.j0 + self.octaves) + self.shift_value
         return np.concatenate(([2 * pts[0] - pts[1]], pts, [beyond]))
-
-    def _quantile(self, q: np.ndarray) -> np.ndarray:
-        k, f, _ = self._knots()
-        est = np.interp(q, f, k)
-        low, high = self._q_var(q, "lo"), self._q_var(q, "hi")
-        # Inside a tail atom the lattice does not know where the quantile is: say so.
-        return np.where(np.isfinite(low) & np.isfinite(high), np.clip(est, low, high), np.nan)
-
-    def _isf(self, p: np.ndarray) -> np.ndarray:
-        k, _, s = self._knots()
-        est = np.interp(-p, -s, k)
-        low, high = self._isf_var(p, "lo"), self._isf_var(p, "hi")
-        return np.where(np.isfinite(low) & np.isfinite(high), np.clip(est, low, high), np.nan)
 
     def _moments(self) -> tuple[float, float]:
         if self.tail_index <= 1:
@@ -324,12 +214,6 @@ class LogLatticeDistribution(CellSpreadEstimate, Distribution):
 
     def _var(self) -> float:
         return self._moments()[1]
-
-    def mean_bracket(self) -> tuple[float, float]:
-        """(low, high) containing the exact mean (the means of the lower and upper variables)."""
-        low = -math.inf if self.below > 0 else float(np.dot(self._flat("lo"), self.points))
-        high = math.inf if self.above > 0 else float(np.dot(self._flat("hi"), self.points))
-        return low, high
 
     def _sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
         u = rng.random(size)
