@@ -4,9 +4,9 @@ Model architectures are the published ones (sources next to each entry). Hardwar
 peaks are dense (no 2:4 sparsity) datasheet numbers; network bandwidths are the
 achievable NCCL bus bandwidth (about 80-90% of the nominal per-direction link rate,
 as nccl-tests reports on these systems), not the marketing bidirectional figure.
-The achieved GEMM efficiency is the one fitted value (:data:`GEMM_EFFICIENCY`, from
-``validation/public_numbers.py``); attention and memory efficiencies are a-priori
-estimates from public kernel benchmarks.
+The achieved GEMM efficiencies per precision (:data:`GEMM_EFFICIENCY` for BF16, ``gemm_fp8``,
+``gemm_fp4``) are public GEMM benchmark figures (sources in ``config/sections.py``), not fits;
+attention and memory efficiencies are a-priori estimates from public kernel benchmarks.
 
 Layout policy (:func:`default_layout`): each model preset fixes tp, pp, cp, ep, the
 schedule and a *target global batch in tokens*; dp = gpus / (tp * pp * cp). The
@@ -123,7 +123,7 @@ MODELS: dict[str, ModelConfig] = {
 # --------------------------------------------------------------------------------------
 # Hardware + cluster
 # --------------------------------------------------------------------------------------
-# The calibrated GEMM efficiency is the schema's default (config.sections.GEMM_EFFICIENCY).
+# GEMM efficiencies: the schema's sourced defaults (config.sections.GEMM_EFFICIENCY...).
 
 HARDWARE: dict[str, HardwareConfig] = {
     # NVIDIA H100 SXM5 80GB datasheet: 989 TFLOP/s dense BF16, 1,979 FP8, HBM3 3.35 TB/s,

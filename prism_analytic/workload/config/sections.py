@@ -260,40 +260,58 @@ class PeakFlops(_Section):
         return value
 
 
-#: Achieved GEMM efficiency (fraction of the dense peak of the GEMM dtype) that makes the
-#: mean model reproduce Llama 3 405B's 41% MFU on 16,384 H100s (``validation/
-#: public_numbers.py``). It absorbs everything the mean model leaves out at that scale,
-#: and is used for every GPU type: validation shows it under-predicts A100 (MegaScale,
-#: -22..-28% MFU); MLPerf GB200 FP8 median steps come out -6.4..-8.6% (512-2,496 GPUs).
-#: It is the deterministic core's value: on the *stochastic* mean the same 41% needs 0.6495
-#: (``prism calibrate --mfu 0.41``), but as the default that puts every job without its own
-#: ``gemm_fp8`` (MLPerf GB200) at -22..-23% (``validation/calibration_acceptance.py``, key
-#: ``gemm_default_decision``), so the default stays and ``prism calibrate`` gives the overlay.
-GEMM_EFFICIENCY = 0.525
+# Achieved GEMM efficiencies per precision, taken from one public measurement (not fitted):
+# NVIDIA Transformer Engine, "GEMM Profiling Across Precisions", worked example "5B Model on
+# B300" (docs/features/low_precision_training/gemm_profiling/gemm_profiling.rst,
+# https://nvidia.github.io/TransformerEngine/ , "GEMM Speedups Across Precisions"): the 12
+# GEMMs of one transformer layer (hidden 4096, intermediate 16384, 15,872 tokens; 19.17 TFLOP)
+# take 12.227 ms in BF16, 8.507 ms in MXFP8 and 6.439 ms in NVFP4 in *autocast* mode, i.e.
+# with the per-step quantization kernels that real training runs. Divided by B300's dense
+# peaks (2.25 PFLOP/s BF16, 4.5 FP8) this is 0.697 of the BF16 peak and 0.501 of the FP8
+# peak. NVFP4 is 1.899x BF16; on a GPU whose FP4 peak is 4x its BF16 peak (GB200) that is
+# 0.331 of the FP4 peak (B300's FP4 peak is higher than 4x, so this is an upper estimate).
+# Transfer to other GPUs: the best-shape matmul fractions (MAMF table, stas00/ml-engineering
+# compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison table") are
+# alike across generations: BF16 H100 SXM 80.3%, GB200 72.9%, B300 78.6%; FP8 H100 70.9%,
+# GB200 72.3%, B300 74.5%; so one fraction per precision is used for every GPU type.
+# Hopper's per-tensor FP8 is not in the TE measurement: the MXFP8 fraction stands in for it.
+# Measured with these defaults, uncalibrated, stochastic model (`python
+# validation/public_numbers.py --stochastic`): Llama 3 405B mean-step MFU 43.2% at 16,384
+# H100 (published 41%) and 46.1% at 8,192 (43%); MLPerf GB200 FP8 median step -2.5..-4.9% at
+# 512-2,496 GPUs. (The old single value 0.525 was the deterministic core's fit to 41%.)
+_TE_LAYER_TFLOP = 19.17  # 12 GEMMs of one layer, 2*M*K*N summed, in TFLOP
+#: Achieved BF16 GEMM efficiency (fraction of the BF16 dense peak); source above.
+GEMM_EFFICIENCY = round(_TE_LAYER_TFLOP / 12.227e-3 / 2.25e3, 3)  # 0.697
+#: Achieved FP8/MXFP8 GEMM efficiency (fraction of the FP8 dense peak), quantization included.
+GEMM_EFFICIENCY_FP8 = round(_TE_LAYER_TFLOP / 8.507e-3 / 4.5e3, 3)  # 0.501
+#: Achieved NVFP4 GEMM efficiency (fraction of the FP4 dense peak, FP4 = 4 x BF16 peak).
+GEMM_EFFICIENCY_FP4 = round(GEMM_EFFICIENCY * (12.227 / 6.439) / 4.0, 3)  # 0.331
 
 
 @dataclass(frozen=True)
 class Efficiency(_Section):
     """Achieved fraction of peak, per op class.
 
-    gemm : fraction of the dtype's tensor peak reached by the model's GEMMs.
-    gemm_fp8, gemm_fp4 : optional fractions for FP8/MXFP8 and NVFP4 GEMMs (of their own
-        peaks); unset, ``gemm`` is used. Low-precision GEMMs reach a smaller fraction of
-        their (higher) peak, so one fraction for every dtype over-predicts their speed
-        (MLPerf GB200 FP8 at the BF16-calibrated fraction: -20% step time).
+    gemm : fraction of the BF16 tensor peak reached by the model's BF16 GEMMs (default
+        :data:`GEMM_EFFICIENCY`, 0.697, NVIDIA Transformer Engine's GEMM benchmark).
+    gemm_fp8, gemm_fp4 : fractions of their own peaks reached by FP8/MXFP8 and NVFP4 GEMMs,
+        quantization kernels included (defaults :data:`GEMM_EFFICIENCY_FP8` 0.501 and
+        :data:`GEMM_EFFICIENCY_FP4` 0.331, same source); ``None`` (Python API) falls back
+        to ``gemm``. Low-precision GEMMs reach a smaller fraction of their (higher) peak.
         ``prism calibrate`` fits the key of the job's precision.
     attention : fraction of the BF16 peak reached by fused (flash) attention.
     memory : fraction of HBM bandwidth reached by memory-bound kernels.
     """
 
     _SECTION: ClassVar[str] = "hardware.efficiency"
-    # defaults: GEMM as calibrated (GEMM_EFFICIENCY); flash attention ~half of peak
-    # (FlashAttention-2/3 papers, forward+backward); memory-bound kernels ~80% of HBM
+    # defaults: GEMMs per precision from TE's GEMM benchmark (sources above GEMM_EFFICIENCY);
+    # flash attention ~half of peak (FlashAttention-2/3 papers, forward+backward);
+    # memory-bound kernels ~80% of HBM
     gemm: float = _f(GEMM_EFFICIENCY, kind="float", gt=0.0, le=1.0)
     attention: float = _f(0.5, kind="float", gt=0.0, le=1.0)
     memory: float = _f(0.8, kind="float", gt=0.0, le=1.0)
-    gemm_fp8: float | None = _f(None, kind="float", gt=0.0, le=1.0, optional=True)
-    gemm_fp4: float | None = _f(None, kind="float", gt=0.0, le=1.0, optional=True)
+    gemm_fp8: float | None = _f(GEMM_EFFICIENCY_FP8, kind="float", gt=0.0, le=1.0, optional=True)
+    gemm_fp4: float | None = _f(GEMM_EFFICIENCY_FP4, kind="float", gt=0.0, le=1.0, optional=True)
 
     def gemm_key(self, precision: str) -> str:
         """The key holding the GEMM efficiency of ``precision`` (``gemm``, ``gemm_fp8``...)."""
