@@ -25,9 +25,10 @@ Cost model (one GPU of the slowest pipeline stage):
 * MFU = model FLOPs per step / (step time * GPUs * BF16 peak), model FLOPs from
   :func:`~prism_analytic.workload.flops.model_flops_per_token` (6N + attention).
 
-What it leaves out (each is either in the calibrated GEMM efficiency or the DAG's job):
-kernel launch gaps, GPU frequency effects, load imbalance between MoE experts,
-stragglers and every other source of variance.
+What it leaves out (each is either in the achieved GEMM efficiency or the DAG's job):
+GPU frequency effects, load imbalance between MoE experts, stragglers and every other
+source of variance. Kernel launch gaps are left out unless ``training.kernel_launch_s`` is
+set (see :func:`launch_gap_s`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from .flops import (
     parameter_count,
 )
 
-__all__ = ["OpMean", "OpMeans", "op_means"]
+__all__ = ["OpMean", "OpMeans", "launch_gap_s", "op_means"]
 
 
 @dataclass(frozen=True)
@@ -457,6 +458,64 @@ def _stage_params(job: JobConfig) -> tuple[float, float]:
     return dense / p.tp, expert / p.tp
 
 
+def launch_gap_s(job: JobConfig, ops: Iterable[OpMean]) -> float:
+    """GPU idle time of one pass over ``ops`` while the CPU launches their kernels.
+
+    The host issues the pass's ``n`` kernels (each op's ``count``) one after another at
+    ``training.launch_s_per_kernel`` each, while the GPU runs them in their exposed time
+    ``T``; when launching takes longer the pass is CPU-bound and the GPU waits
+    ``n * launch - T``. Kernels queue, so short kernels behind long ones cost nothing; the
+    lead a GPU-bound pass builds is not carried into the next pass (pessimistic there).
+
+    Parameters
+    ----------
+    job : JobConfig
+    ops : iterable of OpMean
+        One pass (a layer's forward or backward for one microbatch, the embedding, the head).
+
+    Returns
+    -------
+    float
+        ``max(0, n * launch - T)`` in seconds; 0 when ``training.kernel_launch_s`` is 0.
+
+    Examples
+    --------
+    >>> ops = (OpMean("a", "compute", "memory", "fwd", 1e-6, 1e-6),) * 10
+    >>> from prism_analytic.workload.presets import preset_job
+    >>> import dataclasses
+    >>> job = preset_job("llama3-8b", 8)
+    >>> job = dataclasses.replace(
+    ...     job, training=dataclasses.replace(job.training, kernel_launch_s=3e-6))
+    >>> round(launch_gap_s(job, ops) * 1e6, 6)  # 10 x 3 us of launches vs 10 x 1 us of work
+    20.0
+    """
+    ops = tuple(ops)
+    per_kernel = job.training.launch_s_per_kernel
+    if per_kernel <= 0 or not ops:
+        return 0.0
+    kernels = sum(o.count for o in ops)
+    return max(0.0, kernels * per_kernel - total_seconds(ops))
+
+
+def _launch_bound(job: JobConfig, ops: tuple[OpMean, ...]) -> tuple[OpMean, ...]:
+    """``ops`` with a CPU-bound pass's launch gap spread over its compute kernels.
+
+    The gap is added to the compute ops in proportion to their time, so the pass lasts
+    ``n * launch`` and the step DAG keeps its ops (their noise scales with them).
+    """
+    gap = launch_gap_s(job, ops)
+    compute = math.fsum(o.count * o.seconds for o in ops if o.kind == "compute")
+    if gap <= 0 or compute <= 0:
+        return ops
+    f = 1.0 + gap / compute
+    return tuple(
+        dataclasses.replace(o, seconds=o.seconds * f, exposed_s=o.exposed_s * f)
+        if o.kind == "compute"
+        else o
+        for o in ops
+    )
+
+
 def op_means(job: JobConfig) -> OpMeans:
     """Mean duration of every op of the step, per GPU.
 
@@ -489,6 +548,10 @@ def op_means(job: JobConfig) -> OpMeans:
     head_b = tuple(_compute(job, o, "bwd") for o in head)
     if t.recompute == "full":
         head_b = tuple(_as_recompute(o) for o in head_f) + head_b
+    if t.launch_s_per_kernel > 0:  # CPU-bound passes wait for their kernel launches
+        layer_fwd, layer_bwd, emb_f, emb_b, head_f, head_b = (
+            _launch_bound(job, ops) for ops in (layer_fwd, layer_bwd, emb_f, emb_b, head_f, head_b)
+        )
 
     per_chunk = Layout.of(job).slots_per_chunk
     per_stage = per_chunk * p.vpp

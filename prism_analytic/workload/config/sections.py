@@ -411,7 +411,27 @@ class TrainingConfig(_Section):
         HBM traffic of the Adam update per parameter: FP32 grad read (4), master
         weight, m and v read+write (24), BF16 weight write (2) = 30.
     step_overhead_s : float
-        Fixed per-step host time (data loading, logging, launch gaps).
+        Fixed per-step host time (data loading, logging).
+    kernel_launch_s : float
+        Host (CPU) time to launch one modelled op's kernels eagerly (the mean model has
+        11-15 ops per layer pass; a framework that launches k kernels per op costs k times
+        a launch). Default 0: launch gaps are not modelled, so answers stay as they were;
+        at one 3.25 us launch per op no preset is CPU-bound (llama3-8b, even at seq 256 and
+        tp 8, has 104-131 us of GPU work per layer pass against 49 us of launches).
+        A measured size: 3.25e-6 s (CUDA.jl "Graphs" docs, https://cuda.juliagpu.org/dev/
+        usage/graphs/: 80 broadcast kernels in 260 us launched one by one); a framework's
+        dispatch (PyTorch eager) adds to it. A layer pass (one layer, one microbatch,
+        forward or backward; also the embedding and the head) whose n kernels take longer
+        to launch than to run is CPU-bound: it lasts ``n * kernel_launch_s`` instead of its
+        GPU time (:func:`~prism_analytic.workload.mean_model.launch_gap_s`).
+    cuda_graphs : bool
+        Kernels are replayed from captured CUDA graphs (Megatron-Core ``--cuda-graph-impl``,
+        TE ``make_graphed_callables``): the per-kernel host cost drops from
+        ``kernel_launch_s`` to ``cuda_graph_kernel_s``. No effect while
+        ``kernel_launch_s`` is 0.
+    cuda_graph_kernel_s : float
+        Per-kernel cost inside a replayed graph: 0.875e-6 s (same CUDA.jl measurement: the
+        80 kernels take 70 us as one graph, kernel execution included, so an upper value).
     """
 
     _SECTION: ClassVar[str] = "training"
@@ -421,3 +441,22 @@ class TrainingConfig(_Section):
     param_gather_bytes: int = _f(2, kind="int", choices=(1, 2))
     optimizer_bytes_per_param: float = _f(30.0, kind="float", gt=0.0)
     step_overhead_s: float = _f(0.0, kind="float", ge=0.0)
+    kernel_launch_s: float = _f(0.0, kind="float", ge=0.0, le=1.0)
+    cuda_graphs: bool = _f(False, kind="bool")
+    cuda_graph_kernel_s: float = _f(0.875e-6, kind="float", ge=0.0, le=1.0)
+
+    def _check(self) -> None:
+        if self.kernel_launch_s > 0 and self.cuda_graph_kernel_s > self.kernel_launch_s:
+            raise self._err(
+                "cuda_graph_kernel_s",
+                f"must be <= training.kernel_launch_s ({self.kernel_launch_s:g} s): a graph"
+                f" replay does not launch slower than eager launches, got"
+                f" {self.cuda_graph_kernel_s:g}",
+            )
+
+    @property
+    def launch_s_per_kernel(self) -> float:
+        """Host time per kernel on the critical path: eager, or inside a CUDA graph."""
+        if self.cuda_graphs:
+            return min(self.kernel_launch_s, self.cuda_graph_kernel_s)
+        return self.kernel_launch_s
