@@ -34,6 +34,8 @@ __all__ = [
     "LEVELS",
     "NodeNoise",
     "load_latencies",
+    "load_metadata",
+    "archive_files",
     "fit_node_noise",
     "ratio_quantiles",
     "predicted_ratio_interval",
@@ -73,6 +75,39 @@ def load_latencies(
         raise ValueError(f"{name}: expected a 'highest' column")
     vals = np.array([float(r[0]) for r in rows[1:] if r], dtype=float) * 1e-9
     return vals[1:]  # warm-up iteration
+
+
+def load_metadata(data_dir: str | Path | None = None) -> dict[tuple[str, int], dict]:
+    """``leonardo_metadata.csv`` as ``{(archive, test_id): row}``.
+
+    ``nnodes`` and ``tasks_per_node`` become ints, ``gpu_awareness`` a bool.
+    """
+    path = data_root(data_dir) / "collective_latency" / "leonardo_metadata.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found")
+    out = {}
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            row["nnodes"] = int(row["nnodes"])
+            row["tasks_per_node"] = int(row["tasks_per_node"])
+            row["gpu_awareness"] = row["gpu_awareness"] == "yes"
+            out[(row["timestamp"], int(row["test_id"]))] = row
+    return out
+
+
+def archive_files(archive: str, data_dir: str | Path | None = None) -> list[tuple[int, str, int]]:
+    """``(test_id, algorithm, count)`` of every per-iteration file in one archive."""
+    path = data_root(data_dir) / "collective_latency" / "leonardo" / f"{archive}.tar.gz"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found")
+    out = []
+    with tarfile.open(path) as tar:
+        for name in tar.getnames():
+            parts = name.split("/")
+            if len(parts) == 3 and parts[2].endswith("_int32.csv"):
+                count, algo = parts[2][: -len("_int32.csv")].split("_", 1)
+                out.append((int(parts[1]), algo, int(count)))
+    return sorted(out)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,137 @@
+"""Collective noise as a population of runs (calibration.collective_population)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import special, stats
+
+from prism_analytic.calibration.collective_population import (
+    RunNoise,
+    fit_population,
+    predicted_ratio_interval,
+    summarize_run,
+)
+
+MEDIAN = 50e-6
+#: the true population of the synthetic data: body ln sigma = A + B ln n + session + run,
+#: ln rate ~ N(RATE_MU, RATE_TAU^2), burst continuation ~ Beta(1, 3), excess lognormal
+A, B, TAU_S, TAU_R = math.log(0.02), 0.1, 0.15, 0.2
+RATE_MU, RATE_TAU = math.log(5e-5), 0.8
+DELAY_MU, DELAY_SIGMA = math.log(70e-6), 0.6
+
+
+def _true_run(n: int, session_effect: float, rate: float, burst: float, rng) -> RunNoise:
+    return RunNoise(
+        body_sigma=math.exp(A + B * math.log(n) + session_effect + TAU_R * rng.standard_normal()),
+        rate=rate,
+        burst=burst,
+        delay_mu=DELAY_MU,
+        delay_sigma=DELAY_SIGMA,
+    )
+
+
+def _new_run(n: int, rng) -> RunNoise:
+    return _true_run(
+        n,
+        TAU_S * rng.standard_normal(),
+        math.exp(RATE_MU + RATE_TAU * rng.standard_normal()),
+        rng.beta(1, 3),
+        rng,
+    )
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    """12 sessions at 4..128 nodes, 3 runs of 20,000 iterations each, from a known population."""
+    rng = np.random.default_rng(11)
+    runs = []
+    for s in range(12):
+        n = (4, 8, 16, 32, 64, 128)[s % 6]
+        u = TAU_S * rng.standard_normal()
+        rate = math.exp(RATE_MU + RATE_TAU * rng.standard_normal())
+        q = rng.beta(1, 3)
+        for _ in range(3):
+            x = _true_run(n, u, rate, q, rng).sample(n, 20_000, MEDIAN, rng)
+            runs.append(summarize_run(x, n, f"s{s}"))
+    return runs, fit_population(runs)
+
+
+def test_sampler_matches_its_law():
+    rng = np.random.default_rng(3)
+    run = RunNoise(body_sigma=0.02, rate=1e-4, burst=0.5, delay_mu=math.log(70e-6), delay_sigma=0.6)
+    n, iters = 100, 400_000
+    x = run.sample(n, iters, MEDIAN, rng)
+    hit = x - MEDIAN > run.threshold_s
+    # bursts: a delayed iteration is followed by another with probability ~ q (+ a new start)
+    p = run.start_prob(n)
+    follow = np.sum(hit[1:] & hit[:-1]) / hit[:-1].sum()
+    assert follow == pytest.approx(run.burst + (1 - run.burst) * p, abs=0.03)
+    # delayed share: starts / (1 - q) clusters, minus the rare overlaps
+    assert hit.mean() == pytest.approx(p / (1 - run.burst), rel=0.08)
+    # excess over the median: the lognormal truncated at the threshold (body excess negligible)
+    lo = special.ndtr((math.log(run.threshold_s) - run.delay_mu) / run.delay_sigma)
+
+    def cdf(e):
+        z = special.ndtr((np.log(e) - run.delay_mu) / run.delay_sigma)
+        return (z - lo) / (1 - lo)
+
+    assert stats.kstest(x[hit] - MEDIAN, cdf).pvalue > 0.01
+    # body: lognormal with the run's shape
+    body = x[~hit]
+    assert math.log(np.quantile(body, 0.9) / np.median(body)) / 1.2816 == pytest.approx(
+        0.02, rel=0.03
+    )
+
+
+def test_population_parameters_recovered_within_intervals(synthetic):
+    _, pop = synthetic
+    se = np.sqrt(np.diag(pop.body_cov))
+    # 3 standard errors: a test that fails when the estimator is biased, not by chance
+    assert abs(pop.body_coef[0] - A) < 3 * se[0]
+    assert abs(pop.body_coef[1] - B) < 3 * se[1]
+    assert se[1] < 0.1  # the slope is identified, not just covered by a huge interval
+    assert abs(pop.rate_mu - RATE_MU) < 3 * math.sqrt(pop.rate_cov[0, 0])
+    assert 0.3 < pop.rate_tau < 2.0
+    assert abs(pop.delay_mu - DELAY_MU) < 3 * math.sqrt(pop.delay_cov[0, 0])
+    assert abs(math.log(pop.delay_sigma / DELAY_SIGMA)) < 3 * math.sqrt(pop.delay_cov[1, 1])
+    mean_q = pop.burst_alpha / (pop.burst_alpha + pop.burst_beta)
+    assert 0.1 < mean_q < 0.45  # Beta(1, 3): mean 0.25
+    assert pop.sessions == 12 and pop.runs == 36 and pop.node_range == (4, 128)
+    assert pop.not_identified == ()
+
+
+def test_prediction_covers_new_runs_out_of_sample(synthetic):
+    """New runs at 512 nodes drawn from the true population: ~90% inside, not 100% of a
+    uselessly wide interval."""
+    _, pop = synthetic
+    n, iters = 512, 5_000
+    iv = predicted_ratio_interval(pop, n, iters, MEDIAN, reps=300, seed=1)
+    rng = np.random.default_rng(5)
+    inside = {0.9: 0, 0.99: 0}
+    k = 60
+    for _ in range(k):
+        x = _new_run(n, rng).sample(n, iters, MEDIAN, rng)
+        q = np.quantile(x, [0.5, 0.9, 0.99])
+        for lev, v in ((0.9, q[1] / q[0]), (0.99, q[2] / q[0])):
+            inside[lev] += iv[lev][0] <= v <= iv[lev][2]
+    assert inside[0.9] / k >= 0.75 and inside[0.99] / k >= 0.75
+    # sharper without the between-run spread: that spread is what the interval carries
+    narrow = predicted_ratio_interval(pop, n, iters, MEDIAN, reps=300, seed=1, between_runs=False)
+    for lev in (0.9, 0.99):
+        assert narrow[lev][2] - narrow[lev][0] < iv[lev][2] - iv[lev][0]
+
+
+def test_bad_input_is_named():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="x: need"):
+        summarize_run(np.ones(10), 4, "s")
+    with pytest.raises(ValueError, match="nodes"):
+        summarize_run(np.ones(200), 0, "s")
+    with pytest.raises(ValueError, match="rate"):
+        RunNoise(body_sigma=0.02, rate=1.5, burst=0.0, delay_mu=-10, delay_sigma=1)
+    runs = [summarize_run(1 + 0.01 * rng.random(200), 4, s) for s in ("a", "b")]
+    with pytest.raises(ValueError, match="sessions"):
+        fit_population(runs)
