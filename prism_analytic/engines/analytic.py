@@ -150,7 +150,7 @@ class _Evaluator:
             shape, why = auto_shape(cls)
         else:
             shape, why = self.shape, f"requested core_shape={self.shape!r}"
-        if shape == "skew" and not skew_applies:
+        if shape in ("skew", "kurtosis") and not skew_applies:
             shape, why = "normal", why + "; skew core not applicable here (factors or core_method)"
         return {"shape": shape, "shape_reason": why, "core_class": cls}
 
@@ -203,10 +203,13 @@ class _Evaluator:
         from .core_shape import pipeline_class
 
         pick = self._shape(pipeline_class(spec), plain and self.core_method == "clark-mehler")
-        if pick["shape"] == "skew":
-            from .skew_core import cached_skew_pipeline
+        if pick["shape"] in ("skew", "kurtosis"):
+            if pick["shape"] == "skew":
+                from .skew_core import cached_skew_pipeline as cached
+            else:  # the skew core plus a fourth-cumulant correction of every max
+                from .kurtosis_core import cached_kurtosis_pipeline as cached
 
-            res, info = cached_skew_pipeline(_spec_key(spec), spec, self.window)
+            res, info = cached(_spec_key(spec), spec, self.window)
             self.report.exact = False
             self.report.cores.append(
                 {
@@ -267,12 +270,15 @@ class _Evaluator:
 
         laws = [law for _, law in dag.nodes(data="law")]
         pick = self._shape(explicit_class(laws, m), self.core_method == "clark-mehler")
-        if pick["shape"] == "skew":
-            # Clark-Mehler on full differences, third cumulant, Pearson III (skew_core.py)
+        if pick["shape"] in ("skew", "kurtosis"):
+            # Clark-Mehler on full differences, third cumulant, Pearson III (skew_core.py);
+            # "kurtosis" adds a fourth-cumulant correction of every max (kurtosis_core.py)
+            from .kurtosis_core import kurtosis_makespan
             from .skew_core import skew_makespan, third_cumulant
 
+            run = skew_makespan if pick["shape"] == "skew" else kurtosis_makespan
             k3 = {e: third_cumulant(law) for e, law in dag.nodes(data="law")}
-            sk = skew_makespan(dag, mean, std, window=self.window, kappa3=k3)
+            sk = run(dag, mean, std, window=self.window, kappa3=k3)
             self.report.cores.append(
                 {
                     "where": where,

@@ -21,7 +21,7 @@ __all__ = ["predict", "METHODS", "MAX_GRID_NODES", "grid_nodes", "check_grid_siz
 
 METHODS = ("analytic", "bounds", "montecarlo")
 CORE_METHODS = ("clark-mehler", "clark", "independent")
-CORE_SHAPES = ("auto", "normal", "template", "skew")
+CORE_SHAPES = ("auto", "normal", "template", "skew", "kurtosis")
 
 
 #: Nodes the grid engines evaluate one by one (a pipeline node counts as one in ``analytic``,
@@ -98,14 +98,16 @@ def predict(
         Method for irreducible cores (analytic only).
     window : int, optional
         Residual window of the Clark-Mehler form (None: its default).
-    core_shape : {"auto", "normal", "template", "skew"}
+    core_shape : {"auto", "normal", "template", "skew", "kurtosis"}
         Shape of a core's makespan: ``"normal"``: Gaussian; ``"template"``: the
         independence-propagated shape mapped onto the canonical mean and standard deviation
         (explicit cores only; better spread on deep 1F1B pipelines, worse on interleaved
         schedules and replica maxima); ``"skew"``: the skew-aware core of :mod:`~.skew_core`
         (Clark-Mehler on full differences, a third cumulant, a Pearson III law; with
         ``core_method="clark-mehler"`` only, on plain pipelines and explicit cores;
-        factor-conditioned pipelines keep their mixture). ``"auto"`` (default): per core,
+        factor-conditioned pipelines keep their mixture); ``"kurtosis"``: the skew core with
+        a fourth-cumulant (Gram-Charlier) correction of every max (:mod:`~.kurtosis_core`,
+        same scope; an estimate). ``"auto"`` (default): per core,
         ``"skew"`` or ``"normal"`` by the measured rule of :mod:`~.core_shape`. Every entry of
         ``diagnostics["cores"]`` says the ``shape`` used, its ``core_class`` and
         ``shape_reason``.
