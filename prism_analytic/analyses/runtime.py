@@ -57,6 +57,10 @@ class RunTime:
         The steps alone (no interruptions): mean, std and quantiles.
     interruptions : dict or None
         Rates, interval, the expected numbers of events and goodput (None when off).
+
+    ``work`` also holds ``evaluations`` and ``evaluation_s``: the job's evaluation pauses
+    and the slow steps after them (``[training.evaluation]``), a fixed time added to the
+    run (``x``), not to the steps alone.
     """
 
     steps: int
@@ -116,6 +120,11 @@ class RunTime:
             f"  steps alone: mean {self.work['mean_s'] / 3600:.4g} h, p99"
             f" {self.work['p99_s'] / 3600:.4g} h (allocation held fixed across steps)",
         ]
+        if self.work.get("evaluations"):
+            lines.append(
+                f"  evaluations: {self.work['evaluations']:,} pauses and the slow steps after"
+                f" them add {self.work['evaluation_s'] / 3600:.4g} h"
+            )
         if self.interruptions:
             i = self.interruptions
             lines.append(
@@ -178,6 +187,9 @@ def run_time(
         if isinstance(job_or_parts, StepParts):
             raise ValueError("gpus is required when run_time is given StepParts")
         gpus = int(job_or_parts.gpus)
+    # evaluation pauses and their slow first steps: a fixed time on top of the steps
+    ev = getattr(getattr(job_or_parts, "training", None), "evaluation", None)
+    ev_n, ev_s = (ev.pauses(steps), ev.time_s(steps)) if ev is not None else (0, 0.0)
     am = allocation_moments(parts)
     mu = steps * am.mean
     sd = np.sqrt(steps * am.var)
@@ -190,11 +202,13 @@ def run_time(
         "std_s": work.std(),
         **{f"p{round(q * 100)}_s": float(work.quantile(q)) for q in LEVELS},
         "step_mean_s": float(am.weights @ am.mean),
+        "evaluations": ev_n,
+        "evaluation_s": ev_s,
     }
     if interruptions is None or (
         interruptions.failure_rate <= 0 and interruptions.failslow_rate <= 0
     ):
-        return RunTime(steps, gpus, work_x, work_cdf, work_d, None)
+        return RunTime(steps, gpus, work_x + ev_s, work_cdf, work_d, None)
     intr = interruptions
     w_mean = work_d["mean_s"]
     best = optimal_interval(w_mean, intr, gpus)
@@ -220,7 +234,7 @@ def run_time(
     from scipy.signal import fftconvolve
 
     pmf = np.clip(fftconvolve(work_pmf, extra_pmf), 0, None)
-    x = lo + ckpt + h * np.arange(pmf.size)
+    x = lo + ckpt + ev_s + h * np.arange(pmf.size)  # failures during pauses not counted
     cdf = np.minimum(np.cumsum(pmf) / max(pmf.sum(), 1e-300), 1.0)
     mtbf = 1 / lam if lam > 0 else math.inf
     info = {

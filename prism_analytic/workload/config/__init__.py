@@ -19,7 +19,7 @@ TOML layout (every section optional except what the job needs)::
     [model]                     # keys of ModelConfig; [model.moe] for MoE models
     [parallelism]               # keys of ParallelConfig; [parallelism.overlap]
     [hardware]                  # HardwareConfig; [hardware.peak_flops], [hardware.efficiency]
-    [training]                  # keys of TrainingConfig
+    [training]                  # keys of TrainingConfig; [training.evaluation]
     [variability.spatial]       # and .temporal, .network.{intra_node,inter_node,cross_dc},
                                 # .regimes, .hiccups
 
@@ -34,6 +34,7 @@ Units: seconds (``*_s``), bytes, bytes/s, FLOP/s.
 
 from __future__ import annotations
 
+from .evaluation import EvaluationConfig
 from .fields import ConfigError, LayoutWarning
 from .job import JobConfig
 from .layout import Layout, validate_layout
@@ -71,6 +72,7 @@ __all__ = [
     "Efficiency",
     "HardwareConfig",
     "TrainingConfig",
+    "EvaluationConfig",
     "SpatialVariability",
     "TemporalVariability",
     "TierNoise",

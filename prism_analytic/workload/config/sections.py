@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from .evaluation import EvaluationConfig
 from .fields import ConfigError, _f, _Section
 
 
@@ -432,6 +433,9 @@ class TrainingConfig(_Section):
     cuda_graph_kernel_s : float
         Per-kernel cost inside a replayed graph: 0.875e-6 s (same CUDA.jl measurement: the
         80 kernels take 70 us as one graph, kernel execution included, so an upper value).
+    evaluation : EvaluationConfig
+        Evaluation pauses and the slow step after each (``[training.evaluation]``; off by
+        default), counted by ``prism runtime``.
     """
 
     _SECTION: ClassVar[str] = "training"
@@ -444,6 +448,9 @@ class TrainingConfig(_Section):
     kernel_launch_s: float = _f(0.0, kind="float", ge=0.0, le=1.0)
     cuda_graphs: bool = _f(False, kind="bool")
     cuda_graph_kernel_s: float = _f(0.875e-6, kind="float", ge=0.0, le=1.0)
+    evaluation: EvaluationConfig = _f(
+        kind="section", section=EvaluationConfig, default_factory=EvaluationConfig
+    )
 
     def _check(self) -> None:
         if self.kernel_launch_s > 0 and self.cuda_graph_kernel_s > self.kernel_launch_s:
