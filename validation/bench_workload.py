@@ -53,17 +53,33 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
-from prism_analytic.cli.predict import build_job
+import numpy as np
+
 from prism_analytic.engines.montecarlo import MonteCarloSettings
+from prism_analytic.engines.pipeline_core import clear_caches
 from prism_analytic.engines.predict import predict
-from prism_analytic.workload.builder import build_step_graph, grid_policy
+from prism_analytic.workload.builder import build_step_graph
+from prism_analytic.workload.presets import preset_job
 
-__all__ = ["bench", "main"]
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_mc_reference import DEFAULT_OUT, LEVELS, commit, fingerprint  # noqa: E402
+
+__all__ = ["bench", "accuracy", "main"]
+
+
+def _timed(fn):  # noqa: ANN001, ANN202 (a bench helper)
+    """``(result, wall seconds, CPU seconds of this process)`` of ``fn()``."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - t0, time.process_time() - c0
 
 
 def bench(
@@ -74,68 +90,168 @@ def bench(
     repeat: int = 3,
     seed: int = 0,
 ) -> dict:
-    """Time the analytic engine (best of ``repeat``) and Monte Carlo on one preset job."""
-    job = build_job(preset, gpus)
-    graph = build_step_graph(job)
+    """Time the analytic engine (cold and warm) and PRISM-style Monte Carlo on one preset job.
+
+    Cold: the schedule and makespan caches are cleared before the call (``clear_caches``), so
+    the pipeline core is evaluated; the very first call of the process also pays lazy imports
+    and first-use set-up, and is listed separately. Warm: the same graph again, the pipeline
+    makespan reused from the cache. Wall and CPU time of this process are both recorded: on a
+    shared machine the wall time depends on the load, the CPU time much less.
+    """
+    graph = build_step_graph(preset_job(preset, gpus))
     dp = graph.node("replicas")["n"]
     body_ops = graph.node("replicas")["body"].total_ops()  # a compact pipeline is one node
-    times = []
+    load0 = os.getloadavg()[0]
+    clear_caches()
+    res, first_wall, first_cpu = _timed(lambda: predict(graph, "analytic"))
+    cold, warm = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        res = predict(graph, "analytic", policy=grid_policy(graph))
-        times.append(time.perf_counter() - t0)
+        clear_caches()
+        cold.append(_timed(lambda: predict(graph, "analytic"))[1:])
+        warm.append(_timed(lambda: predict(graph, "analytic"))[1:])
     timed = min(time_samples or samples, samples)
     settings = MonteCarloSettings(
         explicit_limit=max(dp, MonteCarloSettings().explicit_limit), seed=seed
     )
-    t0 = time.perf_counter()
-    mc = predict(graph, "montecarlo", samples=timed, mc_settings=settings)
-    mc_timed = time.perf_counter() - t0
-    mc_s = mc_timed * samples / timed
+    mc, mc_wall, mc_cpu = _timed(
+        lambda: predict(graph, "montecarlo", samples=timed, mc_settings=settings)
+    )
+    scale = samples / timed
+    best = {
+        "cold_wall": min(t[0] for t in cold),
+        "cold_cpu": min(t[1] for t in cold),
+        "warm_wall": min(t[0] for t in warm),
+        "warm_cpu": min(t[1] for t in warm),
+    }
+    mc_levels = np.array(LEVELS)
+    lo, hi = mc.quantile_bracket(mc_levels, 0.95)
     return {
         "preset": preset,
         "gpus": gpus,
         "dp": dp,
         "body_ops": body_ops,
         "represented_ops": graph.total_ops(),
-        "analytic_best_s": min(times),
-        "analytic_all_s": times,
-        "analytic_p50_s": float(res.quantile(0.5)),
-        "analytic_p95_s": float(res.quantile(0.95)),
+        "graph_sha256_16": fingerprint(graph),
+        "date_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M"),
+        "commit": commit(),
+        "cpus": os.cpu_count(),
+        "load_before": load0,
+        "load_after": os.getloadavg()[0],
+        "analytic_first_call_s": {"wall": first_wall, "cpu": first_cpu},
+        "analytic_cold_s": {"wall": best["cold_wall"], "cpu": best["cold_cpu"], "all": cold},
+        "analytic_warm_s": {"wall": best["warm_wall"], "cpu": best["warm_cpu"], "all": warm},
+        "analytic_quantiles_s": {f"{q:g}": float(res.quantile(q)) for q in LEVELS},
+        "analytic_exact": bool(res.exact),
         "mc_samples": samples,
         "mc_timed_samples": timed,
-        "mc_timed_s": mc_timed,
-        "mc_s": mc_s,
+        "mc_s": {"wall": mc_wall * scale, "cpu": mc_cpu * scale},
         "extrapolated": timed < samples,
-        "mc_p50_s": float(mc.quantile(0.5)),
-        "mc_p95_s": float(mc.quantile(0.95)),
+        "mc_quantiles_s": {f"{q:g}": float(mc.quantile(q)) for q in LEVELS},
+        "mc_ci95_s": {f"{q:g}": [float(a), float(b)] for q, a, b in zip(LEVELS, lo, hi)},
         "pooled_groups": len(mc.diagnostics["pooled_groups"]),
-        "ratio": mc_s / min(times),
+        "ratio": {
+            kind: {
+                clock: mc_x / best[f"{kind}_{clock}"]
+                for clock, mc_x in (("wall", mc_wall * scale), ("cpu", mc_cpu * scale))
+            }
+            for kind in ("cold", "warm")
+        },
+    }
+
+
+def accuracy(r: dict, reference: dict | None) -> dict | None:
+    """Errors of the analytic answer and of the timed Monte Carlo against a large reference.
+
+    Per level: ``analytic_err`` and ``mc_err`` (seconds, estimate minus reference), the timed
+    Monte Carlo's 95% interval half-width (its own stated accuracy), the reference's 99%
+    order-statistic half-width (how well the reference itself knows the quantile) and
+    ``analytic_within_mc_ci``: whether the analytic error is no larger than that half-width,
+    i.e. whether the analytic answer is at least as accurate as 1,000 samples claim to be.
+    ``None`` when there is no reference; ``{"stale": ...}`` when it sampled another graph.
+    """
+    if reference is None:
+        return None
+    if reference.get("graph_sha256_16") != r["graph_sha256_16"]:
+        return {
+            "stale": f"reference graph {reference.get('graph_sha256_16')} != timed graph "
+            f"{r['graph_sha256_16']}: rerun validation/bench_mc_reference.py"
+        }
+    rows = {}
+    for key, ref in reference["quantiles"].items():
+        if key not in r["analytic_quantiles_s"]:
+            continue
+        a, b = r["mc_ci95_s"][key]
+        lo, hi = ref["ci99"]
+        mc_half = 0.5 * (b - a)
+        an_err = r["analytic_quantiles_s"][key] - ref["value"]
+        rows[key] = {
+            "reference_s": ref["value"],
+            "reference_ci99_half_s": None if lo is None or hi is None else 0.5 * (hi - lo),
+            "analytic_err_s": an_err,
+            "mc_err_s": r["mc_quantiles_s"][key] - ref["value"],
+            "mc_ci95_half_s": mc_half,
+            "analytic_within_mc_ci": abs(an_err) <= mc_half,
+        }
+    return {
+        "reference_samples": reference["samples"],
+        "reference_seed": reference["seed"],
+        "levels": rows,
     }
 
 
 def format_report(r: dict) -> str:
-    """Human-readable lines."""
+    """Human-readable lines (the results file's body)."""
     extra = (
-        f" (timed {r['mc_timed_samples']:,} samples in {r['mc_timed_s']:.1f} s, "
-        f"extrapolated linearly)"
+        f" (timed {r['mc_timed_samples']:,} samples, extrapolated linearly)"
         if r["extrapolated"]
         else ""
     )
-    return "\n".join(
-        [
-            f"{r['preset']} on {r['gpus']:,} GPUs: dp {r['dp']},"
-            f" pipeline body {r['body_ops']:,} ops,"
-            f" {r['represented_ops']:,} represented ops",
-            f"analytic (best of {len(r['analytic_all_s'])}): {r['analytic_best_s']:.2f} s"
-            f"  [{', '.join(f'{t:.2f}' for t in r['analytic_all_s'])}]"
-            f"  p50 {r['analytic_p50_s']:.4g} s, p95 {r['analytic_p95_s']:.4g} s",
-            f"Monte Carlo, {r['mc_samples']:,} samples, every replica explicit"
-            f" (pooled groups: {r['pooled_groups']}): {r['mc_s']:.1f} s{extra}"
-            f"  p50 {r['mc_p50_s']:.4g} s, p95 {r['mc_p95_s']:.4g} s",
-            f"ratio Monte Carlo / analytic: {r['ratio']:.1f}x",
-        ]
-    )
+    c, w, f = r["analytic_cold_s"], r["analytic_warm_s"], r["analytic_first_call_s"]
+    lines = [
+        f"{r['preset']} on {r['gpus']:,} GPUs: dp {r['dp']}, pipeline body {r['body_ops']:,} ops,"
+        f" {r['represented_ops']:,} represented ops (graph {r['graph_sha256_16']})",
+        f"{r['date_utc']} UTC, commit {r['commit']}, load average {r['load_before']:.1f} before,"
+        f" {r['load_after']:.1f} after, on {r['cpus']} CPUs",
+        f"analytic first call of the process: {f['wall']:.3f} s wall, {f['cpu']:.3f} s CPU",
+        f"analytic cold (caches cleared, best of {len(c['all'])}): {c['wall']:.3f} s wall,"
+        f" {c['cpu']:.3f} s CPU",
+        f"analytic warm (pipeline makespan cached): {w['wall']:.3f} s wall, {w['cpu']:.3f} s CPU",
+        f"Monte Carlo, {r['mc_samples']:,} samples, every replica explicit (pooled groups:"
+        f" {r['pooled_groups']}): {r['mc_s']['wall']:.1f} s wall, {r['mc_s']['cpu']:.1f} s CPU"
+        + extra,
+        "ratio Monte Carlo / analytic: cold {:.0f}x wall, {:.0f}x CPU; warm {:.0f}x wall,"
+        " {:.0f}x CPU".format(
+            r["ratio"]["cold"]["wall"],
+            r["ratio"]["cold"]["cpu"],
+            r["ratio"]["warm"]["wall"],
+            r["ratio"]["warm"]["cpu"],
+        ),
+    ]
+    acc = r.get("accuracy")
+    if acc is None:
+        lines.append("accuracy: no Monte Carlo reference (validation/bench_mc_reference.py)")
+    elif "stale" in acc:
+        lines.append(f"accuracy: {acc['stale']}")
+    else:
+        lines.append(
+            f"accuracy against {acc['reference_samples']:,} explicit samples (seed"
+            f" {acc['reference_seed']}), seconds:"
+        )
+        n = f"{r['mc_samples']:,}"
+        lines.append(
+            f"| level | reference (99% half) | analytic err | MC {n} err | MC {n} 95% half |"
+            " analytic within MC's CI |"
+        )
+        lines.append("|---|---|---|---|---|---|")
+        for key, row in acc["levels"].items():
+            half = row["reference_ci99_half_s"]
+            within = "yes" if row["analytic_within_mc_ci"] else "NO"
+            lines.append(
+                f"| {key} | {row['reference_s']:.5f} ({'-' if half is None else f'{half:.5f}'})"
+                f" | {row['analytic_err_s']:+.5f} | {row['mc_err_s']:+.5f}"
+                f" | {row['mc_ci95_half_s']:.5f} | {within} |"
+            )
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -151,12 +267,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="time only this many samples and extrapolate linearly",
     )
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        default=DEFAULT_OUT.with_suffix(".json"),
+        help="summary written by bench_mc_reference.py (skipped when absent)",
+    )
+    parser.add_argument("--out", type=Path, help="also write the report (.md) and JSON (.json)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.samples < 2 or args.repeat < 1 or (args.time_samples or 2) < 2:
         parser.error("--samples and --time-samples must be >= 2, --repeat >= 1")
     r = bench(args.preset, args.gpus, args.samples, args.time_samples, args.repeat)
-    print(json.dumps(r, indent=2) if args.json else format_report(r))
+    ref = json.loads(args.reference.read_text()) if args.reference.is_file() else None
+    r["accuracy"] = accuracy(r, ref)
+    text = format_report(r)
+    print(json.dumps(r, indent=2) if args.json else text)
+    if args.out is not None:
+        args.out.with_suffix(".md").write_text(
+            "# bench_workload: analytic vs PRISM-style Monte Carlo\n\n```\n"
+            + " ".join(["python validation/bench_workload.py", *(argv or sys.argv[1:])])
+            + "\n```\n\n"
+            + text.replace("\n", "\n\n", 7)
+            + "\n"
+        )
+        args.out.with_suffix(".json").write_text(json.dumps(r, indent=2) + "\n")
     return 0
 
 
