@@ -394,6 +394,10 @@ def calibrate_to_logs(
     if events:
         from .step_events import fit_step_events
 
+        # the engine's own within-run spread here: the fitted body adds only what is beyond it
+        own = _with(tuned, {"variability": {"hiccups": {"probability": 0.0}}})
+        own = _with(own, {"variability": {"temporal": {"step_jitter_s": 0.0}}})
+        own_law = _shape_law(own, evaluate(own), shape, evaluate)
         event_fit = fit_step_events(
             logs,
             job.gpus,
@@ -401,6 +405,7 @@ def calibrate_to_logs(
             n_gof=event_gof_refits,
             n_boot=event_resamples,
             seed=seed,
+            engine_sd_rel=min(own_law.std_s / own_law.p50_s, 0.5),
         )
     return CalibrationResult(
         job.name,
@@ -582,6 +587,8 @@ def check_against_logs(
     seed: int = 0,
     shape: str = "within-run",
     events: Any = None,
+    body_mode: str = "fitted",
+    stall_dispersion: float | None = None,
     evaluate: Callable[[Any], PredictedLaw] = predicted_law,
 ) -> dict:
     """Out-of-sample check: the prediction of ``job`` against measured logs of it.
@@ -594,7 +601,9 @@ def check_against_logs(
     With ``events`` (an :class:`~.step_events.EventFit` from another size, e.g.
     ``calibrate_to_logs(..., events=True).events``), ``out["events"]`` holds the same
     comparison for the engine's within-run law *without* hiccups plus the fitted events,
-    scaled to this size (:func:`~.step_events.predict_events`).
+    scaled to this size (:func:`~.step_events.predict_events`, which documents
+    ``body_mode`` and ``stall_dispersion``; the engine's step jitter is left out of its
+    body unless ``body_mode="none"``: the fitted body replaces it).
     """
     pooled = pool_logs(logs)
     law = evaluate(job)
@@ -623,8 +632,18 @@ def check_against_logs(
         from .step_events import predict_events
 
         quiet = _with(job, {"variability": {"hiccups": {"probability": 0.0}}})
+        if body_mode != "none" and getattr(events, "body", None) is not None:
+            quiet = _with(quiet, {"variability": {"temporal": {"step_jitter_s": 0.0}}})
         body = _shape_law(quiet, evaluate(quiet), shape, evaluate)
-        out["events"] = predict_events(events, body, logs, job.gpus, seed=seed)
+        out["events"] = predict_events(
+            events,
+            body,
+            logs,
+            job.gpus,
+            seed=seed,
+            body_mode=body_mode,
+            stall_dispersion=stall_dispersion,
+        )
     return out
 
 

@@ -50,9 +50,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special, stats
 
-from .intervals import garwood, poisson_interval
+from .intervals import garwood, negbin_total_interval, poisson_interval
 from .logs import StepLog, StepLogError, pool_logs
 from .result import CalibrationError, FittedParameter
+from .stall_dispersion import fit_stall_dispersion
+from .step_body import BodyFit, fit_step_body, simulate_body
 
 __all__ = [
     "EventFit",
@@ -204,6 +206,15 @@ class EventFit:
         What is reported (seconds, with intervals and identifiability).
     goodness : dict
         Goodness-of-fit statement (see :func:`fit_step_events`).
+    boot : dict
+        Bootstrap refits of the event parameters (seconds, stall probability).
+    body : BodyFit or None
+        The state-space body (jitter, drift, warm-up; :mod:`.step_body`), None when not fitted.
+    dispersion : FittedParameter or None
+        Run-level clustering of the stalls (:mod:`.stall_dispersion`).
+    engine_sd_rel : float
+        The engine's own within-run step sd at this size, relative to its median (the part
+        of the fitted jitter that ``body_mode="engine"`` does not add again).
     """
 
     gpus: int
@@ -216,6 +227,9 @@ class EventFit:
     parameters: list[FittedParameter]
     goodness: dict
     boot: dict = field(default_factory=dict, repr=False)
+    body: BodyFit | None = field(default=None, repr=False)
+    dispersion: FittedParameter | None = None
+    engine_sd_rel: float = 0.0
 
     @property
     def first_pause_s(self) -> float:
@@ -262,6 +276,8 @@ def fit_step_events(
     n_gof: int = 49,
     n_boot: int = 200,
     seed: int = 0,
+    body_model: bool = True,
+    engine_sd_rel: float = 0.0,
 ) -> EventFit:
     """Fit the step-event model of the module notes to the runs of one job by likelihood.
 
@@ -283,6 +299,12 @@ def fit_step_events(
         Nonparametric bootstrap refits kept for the prediction's bootstrap interval
         (:func:`predict_events`; 0: no parameter uncertainty there).
     seed : int
+    body_model : bool
+        Also fit the state-space body (step jitter, random-walk drift, warm-up transient;
+        :func:`.step_body.fit_step_body`) on the steps that are not stalls.
+    engine_sd_rel : float
+        The engine's within-run step sd at this size relative to its median (see
+        :class:`EventFit`); 0 when unknown.
 
     Returns
     -------
@@ -300,6 +322,8 @@ def fit_step_events(
         raise CalibrationError(f"n_gof must be an integer >= 0, got {n_gof!r}")
     if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
         raise CalibrationError(f"n_boot must be an integer >= 0, got {n_boot!r}")
+    if not (isinstance(engine_sd_rel, int | float) and 0 <= engine_sd_rel < 1):
+        raise CalibrationError(f"engine_sd_rel must be in [0, 1), got {engine_sd_rel!r}")
     pooled = pool_logs(list(logs))
     y, exog, run = event_design(logs)
     if len(np.unique(y)) < 3:
@@ -318,7 +342,34 @@ def fit_step_events(
     goodness["stalls_attributed"] = k
     goodness["stall_ratios"] = [float(v) for v in np.sort(1 + y[is_stall])]
     boot = _bootstrap(y, exog, params, m0, n_boot, seed + 1) if n_boot else {}
-    return EventFit(gpus, m0, params, cov, n, k, excess, parameters, goodness, boot)
+    per_run = [int(is_stall[run == r].sum()) for r in np.unique(run)]
+    exposure = [int(np.sum(run == r)) for r in np.unique(run)]
+    dispersion = fit_stall_dispersion(per_run, exposure, confidence)
+    parameters.append(dispersion)
+    body = None
+    if body_model:
+        try:
+            body = fit_step_body(y, exog, run, is_stall, confidence=confidence)
+        except CalibrationError as err:  # e.g. runs too short: reported, the events still hold
+            goodness["body_model"] = f"not fitted: {err}"
+        else:
+            parameters += body.parameters
+            goodness["body_tests"] = body.tests
+    return EventFit(
+        gpus,
+        m0,
+        params,
+        cov,
+        n,
+        k,
+        excess,
+        parameters,
+        goodness,
+        boot,
+        body,
+        dispersion,
+        float(engine_sd_rel),
+    )
 
 
 def _report(
@@ -496,6 +547,8 @@ def predict_events(
     reps: int = 400,
     confidence: float = 0.95,
     seed: int = 0,
+    body_mode: str = "fitted",
+    stall_dispersion: float | None = None,
 ) -> dict:
     """Per-run-normalised p90/p50, p99/p50 and steps above 1.5x at another size.
 
@@ -513,19 +566,35 @@ def predict_events(
         Target size (stall-rate scaling rule).
     reps : int
         Simulated datasets per interval.
+    body_mode : {"fitted", "engine", "none"}
+        Where the step body comes from when ``fit.body`` exists (else always ``"none"``):
+        ``"fitted"``: the calibrated state-space body (relative jitter, random-walk drift,
+        warm-up where identified) around the engine's median (``body.p50_s``); ``"engine"``:
+        the engine's within-run law times the drift and warm-up, plus the fitted jitter
+        beyond the engine's own at the calibration size (``fit.engine_sd_rel``, in
+        quadrature); ``"none"``: the engine's within-run law alone (the previous model).
+    stall_dispersion : float, optional
+        Dispersion of the per-run stall rate (gamma variance; :mod:`.stall_dispersion`).
+        Default: the calibration's value where it was identified, else one common rate.
 
     Returns
     -------
     dict
         Measured statistics; ``*_point_95%`` intervals (fitted parameters, sampling only) and
         ``*_bootstrap_95%`` (parameters from the bootstrap refits too); the predicted mean
-        count above 1.5x with its Poisson interval; ``p99_inside`` (bootstrap interval) and
-        ``count_inside`` (Poisson interval of the point estimate's mean count).
+        count above 1.5x with its Poisson interval and, with a dispersion, its negative
+        binomial interval (``count_negbin_95``); ``p99_inside`` (bootstrap interval),
+        ``count_inside`` (Poisson interval of the point estimate's mean count) and
+        ``count_inside_negbin``.
     """
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise CalibrationError(f"gpus must be a positive integer, got {gpus!r}")
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 20:
         raise CalibrationError(f"reps must be an integer >= 20, got {reps!r}")
+    if body_mode not in BODY_MODES:
+        raise CalibrationError(f"body_mode must be one of {BODY_MODES}, got {body_mode!r}")
+    alpha, alpha_from = _dispersion(fit, stall_dispersion)
+    mode = body_mode if fit.body is not None else "none"
     runs = [lg for lg in logs if lg.n]
     if not runs:
         raise StepLogError("no steps in the logs to compare with")
@@ -539,20 +608,30 @@ def predict_events(
         "measured_p90_over_p50": float(np.quantile(meas, 0.9) / np.median(meas)),
         "measured_p99_over_p50": float(np.quantile(meas, 0.99)),
         "measured_steps_above_1p5x_median": int(np.sum(meas > 1.5)),
+        "body_mode": mode,
+        "stall_dispersion_used": alpha,
+        "stall_dispersion_from": alpha_from,
     }
+    lengths = [lg.n for lg in runs]
     for label, boot in (("point", False), ("bootstrap", True)):
         par = _draws(fit, reps, boot, rng)
         q1 = 1.0 - (1.0 - par["q"]) ** (1.0 / fit.gpus)
         q_g = 1.0 - (1.0 - q1) ** gpus
         n = len(exog)
-        t = body.sample(reps * n, rng).reshape(reps, n)
+        t = _body_times(fit, body, mode, lengths, reps, boot, rng, par)
         t = t + np.outer(par["first"], exog[:, 1]) + np.outer(par["later"], exog[:, 2])
-        stall = rng.random((reps, n)) < q_g[:, None]
+        rate = np.broadcast_to(q_g[:, None], (reps, n))
+        if alpha:  # a gamma multiplier per run and dataset: stalls cluster in runs
+            g = rng.gamma(1.0 / alpha, alpha, (reps, len(lengths)))
+            rate = np.minimum(rate * g[:, run], 1.0)
+        stall = rng.random((reps, n)) < rate
         t = t + stall * rng.exponential(1.0, (reps, n)) * par["s"][:, None]
         norm = np.empty_like(t)
+        per_run = np.empty((reps, len(lengths)))
         for r in np.unique(run):
             cols = run == r
             norm[:, cols] = t[:, cols] / np.median(t[:, cols], axis=1, keepdims=True)
+            per_run[:, r] = np.sum(norm[:, cols] > 1.5, axis=1)
         r90 = np.quantile(norm, 0.9, axis=1) / np.median(norm, axis=1)
         r99 = np.quantile(norm, 0.99, axis=1)
         count = np.sum(norm > 1.5, axis=1)
@@ -569,12 +648,77 @@ def predict_events(
         if not boot:
             out["predicted_count_above_1p5x"] = float(np.mean(count))
             out["count_poisson_95"] = poisson_interval(float(np.mean(count)))
+            if alpha:
+                # the simulated mean per run already includes the clustering's mean (1)
+                out["count_negbin_95"] = negbin_total_interval(
+                    per_run.mean(axis=0), alpha, confidence
+                )
     lo, hi = out[f"p99_over_p50_bootstrap_{confidence:.0%}"]
     c_lo, c_hi = out["count_poisson_95"]
+    k_meas = out["measured_steps_above_1p5x_median"]
     out["p90_abs_diff"] = abs(out["p90_over_p50_point"] - out["measured_p90_over_p50"])
     out["p99_inside"] = bool(lo <= out["measured_p99_over_p50"] <= hi)
-    out["count_inside"] = bool(c_lo <= out["measured_steps_above_1p5x_median"] <= c_hi)
+    out["count_inside"] = bool(c_lo <= k_meas <= c_hi)
+    if alpha:
+        n_lo, n_hi = out["count_negbin_95"]
+        out["count_inside_negbin"] = bool(n_lo <= k_meas <= n_hi)
     return out
+
+
+BODY_MODES = ("fitted", "engine", "none")
+
+
+def _dispersion(fit: EventFit, given: float | None) -> tuple[float, str]:
+    """The stall dispersion a prediction uses, and where it comes from."""
+    if given is not None:
+        if (
+            isinstance(given, bool)
+            or not isinstance(given, int | float)
+            or not (math.isfinite(given) and given >= 0)
+        ):
+            raise CalibrationError(f"stall_dispersion must be a number >= 0, got {given!r}")
+        return float(given), "given"
+    d = fit.dispersion
+    if d is not None and d.identified and d.value is not None:
+        return float(d.value), "fitted"
+    return 0.0, "not identified: one common rate (Poisson)"
+
+
+def _body_times(
+    fit: EventFit,
+    body: object,
+    mode: str,
+    lengths: list[int],
+    reps: int,
+    boot: bool,
+    rng: np.random.Generator,
+    par: dict,
+) -> np.ndarray:
+    """Simulated step times (seconds) before pauses and stalls, shape ``(reps, n)``.
+
+    With a fitted body its pause costs (relative at the calibration size, converted to
+    seconds there) replace the mixture's in ``par``.
+    """
+    n = sum(lengths)
+    if mode == "none":
+        return body.sample(reps * n, rng).reshape(reps, n)
+    bf = fit.body
+    if boot:
+        draws = bf.draw(reps, rng)
+    else:
+        draws = {
+            "sigma_e": np.full(reps, bf.sigma_e),
+            "sigma_l": np.full(reps, bf.sigma_l),
+            "first": np.full(reps, bf.pause[0]),
+            "later": np.full(reps, bf.pause[1]),
+        }
+    par["first"] = draws["first"] * fit.median_s
+    par["later"] = draws["later"] * fit.median_s
+    if mode == "fitted":
+        return body.p50_s * (1.0 + simulate_body(draws, lengths, bf.warmup, rng))
+    extra = np.sqrt(np.maximum(draws["sigma_e"] ** 2 - fit.engine_sd_rel**2, 0.0))
+    rel = simulate_body({**draws, "sigma_e": extra}, lengths, bf.warmup, rng)
+    return body.sample(reps * n, rng).reshape(reps, n) * (1.0 + rel)
 
 
 # --------------------------------------------------------------------------------------
