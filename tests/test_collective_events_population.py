@@ -101,6 +101,51 @@ def test_population_parameters_recovered_within_intervals(synthetic):
     assert 0.1 < mean_q < 0.45  # Beta(1, 3): mean 0.25
     assert pop.sessions == 12 and pop.runs == 36 and pop.node_range == (4, 128)
     assert pop.not_identified == ()
+    # no session without bursts: AIC keeps the plain lognormal (the quiet share adds nothing)
+    assert pop.quiet_prob == 0 and pop.rate_models["lognormal"]["chosen"]
+
+
+def test_rate_likelihood_matches_direct_integration():
+    """The adaptive Gauss-Hermite likelihood against scipy's quad (an independent reference),
+    including a session with hundreds of starts (a narrow integrand) and one with none."""
+    from scipy import integrate
+
+    from prism_analytic.calibration.collective_population import _fit_rate
+
+    k = np.array([0.0, 3.0, 40.0, 660.0])
+    e = np.array([1.7e6, 4e5, 2e6, 1.6e7])
+    fit = _fit_rate(k, e, quiet=False)
+    mu, tau = fit["mu"], fit["tau"]
+
+    def direct(kk, ee):
+        f = lambda z: stats.poisson.pmf(kk, ee * math.exp(mu + tau * z)) * stats.norm.pdf(z)  # noqa: E731
+        peak = (math.log(max(kk, 0.5) / ee) - mu) / tau
+        return integrate.quad(f, -12, 12, points=[peak], limit=400, epsabs=0)[0]
+
+    assert fit["loglik"] == pytest.approx(
+        sum(math.log(direct(a, b)) for a, b in zip(k, e)), abs=1e-4
+    )
+
+
+def test_quiet_sessions_are_a_share_not_a_huge_spread():
+    """Sessions with no bursts at all next to sessions at ~2e-5 per node: AIC picks the
+    zero-inflated population and its quiet share is near the true one."""
+    rng = np.random.default_rng(4)
+    runs = []
+    for s in range(16):
+        n = (8, 16, 32, 64)[s % 4]
+        rate = 0.0 if s % 3 == 0 else math.exp(math.log(2e-5) + 0.3 * rng.standard_normal())
+        for _ in range(2):
+            run = RunNoise(
+                body_sigma=0.02, rate=rate, burst=0.0, delay_mu=DELAY_MU, delay_sigma=0.6
+            )
+            runs.append(summarize_run(run.sample(n, 20_000, MEDIAN, rng), n, f"s{s}"))
+    pop = fit_population(runs)
+    assert pop.rate_models["quiet"]["chosen"]
+    assert 0.15 < pop.quiet_prob < 0.6  # true 6 of 16
+    assert abs(pop.rate_mu - math.log(2e-5)) < 3 * math.sqrt(pop.rate_cov[0, 0])
+    with pytest.raises(ValueError, match="rate_model"):
+        fit_population(runs, rate_model="gamma")
 
 
 def test_prediction_covers_new_runs_out_of_sample(synthetic):

@@ -23,7 +23,10 @@ measured median):
   ``1 - (1 - lambda_r)^n`` (per-node rate ``lambda_r``) and each delayed iteration is followed
   by another with probability ``q_r``; the excess is lognormal ``(mu_d, s_d)`` truncated at
   ``threshold``. Across sessions ``ln lambda ~ N(mu_l, tau_l^2)`` (a Poisson-lognormal model
-  of the burst starts, fitted by likelihood with Gauss-Hermite quadrature) and
+  of the burst starts, fitted by likelihood with adaptive Gauss-Hermite quadrature),
+  optionally with a share ``pi`` of quiet sessions that have no bursts at all (two of the
+  five <= 128-node sessions have none in 0.4-1.7 million node-iterations while the others
+  have 1-4e-5 per node; the choice is made by AIC on the fit data), and
   ``q ~ Beta(alpha, beta)`` (a beta-binomial model of the delayed iterations that follow a
   delayed one). The excess law is pooled over all runs (one law, no session effect).
 
@@ -213,6 +216,8 @@ class NoisePopulation:
     runs: int
     node_range: tuple[int, int]
     not_identified: tuple[str, ...] = ()
+    quiet_prob: float = 0.0
+    rate_models: dict = field(default_factory=dict)
 
     def draw_runs(
         self,
@@ -248,8 +253,17 @@ class NoisePopulation:
         log_sig = log_sig + w * (
             tau_s * rng.standard_normal(k) + self.body_tau_run * rng.standard_normal(k)
         )
-        rl = mvn([self.rate_mu, math.log(self.rate_tau)], self.rate_cov)
+        center = [self.rate_mu, math.log(self.rate_tau)]
+        if self.quiet_prob > 0:
+            center.append(float(special.logit(self.quiet_prob)))
+        rl = mvn(center, self.rate_cov)
         log_rate = rl[:, 0] + w * np.exp(rl[:, 1]) * rng.standard_normal(k)
+        if self.quiet_prob > 0:
+            pi = special.expit(rl[:, 2])
+            if between_runs:  # a quiet session has no bursts at all
+                log_rate = np.where(rng.uniform(size=k) < pi, -np.inf, log_rate)
+            else:  # central law: the median noisy rate, thinned by the quiet share
+                log_rate = log_rate + np.log1p(-pi)
         bb = np.exp(mvn([math.log(self.burst_alpha), math.log(self.burst_beta)], self.burst_cov))
         if between_runs:
             q = np.minimum(rng.beta(bb[:, 0], bb[:, 1]), 0.99)
@@ -283,6 +297,8 @@ class NoisePopulation:
                 "median": math.exp(self.rate_mu),
                 "tau_ln": self.rate_tau,
                 "se_mu": math.sqrt(max(self.rate_cov[0, 0], 0.0)),
+                "quiet_prob": self.quiet_prob,
+                "models": self.rate_models,
             },
             "burst_continuation": {
                 "alpha": self.burst_alpha,
@@ -334,20 +350,27 @@ def _fit_body(runs: Sequence[RunSummary]) -> tuple[np.ndarray, np.ndarray, float
     return coef, cov, tau_s, tau_f
 
 
-def _fit_rate(starts: np.ndarray, exposure: np.ndarray) -> tuple[float, float, np.ndarray, bool]:
-    """Poisson-lognormal ML of per-node burst-start rates across sessions.
+def _fit_rate(starts: np.ndarray, exposure: np.ndarray, quiet: bool) -> dict:
+    """ML of per-node burst-start rates across sessions (Poisson-lognormal).
 
-    The integral over each session's random effect is adaptive Gauss-Hermite: nodes centred
-    on the integrand's mode and scaled by its curvature, because a session with hundreds of
+    With ``quiet=True`` a session is quiet (no starts at all) with probability ``pi`` and
+    otherwise draws its rate from the lognormal: a zero-inflated Poisson-lognormal. The
+    integral over each session's random effect is adaptive Gauss-Hermite: nodes centred on
+    the integrand's mode and scaled by its curvature, because a session with hundreds of
     starts has an integrand far narrower than fixed nodes resolve (a bumpy likelihood).
+
+    Returns
+    -------
+    dict
+        ``mu``, ``tau``, ``quiet_prob``, ``cov`` (of ``mu, ln tau[, logit pi]``), ``ok``
+        (information positive definite), ``loglik``, ``aic``.
     """
     x, w = np.polynomial.hermite_e.hermegauss(20)
     lw = np.log(w / math.sqrt(2 * math.pi)) + 0.5 * x * x
     lgk = special.gammaln(starts + 1)
     le = np.log(exposure)
 
-    def nll(v: np.ndarray) -> float:
-        mu, tau = v[0], math.exp(v[1])
+    def log_pl(mu: float, tau: float) -> np.ndarray:
         zh = np.zeros_like(le)
         for _ in range(40):  # Newton on a concave log integrand
             m = np.exp(np.minimum(le + mu + tau * zh, 700.0))
@@ -356,19 +379,36 @@ def _fit_rate(starts: np.ndarray, exposure: np.ndarray) -> tuple[float, float, n
         z = zh[:, None] + s[:, None] * x[None, :]
         lam = le[:, None] + mu + tau * z
         ll = starts[:, None] * lam - np.exp(np.minimum(lam, 700.0)) - lgk[:, None] - 0.5 * z * z
-        return -float(np.sum(np.log(s) + special.logsumexp(ll + lw[None, :], axis=1)))
+        return np.log(s) + special.logsumexp(ll + lw[None, :], axis=1)
+
+    def nll(v: np.ndarray) -> float:
+        lp = log_pl(v[0], math.exp(v[1]))
+        if quiet:
+            lq, ln = special.log_expit(v[2]), special.log_expit(-v[2])
+            lp = np.where(starts == 0, np.logaddexp(lq, ln + lp), ln + lp)
+        return -float(np.sum(lp))
 
     mu0 = math.log(max(starts.sum(), 0.5) / exposure.sum())
     bounds = [(math.log(1e-12), math.log(0.05)), (math.log(0.02), math.log(5.0))]
+    starts0 = [[mu0, math.log(t0)] for t0 in (0.3, 1.0, 2.5)]
+    if quiet:
+        bounds.append((-8.0, 8.0))
+        starts0 = [v + [p0] for v in starts0 for p0 in (-1.0, 1.0)]
     best = min(
-        (
-            optimize.minimize(nll, [mu0, math.log(t0)], method="L-BFGS-B", bounds=bounds)
-            for t0 in (0.3, 1.0, 2.5)
-        ),
+        (optimize.minimize(nll, v0, method="L-BFGS-B", bounds=bounds) for v0 in starts0),
         key=lambda r: r.fun,
     )
     cov, ok = _hess_cov(nll, best.x)
-    return float(best.x[0]), float(math.exp(best.x[1])), cov, ok
+    k = len(best.x)
+    return {
+        "mu": float(best.x[0]),
+        "tau": float(math.exp(best.x[1])),
+        "quiet_prob": float(special.expit(best.x[2])) if quiet else 0.0,
+        "cov": cov,
+        "ok": ok,
+        "loglik": -float(best.fun),
+        "aic": 2 * k + 2 * float(best.fun),
+    }
 
 
 def _fit_burst(pairs: np.ndarray, events: np.ndarray) -> tuple[float, float, np.ndarray, bool]:
@@ -409,13 +449,16 @@ def _fit_delay(excess: np.ndarray, threshold: float) -> tuple[float, float, np.n
     return float(r.x[0]), float(math.exp(r.x[1])), cov, ok
 
 
-def fit_population(runs: Sequence[RunSummary]) -> NoisePopulation:
+def fit_population(runs: Sequence[RunSummary], *, rate_model: str = "auto") -> NoisePopulation:
     """Fit the population of runs (two stages: each run summarised, then the population laws).
 
     Parameters
     ----------
     runs : sequence of RunSummary
         Runs from >= 3 sessions and >= 2 node counts, all with one ``threshold_s``.
+    rate_model : {"auto", "lognormal", "quiet"}
+        Population of burst-start rates: lognormal, or lognormal with a share of quiet
+        sessions (no bursts); ``auto`` fits both and keeps the lower AIC.
 
     Returns
     -------
@@ -426,6 +469,8 @@ def fit_population(runs: Sequence[RunSummary]) -> NoisePopulation:
     ValueError
         Too few sessions or node counts, no delayed iteration at all, or mixed thresholds.
     """
+    if rate_model not in ("auto", "lognormal", "quiet"):
+        raise ValueError(f"rate_model must be 'auto', 'lognormal' or 'quiet', got {rate_model!r}")
     runs = list(runs)
     sessions = sorted({r.session for r in runs})
     if len(sessions) < 3:
@@ -442,8 +487,14 @@ def fit_population(runs: Sequence[RunSummary]) -> NoisePopulation:
     if events.sum() < 10:
         raise ValueError(f"runs: {int(events.sum())} delayed iterations in all, need >= 10")
     not_id = []
-    rate_mu, rate_tau, rate_cov, ok = _fit_rate(events - pairs, exposure)
-    if not ok:
+    fits = {
+        m: _fit_rate(events - pairs, exposure, quiet=m == "quiet")
+        for m in ("lognormal", "quiet")
+        if rate_model in ("auto", m)
+    }
+    chosen = min(fits, key=lambda m: fits[m]["aic"])
+    rate = fits[chosen]
+    if not rate["ok"]:
         not_id.append("rate spread")
     alpha, beta, burst_cov, ok = _fit_burst(pairs, events)
     if not ok:
@@ -457,9 +508,9 @@ def fit_population(runs: Sequence[RunSummary]) -> NoisePopulation:
         body_cov=cov,
         body_tau_session=tau_s,
         body_tau_run=tau_f,
-        rate_mu=rate_mu,
-        rate_tau=rate_tau,
-        rate_cov=rate_cov,
+        rate_mu=rate["mu"],
+        rate_tau=rate["tau"],
+        rate_cov=rate["cov"],
         burst_alpha=alpha,
         burst_beta=beta,
         burst_cov=burst_cov,
@@ -471,6 +522,11 @@ def fit_population(runs: Sequence[RunSummary]) -> NoisePopulation:
         runs=len(runs),
         node_range=(min(r.nodes for r in runs), max(r.nodes for r in runs)),
         not_identified=tuple(not_id),
+        quiet_prob=rate["quiet_prob"],
+        rate_models={
+            m: {"chosen": m == chosen, "loglik": f["loglik"], "aic": f["aic"]}
+            for m, f in fits.items()
+        },
     )
 
 
