@@ -70,7 +70,10 @@ def test_stall_mechanisms_keep_the_mean_delay():
 
 def test_builder_sees_the_mechanisms_and_toml_is_checked():
     base = preset_job("llama3-8b", 1024)
-    on_job = merge_config(base, {"variability": {"scale": {"fail_slow_prob": 1e-5}}})
+    # a fail-slow delay (factor - 1) x step longer than the default 1.2 s hiccup: the merge
+    # into one hiccup narrows two sizes, so a shorter one would lower the variance
+    scale = {"fail_slow_prob": 1e-5, "fail_slow_factor": 3.0}
+    on_job = merge_config(base, {"variability": {"scale": scale}})
     off = pa.predict(build_step_graph(base), "analytic")
     on = pa.predict(build_step_graph(on_job), "analytic")
 
