@@ -27,6 +27,9 @@ __all__ = [
     "FAR_TAIL_RATIO",
     "needs_log_lattice",
     "points_per_octave",
+    "octave_range",
+    "round_onto",
+    "short_lower_tail",
     "sum_needs_log_lattice",
     "to_log_lattice",
 ]
@@ -50,7 +53,7 @@ def needs_log_lattice(dist: Distribution, policy: GridPolicy = DEFAULT_POLICY) -
     """
     if isinstance(dist, LogLatticeDistribution):
         return True
-    if not (dist.is_exact and _short_lower_tail(dist, policy)):
+    if not (dist.is_exact and short_lower_tail(dist, policy)):
         return False
     with np.errstate(all="ignore"):  # a very wide law's moments overflow to inf in scipy
         q1, med, q3 = (float(v) for v in dist._quantile(np.array([0.25, 0.5, 0.75])))
@@ -60,7 +63,7 @@ def needs_log_lattice(dist: Distribution, policy: GridPolicy = DEFAULT_POLICY) -
     return bool(heavy or (np.isfinite(far) and far - med > FAR_TAIL_RATIO * iqr))
 
 
-def _short_lower_tail(dist: Distribution, policy: GridPolicy) -> bool:
+def short_lower_tail(dist: Distribution, policy: GridPolicy) -> bool:
     """Whether the log lattice can hold ``dist``'s lower tail (see :func:`needs_log_lattice`)."""
     if not dist.is_exact:
         return True  # grids and lattices span a finite window
@@ -74,7 +77,7 @@ def _short_lower_tail(dist: Distribution, policy: GridPolicy) -> bool:
 def sum_needs_log_lattice(dists: list[Distribution], policy: GridPolicy = DEFAULT_POLICY) -> bool:
     """Whether a sum of ``dists`` goes on the log lattice: one needs it and all fit on it."""
     return any(needs_log_lattice(d, policy) for d in dists) and all(
-        _short_lower_tail(d, policy) for d in dists
+        short_lower_tail(d, policy) for d in dists
     )
 
 
@@ -91,7 +94,7 @@ def points_per_octave(sums: int, policy: GridPolicy = DEFAULT_POLICY) -> int:
 
 
 # ----- building a log lattice --------------------------------------------------------------------
-def _octave_range(x_low: float, x_high: float, keep_top: bool) -> tuple[int, int]:
+def octave_range(x_low: float, x_high: float, keep_top: bool) -> tuple[int, int]:
     """(j0, J) of the octaves covering [x_low, x_high] (both > 0), at most MAX_OCTAVES.
 
     A longer range loses its bottom octaves when ``keep_top`` (a variable >= 0, whose lower
@@ -122,7 +125,7 @@ def _discretize_exact(dist: Distribution, n: int, policy: GridPolicy) -> LogLatt
     shift = 0.0 if x_min > 0 or dist.support[0] >= 0 else x_min - scale
     nonneg = bool(dist.support[0] >= shift)
     lo_x = max(x_min - shift, scale * 1e-15)
-    j0, octaves = _octave_range(lo_x, max(x_max - shift, lo_x), keep_top=nonneg)
+    j0, octaves = octave_range(lo_x, max(x_max - shift, lo_x), keep_top=nonneg)
     pts = np.ldexp(1.0 + np.arange(n) / n, (j0 + np.arange(octaves + 1))[:, None]).ravel()
     pts = pts[: octaves * n + 1] + shift  # one point beyond the last octave closes its cell
     cdf, sf = dist._cdf(pts), dist._sf(pts)
@@ -152,6 +155,46 @@ def _discretize_exact(dist: Distribution, n: int, policy: GridPolicy) -> LogLatt
     )
 
 
+def round_onto(
+    v_lo: np.ndarray,
+    v_hi: np.ndarray,
+    lo_m: np.ndarray,
+    hi_m: np.ndarray,
+    n: int,
+    j0: int,
+    octaves: int,
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Masses at given values rounded onto the lattice ``(n, j0, octaves)``, keeping the sandwich.
+
+    Parameters
+    ----------
+    v_lo, v_hi : ndarray
+        Values (relative to the target lattice's shift) of the lower and the upper side's
+        masses; ``v_lo <= exact value <= v_hi`` where the values carry round-off.
+    lo_m, hi_m : ndarray
+        The two sides' masses at those values.
+    n, j0, octaves : int
+        The target lattice (see :class:`~.log_lattice_dist.LogLatticeDistribution`).
+
+    Returns
+    -------
+    tuple
+        ``(lo, hi, off_lo, off_hi)``: both sides on the lattice, shape ``(octaves, n)`` (the
+        lower side rounded down, the upper side up; lower mass above the last point stays at
+        it), the lower side's mass below the first octave (for the zero atom or -inf) and the
+        upper side's above the last point (for +inf).
+    """
+    raw = np.ldexp(1.0 + np.arange(n) / n, (j0 + np.arange(octaves))[:, None]).ravel()
+    top = raw.size
+    i_lo = np.searchsorted(raw, v_lo, side="right") - 1  # last point <= value
+    i_hi = np.searchsorted(raw, v_hi, side="left")  # first point >= value
+    off_lo = float(lo_m[i_lo < 0].sum())
+    off_hi = float(hi_m[i_hi >= top].sum())
+    lo = np.bincount(np.minimum(i_lo[i_lo >= 0], top - 1), lo_m[i_lo >= 0], top)
+    hi = np.bincount(i_hi[i_hi < top], hi_m[i_hi < top], top)
+    return lo.reshape(octaves, n), hi.reshape(octaves, n), off_lo, off_hi
+
+
 def _grid_to_log(grid: GridDistribution, n: int) -> LogLatticeDistribution:
     """A linear grid's sandwich on the log lattice: lo rounds down, hi rounds up."""
     pts = grid.points
@@ -164,22 +207,16 @@ def _grid_to_log(grid: GridDistribution, n: int) -> LogLatticeDistribution:
     shift = 0.0 if nonneg else first - margin
     positive = pts[mass & (pts - shift > 0)]
     bottom = max(float(positive[0]) - shift if positive.size else margin, margin * 1e-15)
-    j0, octaves = _octave_range(bottom, max(last - shift, bottom), keep_top=nonneg)
-    raw = np.ldexp(1.0 + np.arange(n) / n, (j0 + np.arange(octaves))[:, None]).ravel()
-    top = raw.size
-    i_lo = np.searchsorted(raw, pts - shift, side="right") - 1  # last point <= value
-    i_hi = np.searchsorted(raw, pts - shift, side="left")  # first point >= value
-    off = float(grid.lo[i_lo < 0].sum())  # below the first octave: to 0 if >= 0, else -inf
-    zero = off if nonneg else 0.0
+    j0, octaves = octave_range(bottom, max(last - shift, bottom), keep_top=nonneg)
+    lo, hi, off, off_hi = round_onto(pts - shift, pts - shift, grid.lo, grid.hi, n, j0, octaves)
+    zero = off if nonneg else 0.0  # below the first octave: to 0 if >= 0, else -inf
     below = grid.below + (0.0 if nonneg else off)
-    above = grid.above + float(grid.hi[i_hi >= top].sum())
-    lo = np.bincount(np.minimum(i_lo[i_lo >= 0], top - 1), grid.lo[i_lo >= 0], top)
-    hi = np.bincount(i_hi[i_hi < top], grid.hi[i_hi < top], top)
+    above = grid.above + off_hi
     return LogLatticeDistribution(
         n,
         j0,
-        lo.reshape(octaves, n),
-        hi.reshape(octaves, n),
+        lo,
+        hi,
         below,
         above,
         shift,

@@ -10,14 +10,23 @@ import scipy.fft
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .base import Distribution
 from .grid import move_mass_down, move_mass_up
-from .log_lattice_build import _coarsen, points_per_octave, to_log_lattice
+from .log_lattice_build import (
+    _coarsen,
+    octave_range,
+    points_per_octave,
+    round_onto,
+    to_log_lattice,
+)
 from .log_lattice_dist import _MAX_OCTAVE, MAX_OCTAVES, LogLatticeDistribution
 from .roundoff import UNIT_ROUNDOFF
 
 __all__ = [
+    "log_lattice_add",
     "log_lattice_convolve",
     "log_lattice_iid_max",
     "log_lattice_iid_sum",
+    "log_lattice_max",
+    "log_lattice_scaled",
 ]
 
 
@@ -197,6 +206,11 @@ def _add(a: LogLatticeDistribution, b: LogLatticeDistribution | None) -> LogLatt
     )
 
 
+def log_lattice_add(a: LogLatticeDistribution, b: LogLatticeDistribution) -> LogLatticeDistribution:
+    """The sum of two independent log-lattice variables (rounded once, see :mod:`.log_lattice`)."""
+    return _add(a, b)
+
+
 def log_lattice_convolve(
     dists: list[Distribution], policy: GridPolicy = DEFAULT_POLICY
 ) -> LogLatticeDistribution:
@@ -237,8 +251,15 @@ def _power_side(f: np.ndarray, sf: np.ndarray, n: int) -> np.ndarray:
     and from the survival function above it, where each keeps its precision.
     """
     with np.errstate(divide="ignore"):
-        f_n = np.exp(n * np.log(np.clip(f, 0.0, 1.0)))
-        s_n = -np.expm1(n * np.log1p(-np.clip(sf, 0.0, 1.0)))
+        return _side_from_logs(
+            n * np.log(np.clip(f, 0.0, 1.0)), n * np.log1p(-np.clip(sf, 0.0, 1.0))
+        )
+
+
+def _side_from_logs(log_f: np.ndarray, log_s: np.ndarray) -> np.ndarray:
+    """Masses at the points of the law with CDF ``exp(log_f)`` and SF ``-expm1(log_s)``."""
+    f_n = np.exp(log_f)
+    s_n = -np.expm1(log_s)
     prev_f = np.concatenate(([0.0], f_n[:-1]))
     prev_s = np.concatenate(([1.0], s_n[:-1]))
     return np.maximum(np.where(f_n <= 0.5, f_n - prev_f, prev_s - s_n), 0.0)
@@ -267,4 +288,144 @@ def log_lattice_iid_max(dist: LogLatticeDistribution, n: int) -> LogLatticeDistr
         zero=zero,
         moments=None,
         roundoff=min(1.0, n * dist.roundoff),
+    )
+
+
+# ----- maxima of different variables and scaling: re-rounding onto a common lattice ---------------
+#: Relative error allowed for a value computed in floating point from a lattice point (a shift
+#: difference or a scale factor, a few operations): the values are widened by it before they are
+#: rounded, so that a lower side never rounds up (nor an upper side down) through round-off.
+_VALUE_SLACK = 8 * np.finfo(float).eps
+
+
+def _values(
+    d: LogLatticeDistribution | float, shift: float, factor: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(lower values, upper values, lower masses, upper masses) of ``factor * d - shift``.
+
+    ``d`` is a lattice (its flat points, zero atom first) or a constant. The values are exact
+    when nothing moves (``factor`` 1, the same shift); otherwise they are widened by the
+    round-off of the few operations that computed them.
+    """
+    if isinstance(d, LogLatticeDistribution):
+        raw = np.concatenate(([0.0], d._raw_points()))
+        lo_m, hi_m = d._flat("lo"), d._flat("hi")
+        base = d.shift_value
+    else:
+        raw, lo_m, hi_m, base = np.zeros(1), np.ones(1), np.ones(1), float(d)
+    if factor == 1.0 and base == shift:
+        return raw, raw, lo_m, hi_m
+    offset = factor * base - shift
+    v = factor * raw + offset
+    err = _VALUE_SLACK * (np.abs(factor * raw) + abs(factor * base) + abs(shift) + np.abs(v))
+    return v - err, v + err, lo_m, hi_m
+
+
+def _relattice(
+    parts: list[tuple[LogLatticeDistribution | float, float]],
+) -> list[LogLatticeDistribution]:
+    """Lattices and constants ``(d, factor)`` (standing for ``factor * d``) on one lattice.
+
+    The common lattice has the fewest cells per octave among them and the lowest shift; every
+    mass is re-rounded onto it (the lower side down, the upper side up, see
+    :func:`~.log_lattice_build.round_onto`), so each result keeps its sandwich. A part already
+    on that lattice is copied exactly. The results have no moments (a maximum has none known).
+    """
+    lattices = [d for d, _ in parts if isinstance(d, LogLatticeDistribution)]
+    n = min(d.n for d in lattices)
+    shifts = [f * d.shift_value for d, f in parts if isinstance(d, LogLatticeDistribution)]
+    shift = min(shifts)
+    if any(f != 1.0 for _, f in parts):  # a scaled shift may be rounded above the exact one
+        shift -= _VALUE_SLACK * abs(shift)
+    nonneg = any(d.nonneg for d in lattices)
+    values = [_values(d, shift, f) for d, f in parts]
+    ends = [
+        (v_lo[(lo_m > 0) & (v_lo > 0)], v_hi[(hi_m > 0) | (lo_m > 0)])
+        for v_lo, v_hi, lo_m, hi_m in values
+    ]
+    bottoms = [float(b.min()) for b, _ in ends if b.size]
+    tops = [float(t.max()) for _, t in ends if t.size]
+    top = max(tops + [1.0])
+    bottom = min(bottoms + [top])
+    j0, octaves = octave_range(max(bottom, top * 1e-300), max(top, bottom), keep_top=nonneg)
+    out = []
+    for (d, _), (v_lo, v_hi, lo_m, hi_m) in zip(parts, values):
+        lo, hi, off, off_hi = round_onto(v_lo, v_hi, lo_m, hi_m, n, j0, octaves)
+        if isinstance(d, LogLatticeDistribution):
+            below, above, own = d.below, d.above, d.nonneg
+            tail, roundoff, policy = d.tail_index, d.roundoff, d.policy
+        else:  # a constant: >= the lattice's shift when its value is
+            below, above, own = 0.0, 0.0, bool(float(d) >= shift)
+            tail, roundoff, policy = math.inf, 0.0, lattices[0].policy
+        out.append(
+            LogLatticeDistribution(
+                n,
+                j0,
+                lo,
+                hi,
+                below + (0.0 if own else off),
+                above + off_hi,
+                shift,
+                policy,
+                None,
+                tail,
+                roundoff,
+                zero=off if own else 0.0,
+                nonneg=own,
+            )
+        )
+    return out
+
+
+def log_lattice_scaled(dist: LogLatticeDistribution, factor: float) -> LogLatticeDistribution:
+    """The law of ``factor * X`` (``factor`` > 0) on a log lattice, keeping the sandwich.
+
+    A power of two moves the octaves (exact); any other factor re-rounds every point.
+    """
+    if not (factor > 0 and math.isfinite(factor)):
+        raise ValueError(f"factor must be finite and > 0, got {factor}")
+    if math.frexp(factor)[0] == 0.5:
+        return dist._affine(0.0, factor)
+    (out,) = _relattice([(dist, factor)])
+    if dist.moments is None:
+        return out
+    return out._with(moments=(factor * dist.moments[0], factor * factor * dist.moments[1]))
+
+
+def log_lattice_max(
+    dists: list[LogLatticeDistribution], floor: float | None = None
+) -> LogLatticeDistribution:
+    """The maximum of independent log-lattice variables (and of a constant ``floor``).
+
+    The maximum is monotone in each operand: the operands' lower sides give the lower side
+    of the result (the product of their CDFs, in log space), the upper sides the upper one.
+    Operands on different lattices are first re-rounded onto a common one (one more rounding
+    each). A CDF error ``e_k`` of each operand moves the product by at most ``sum e_k``.
+    """
+    parts: list[tuple[LogLatticeDistribution | float, float]] = [(d, 1.0) for d in dists]
+    if floor is not None:
+        parts.append((float(floor), 1.0))
+    if len(parts) == 1:
+        return dists[0]
+    common = _relattice(parts)
+    with np.errstate(divide="ignore"):
+        log_f_lo = sum(np.log(np.clip(c._cum("F_lo"), 0.0, 1.0)) for c in common)
+        log_s_lo = sum(np.log1p(-np.clip(c._cum("S_lo"), 0.0, 1.0)) for c in common)
+        log_f_hi = sum(np.log(np.clip(c._cum("F_hi"), 0.0, 1.0)) for c in common)
+        log_s_hi = sum(np.log1p(-np.clip(c._cum("S_hi"), 0.0, 1.0)) for c in common)
+    lo = _side_from_logs(log_f_lo, log_s_lo)
+    hi = _side_from_logs(log_f_hi, log_s_hi)
+    below = float(np.prod([c.below for c in common]))
+    nonneg = any(c.nonneg for c in common)
+    first = common[0]
+    return first._with(
+        lo=lo[1:].reshape(first.lo.shape),
+        hi=hi[1:].reshape(first.hi.shape),
+        below=below,
+        above=float(-np.expm1(np.sum(np.log1p(-np.array([c.above for c in common]))))),
+        zero=max(float(lo[0]) - below, 0.0) if nonneg else 0.0,
+        nonneg=nonneg,
+        moments=None,
+        tail_index=min(c.tail_index for c in common),
+        roundoff=min(1.0, sum(c.roundoff for c in common)),
     )

@@ -24,10 +24,12 @@ import numpy as np
 from ..distributions import Distribution, GridDistribution, normal, point_mass, to_grid
 from ..distributions.grid import mix_grids
 from ..distributions.grid_extremes import iid_max_grid, max_grids
+from ..distributions.log_lattice import LogLatticeDistribution
 from ..distributions.products import scale_mixture
 from ..graph import OP, PIPELINE, StepGraph
 from ..graph.pipeline import explicit_pipeline
 from ..policy import DEFAULT_POLICY, GridPolicy
+from .log_lattice_eval import LogLatticeParts
 from .series_parallel import SINK, deterministic_makespan, reduce_graph
 
 __all__ = ["analytic_distribution", "AnalyticReport", "mean_critical_path", "replica_group"]
@@ -137,6 +139,8 @@ class _Evaluator:
         self.weight = 1.0  # probability of the regime state being evaluated
         self._pipelines: dict[tuple, tuple[float, float, dict]] = {}
         self.overrides: dict[tuple, GridDistribution] = {}
+        # heavy-tailed series-parallel parts also on the log lattice (kept where narrower)
+        self.heavy = LogLatticeParts(policy)
 
     def _shape(self, cls: str, skew_applies: bool) -> dict[str, str]:
         """The shape a core of class ``cls`` gets, and why (``"auto"``: :mod:`.core_shape`).
@@ -175,7 +179,9 @@ class _Evaluator:
         reduction = reduce_graph(g.graph, weights.__getitem__)
         if reduction.exact:
             result = reduction.result()
-            return result if result is not None else to_grid(point_mass(0.0), h, self.policy)
+            if result is None:
+                return to_grid(point_mass(0.0), h, self.policy)
+            return self.heavy.graph(g, result)
         constant = deterministic_makespan(reduction.graph)
         if constant is not None:  # a core of constants: its longest path, exactly
             return constant
@@ -258,7 +264,7 @@ class _Evaluator:
         return self.overrides.get(part_key(where, law), law)
 
     def group(self, d: dict[str, Any], path: str) -> GridDistribution:
-        return replica_group(self.graph(d["body"], path), d)
+        return self.heavy.group(d, replica_group(self.graph(d["body"], path), d))
 
     def core(self, m: nx.MultiDiGraph, h: float, where: str) -> GridDistribution:
         """Canonical-form makespan of an irreducible core (edges carry grids or zero)."""
@@ -440,8 +446,11 @@ def analytic_distribution(
     window: int | None = None,
     shape: str = "normal",
     overrides: dict[tuple, GridDistribution] | None = None,
-) -> tuple[GridDistribution, AnalyticReport]:
+) -> tuple[GridDistribution | LogLatticeDistribution, AnalyticReport]:
     """The step-time distribution of ``graph`` and a report of how it was obtained.
+
+    A series-parallel step with heavy-tailed laws may come back on the log lattice
+    (:mod:`.log_lattice_eval`): the same rounding sandwich, on log-spaced cells.
 
     ``overrides`` replaces the law of approximated parts, keyed by :func:`part_key` (used by
     :func:`~.crosscheck.verify` to propagate a Monte Carlo band through the exact rest).
@@ -449,7 +458,8 @@ def analytic_distribution(
     graph.validate()
     ev = _Evaluator(policy or DEFAULT_POLICY, core_method, window, shape)
     ev.overrides = overrides or {}
-    return _evaluate(ev, graph), ev.report
+    # a heavy-tailed series-parallel step may keep its log-lattice law (log_lattice_eval.py)
+    return ev.heavy.step(graph, _evaluate(ev, graph)), ev.report
 
 
 def analytic_variants(

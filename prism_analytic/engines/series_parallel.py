@@ -75,8 +75,17 @@ class Reduction:
         return next(iter(self.graph.edges(data="w")))[2]
 
 
-def reduce_graph(dag: nx.DiGraph, weight: Callable[[str], Weight]) -> Reduction:
-    """Series-parallel reduction of a node-weighted DAG whose node ``v`` has duration weight(v)."""
+def reduce_graph(
+    dag: nx.DiGraph,
+    weight: Callable[[str], Weight],
+    add: Callable[[Weight, Weight], Weight] = _add,
+    maximum: Callable[[Weight, Weight], Weight] = _max,
+) -> Reduction:
+    """Series-parallel reduction of a node-weighted DAG whose node ``v`` has duration weight(v).
+
+    ``add`` and ``maximum`` combine two weights (``None`` is a zero duration); the defaults
+    work on linear grids, the log lattice's are in :mod:`.log_lattice_eval`.
+    """
     m = nx.MultiDiGraph()
     for v in dag.nodes:
         m.add_edge(("in", v), ("out", v), w=weight(v))
@@ -99,7 +108,7 @@ def reduce_graph(dag: nx.DiGraph, weight: Callable[[str], Weight]) -> Reduction:
                 m.remove_edges_from([(x, y)] * len(ws))
                 acc = ws[0]
                 for w in ws[1:]:
-                    acc = _max(acc, w)
+                    acc = maximum(acc, w)
                 m.add_edge(x, y, w=acc)
                 work.append(y)
         for y in list(m.predecessors(x)):
@@ -110,7 +119,7 @@ def reduce_graph(dag: nx.DiGraph, weight: Callable[[str], Weight]) -> Reduction:
         ((a, _, w1),) = m.in_edges(x, data="w")
         ((_, b, w2),) = m.out_edges(x, data="w")
         m.remove_node(x)
-        m.add_edge(a, b, w=_add(w1, w2))
+        m.add_edge(a, b, w=add(w1, w2))
         work.extend((a, b))
     return Reduction(m)
 
