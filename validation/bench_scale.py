@@ -4,20 +4,26 @@ For each preset and each GPU count (the preset's unit times powers of 4, plus 1,
 1,048,576), builds the step graph and times :func:`~prism_analytic.engines.predict.predict`
 (best of ``--repeat`` cold calls: the schedule and makespan caches are cleared before each) and,
 with ``--verify``, the default CLI cross-check
-(:func:`~prism_analytic.engines.crosscheck.verify` with its default budget).
+(:func:`~prism_analytic.engines.crosscheck.verify` with its default budget). Wall time and this
+process's CPU time are both recorded (best of the repeats each): on a shared machine the wall
+time follows the load, the CPU time much less; the header gives date, commit and load.
 
 Usage::
 
     python validation/bench_scale.py [--presets a,b] [--repeat R] [--verify] [--json]
+                                     [--out validation/results/bench_scale.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from prism_analytic.engines.crosscheck import verify
 from prism_analytic.engines.pipeline_core import clear_caches
@@ -25,6 +31,9 @@ from prism_analytic.engines.predict import predict
 from prism_analytic.workload.builder import build_step_graph
 from prism_analytic.workload.config import ConfigError
 from prism_analytic.workload.presets import MODELS, allowed_gpu_multiple, preset_job
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_mc_reference import commit  # noqa: E402
 
 __all__ = ["gpu_counts", "bench", "main"]
 
@@ -50,12 +59,13 @@ def bench(preset: str, gpus: int, repeat: int = 2, check: bool = False) -> dict:
     except (ConfigError, ValueError) as exc:
         return {"preset": preset, "gpus": gpus, "error": str(exc)}
     graph = build_step_graph(job)
-    times = []
+    times, cpu = [], []
     for _ in range(repeat):
         clear_caches()  # every call cold: no schedule or makespan reused from the last one
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         res = predict(graph)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     row = {
         "preset": preset,
         "gpus": gpus,
@@ -63,14 +73,16 @@ def bench(preset: str, gpus: int, repeat: int = 2, check: bool = False) -> dict:
         "pipeline_ops": 2 * job.parallelism.pp * job.parallelism.microbatches * job.parallelism.vpp,
         "predict_s": min(times),
         "predict_all_s": times,
+        "predict_cpu_s": min(cpu),
         "exact": res.exact,
         "p50_s": float(res.quantile(0.5)),
         "p99_s": float(res.quantile(0.99)),
     }
     if check:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         v = verify(graph, res)
         row["verify_s"] = time.perf_counter() - t0
+        row["verify_cpu_s"] = time.process_time() - c0
         row["warning"] = (v.verification or {}).get("warning")
     return row
 
@@ -82,34 +94,68 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--verify", action="store_true", help="also time the CLI cross-check")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--out", type=Path, help="also write the report here (markdown)")
     args = parser.parse_args(argv)
+    head = (
+        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit()}, "
+        f"load average {os.getloadavg()[0]:.1f} at the start on {os.cpu_count()} CPUs"
+    )
+    lines = [head, ""]
+    lines.append(
+        "| preset | GPUs | microbatches | pipeline ops | predict wall s (all) | predict CPU s |"
+        + (" verify wall s | verify CPU s |" if args.verify else "")
+    )
+    lines.append("|---|---|---|---|---|---|" + ("---|---|" if args.verify else ""))
+    if not args.json:
+        print(head, flush=True)
     rows = []
     for name in args.presets.split(","):
         for gpus in gpu_counts(allowed_gpu_multiple(name)):
             row = bench(name, gpus, args.repeat, args.verify)
             rows.append(row)
-            if not args.json:
-                if "error" in row:
-                    print(f"{name:14s} {gpus:>9,d}  (layout does not fit: {row['error'][:60]})")
-                    continue
-                extra = f"  verify {row['verify_s']:.2f} s" if "verify_s" in row else ""
-                print(
-                    f"{name:14s} {gpus:>9,d}  mb {row['microbatches']:>4d}  ops "
-                    f"{row['pipeline_ops']:>6,d}  predict {row['predict_s']:.2f} s"
-                    f"  [{', '.join(f'{t:.2f}' for t in row['predict_all_s'])}]{extra}",
-                    flush=True,
+            if "error" in row:
+                line = f"| {name} | {gpus:,} | layout does not fit: {row['error'][:60]} |"
+            else:
+                extra = (
+                    f" {row['verify_s']:.2f} | {row['verify_cpu_s']:.2f} |"
+                    if "verify_s" in row
+                    else ""
                 )
+                every = ", ".join(f"{t:.2f}" for t in row["predict_all_s"])
+                line = (
+                    f"| {name} | {gpus:,} | {row['microbatches']} | {row['pipeline_ops']:,} |"
+                    f" {row['predict_s']:.3f} ({every})"
+                    f" | {row['predict_cpu_s']:.3f} |{extra}"
+                )
+            lines.append(line)
+            if not args.json:
+                print(line, flush=True)
+    lines.append("")
+    lines.append(f"load average {os.getloadavg()[0]:.1f} at the end")
+    lines.append("")
+    ok = [r for r in rows if "error" not in r]
+    for name in args.presets.split(","):
+        t = [r["predict_s"] for r in ok if r["preset"] == name]
+        c = [r["predict_cpu_s"] for r in ok if r["preset"] == name]
+        if t:
+            lines.append(
+                f"- {name}: wall slowest {max(t):.2f} s, fastest {min(t):.2f} s, ratio"
+                f" {max(t) / min(t):.1f}; CPU slowest {max(c):.2f} s, fastest {min(c):.2f} s,"
+                f" ratio {max(c) / min(c):.1f}"
+            )
+            if not args.json:
+                print(lines[-1])
     if args.json:
         print(json.dumps(rows, indent=2))
-    else:
-        ok = [r for r in rows if "error" not in r]
-        for name in args.presets.split(","):
-            t = [r["predict_s"] for r in ok if r["preset"] == name]
-            if t:
-                print(
-                    f"{name}: slowest {max(t):.2f} s, fastest {min(t):.2f} s, "
-                    f"ratio {max(t) / min(t):.1f}"
-                )
+    if args.out is not None:
+        cmd = " ".join(["python validation/bench_scale.py", *(argv or sys.argv[1:])])
+        args.out.write_text(
+            "# bench_scale: analytic compute time by preset and GPU count\n\n```\n"
+            + cmd
+            + "\n```\n\n"
+            + "\n".join(lines)
+            + "\n"
+        )
     return 0
 
 
