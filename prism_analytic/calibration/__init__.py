@@ -10,6 +10,8 @@
 * :mod:`.collective_noise`: the scale model of collective-latency noise (slowest of N nodes).
 * :mod:`.collective_events`: rare per-node collective events (rate per node, size by fat-tree
   tiers), fitted by likelihood, with predictive intervals of quantile ratios.
+* :mod:`.collective_population`: collective noise as a population of runs (random effects
+  across sessions), with predictive intervals that include the between-run spread.
 """
 
 from __future__ import annotations
