@@ -128,8 +128,11 @@ def test_llama_variability_mean_effect_is_unresolved_not_negative():
     r = sensitivity(build_job("llama3-8b", 64), classes=["gemm", "optimizer"])
     by = {c.key: c for c in r.classes}
     for c in r.classes:
-        assert c.d_mean_d_var is None and "d_mean_d_var" in c.unresolved
+        # unresolved below the lattice; where resolved (GEMM at the sourced efficiencies:
+        # 3.1e-7) it has the physical sign
+        assert (c.d_mean_d_var is None and "d_mean_d_var" in c.unresolved) or c.d_mean_d_var > 0
         assert c.d_mean_d_mean is not None and c.d_mean_d_mean > 0
+    assert by["optimizer"].d_mean_d_var is None
     g = by["gemm"]
     assert g.d_p95_d_var is not None and g.d_p95_d_var > 0
     # removing the variability: the drop has the derivative's sign and is no larger than the
@@ -152,7 +155,9 @@ def test_cli(capsys, tmp_path):
     )
     d = json.loads(capsys.readouterr().out)
     assert d["classes"] and d["closed_form_check"] and png.stat().st_size > 0
-    gemm = next(c for c in d["classes"] if c["key"] == "gemm")
-    assert gemm["d_mean_d_var"] is None and "d_mean_d_var" in gemm["unresolved"]
+    # an unresolved value is null in JSON, with its reason; a resolved one has the right sign
+    unresolved = [c for c in d["classes"] if c["d_mean_d_var"] is None]
+    assert unresolved and all("d_mean_d_var" in c["unresolved"] for c in unresolved)
+    assert all(c["d_mean_d_var"] > 0 for c in d["classes"] if c["d_mean_d_var"] is not None)
     assert main(["sensitivity", "--preset", "llama3-8b", "--gpus", "64", "--h", "0.9"]) == 2
     assert "--h" in capsys.readouterr().err
