@@ -33,7 +33,7 @@ def _contains(result: pa.StepTimeResult, exact: np.ndarray) -> None:
     low, high = result.quantile_bracket(LEVELS)
     assert np.all(np.isfinite(low) & np.isfinite(high)), (low, high)
     assert np.all((low <= exact) & (exact <= high)), (low, exact, high)
-    assert np.all(high - low <= 4e-3 * exact)  # resolved: a few cells of 1/1024
+    assert np.all(high - low <= 1e-3 * exact)  # resolved: a few cells of 1/4096
 
 
 def _max_quantile(log_cdf, q: float, lo: float, hi: float) -> float:

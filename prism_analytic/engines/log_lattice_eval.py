@@ -21,12 +21,14 @@ per-copy speed factor.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ..distributions import Distribution, GridDistribution, PointMass, point_mass
 from ..distributions.log_lattice import (
+    MAX_POINTS,
     LogLatticeDistribution,
     log_lattice_iid_max,
     needs_log_lattice,
@@ -156,7 +158,10 @@ class LogLatticeParts:
         # the test operations.convolve uses: one law needs the log lattice and all fit on it
         if not (any(self._needs(law) for law in laws) and all(self._fits(law) for law in laws)):
             return None
-        return points_per_octave(ops, self.policy)
+        # one cell (1/n of its value) within the policy's rel_width, as the linear grids aim
+        # for (4,096 at the default; measured 0.1-0.3 s a prediction, heavy_tail_engine.md)
+        fine = 1 << max(math.ceil(math.log2(1.0 / self.policy.rel_width)), 1)
+        return min(max(points_per_octave(ops, self.policy), fine), MAX_POINTS)
 
     def law(self, g: StepGraph, n: int) -> Law | str:
         """``g``'s makespan on the log lattice with ``n`` cells per octave ("core" if not SP)."""
