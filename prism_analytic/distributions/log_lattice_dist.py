@@ -175,14 +175,6 @@ class LogLatticeDistribution(RoundingSandwich, Distribution):
     def _var(self) -> float:
         return self._moments()[1]
 
-    def _sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
-        u = rng.random(size)
-        out = np.empty(size)
-        lower = u < 0.5
-        out[lower] = self._quantile(u[lower])
-        out[~lower] = self._isf(1.0 - u[~lower])
-        return out
-
     def to_dict(self, levels: tuple[float, ...] = (0.5, 0.9, 0.95, 0.99, 0.999)) -> dict:
         """Plain-dict summary (JSON-friendly), with the lattice's size and policy."""
         d = super().to_dict(levels)
