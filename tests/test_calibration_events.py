@@ -67,7 +67,7 @@ class _Body:
 def test_pause_effects_and_stalls_are_recovered_with_their_intervals():
     rng = np.random.default_rng(0)
     logs = _runs(rng, n=400, q=0.01, size=0.3, first=0.05, later=0.005)
-    fit = fit_step_events(logs, 512, n_gof=0, n_boot=0)
+    fit = fit_step_events(logs, 512, n_gof=0, n_boot=0, body_model=False)
     p = {x.key: x for x in fit.parameters}
     m0 = fit.median_s
     for key, truth in (("events.first_pause_s", 0.05), ("events.later_pause_s", 0.005)):
@@ -86,7 +86,7 @@ def test_one_stall_gives_the_exact_exponential_interval_and_is_not_identified():
     rng = np.random.default_rng(2)
     logs = _runs(rng, q=0.0)
     logs[1].times_s[100] *= 1.4  # one clear stall, excess 0.4 of the median
-    fit = fit_step_events(logs, 512, n_gof=0, n_boot=0)
+    fit = fit_step_events(logs, 512, n_gof=0, n_boot=0, body_model=False)
     size = {x.key: x for x in fit.parameters}["events.stall_mean_s"]
     assert fit.stalls == 1 and not size.identified and size.value is None
     x = float(fit.stall_excess[0]) * fit.median_s
@@ -98,7 +98,7 @@ def test_one_stall_gives_the_exact_exponential_interval_and_is_not_identified():
 def test_logs_without_pauses_or_stalls_report_them_as_not_identified():
     rng = np.random.default_rng(3)
     logs = _runs(rng, pauses=())
-    fit = fit_step_events(logs, 64, n_gof=0, n_boot=0)
+    fit = fit_step_events(logs, 64, n_gof=0, n_boot=0, body_model=False)
     p = {x.key: x for x in fit.parameters}
     assert not p["events.first_pause_s"].identified
     assert not p["events.later_pause_s"].identified
@@ -110,7 +110,7 @@ def test_logs_without_pauses_or_stalls_report_them_as_not_identified():
 def test_predicted_count_follows_the_per_gpu_rule_and_exponential_sizes():
     rng = np.random.default_rng(4)
     logs = _runs(rng, n=600, q=0.02, size=0.4, pauses=())
-    fit = fit_step_events(logs, 512, n_gof=0, n_boot=0)
+    fit = fit_step_events(logs, 512, n_gof=0, n_boot=0, body_model=False)
     target = [StepLog(f"t{r}", np.full(500, 8.0), {}, np.zeros(500, bool)) for r in range(2)]
     out = predict_events(fit, _Body(8.0), target, 1024, reps=400, seed=1)
     q1 = 1 - (1 - fit.stall_prob) ** (1 / 512)
@@ -151,7 +151,7 @@ def test_bad_arguments_are_named():
         fit_step_events(logs, 0)
     with pytest.raises(CalibrationError, match="n_boot"):
         fit_step_events(logs, 8, n_boot=-1)
-    fit = fit_step_events(logs, 8, n_gof=0, n_boot=0)
+    fit = fit_step_events(logs, 8, n_gof=0, n_boot=0, body_model=False)
     with pytest.raises(CalibrationError, match="reps"):
         predict_events(fit, _Body(20.0), logs, 16, reps=5)
     with pytest.raises(CalibrationError, match="threshold"):
@@ -161,7 +161,7 @@ def test_bad_arguments_are_named():
 def test_mlperf_512_first_pause_step_matches_the_direct_measurement(shared_data):
     root = shared_data / "mlperf_llama405b" / "carina_gb200_ngpu512"
     logs = [read_step_log(f) for f in sorted(root.glob("result_*.txt"))]
-    fit = fit_step_events(logs, 512, n_gof=0, n_boot=0)
+    fit = fit_step_events(logs, 512, n_gof=0, n_boot=0, body_model=False)
     first = {x.key: x for x in fit.parameters}["events.first_pause_s"]
     # direct: the three steps after each run's first pause, seconds over their run median
     direct = np.mean(

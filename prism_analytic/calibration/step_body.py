@@ -6,29 +6,32 @@ For step ``i`` of run ``r`` (relative residual ``y = t / median(run) - 1``, stal
 as missing values), a local-level state-space model (statsmodels
 :class:`~statsmodels.tsa.statespace.structural.UnobservedComponents`, ``level="llevel"``):
 
-    y_i = level_i + b1 * first_i + b2 * later_i + a * w_i + e_i,   e_i ~ N(0, sigma_e)
-    level_{i+1} = level_i + u_i,                                    u_i ~ N(0, sigma_l)
+    y_i = level_i + b1 first_i + b2 later_i + a exp(-i / tau) + c i + e_i,  e_i ~ N(0, sigma_e)
+    level_{i+1} = level_i + u_i,                                             u_i ~ N(0, sigma_l)
 
 ``e`` is step jitter, ``level`` a random-walk drift (its start is diffuse: each run has its
-own level), ``first``/``later`` flag the step after the run's first / a later evaluation
-pause, and ``w_i = exp(-i / tau)`` a warm-up transient of the first logged steps. The runs
-share the parameters; their Kalman-filter log likelihoods are summed and maximised.
+own level), ``c`` a steady trend per optimizer step, ``first``/``later`` flag the step after
+the run's first / a later evaluation pause (MLPerf ``eval_stop``), and ``a exp(-i / tau)``
+a warm-up transient of the first logged steps. The runs share the parameters; their
+Kalman-filter log likelihoods are summed and maximised.
 
 Identifiability (each reported, never a number where it is not)
 ---------------------------------------------------------------
-* drift: likelihood-ratio test of ``sigma_l = 0`` (a boundary: the statistic is referred to
-  a 50:50 mixture of chi-square 0 and 1).
-* warm-up: ``tau`` on a grid of :data:`WARMUP_TAUS` steps; likelihood-ratio test of
+* warm-up: ``tau`` on the grid :data:`WARMUP_TAUS` (steps); likelihood-ratio test of
   ``a = 0`` against chi-square with 2 degrees of freedom (``a`` and ``tau``; approximate,
-  ``tau`` being a grid choice). Not significant at ``1 - confidence``: not identified, left
-  out of the prediction.
+  ``tau`` being a grid choice).
+* trend: likelihood-ratio test of ``c = 0`` (1 degree of freedom).
+* random-walk drift: likelihood-ratio test of ``sigma_l = 0`` (a boundary: half the
+  chi-square 1 tail).
+A component whose test is not significant at ``1 - confidence`` is reported not identified
+and left out of the final fit and of predictions.
 
 Scaling rules (what carries to another size)
 --------------------------------------------
-``sigma_e``, ``sigma_l`` and the warm-up amplitude are *relative* to the step (a per-step
-slowdown proportional to the work), ``sigma_l`` and ``tau`` count optimizer steps. Pause
-costs are seconds (:mod:`.step_events`). The per-size fits of
-``validation/calibration_acceptance.py`` show which of these hold on the MLPerf logs.
+``sigma_e``, ``sigma_l``, ``c`` and ``a`` are *relative* to the step (a slowdown
+proportional to the work); ``sigma_l``, ``c`` and ``tau`` count optimizer steps. Pause costs
+are seconds (:mod:`.step_events`). ``validation/calibration_acceptance.py`` fits the model
+at every MLPerf size separately to show which of these hold.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ __all__ = ["BodyFit", "WARMUP_TAUS", "fit_step_body", "simulate_body"]
 
 #: Decay lengths (optimizer steps) tried for the warm-up transient.
 WARMUP_TAUS = (2.0, 5.0, 10.0, 20.0, 50.0)
+#: Names of the full parameter vector (log scale for the two standard deviations; the trend
+#: per 100 steps, for conditioning).
+NAMES = ("log_sigma_e", "log_sigma_l", "first_pause", "later_pause", "warmup", "trend_per_100")
 
 
 @dataclass(frozen=True)
@@ -54,57 +60,85 @@ class BodyFit:
 
     Attributes
     ----------
-    sigma_e : float
-        Step jitter, relative to the run median.
-    sigma_l : float
-        Random-walk drift per optimizer step, relative.
-    pause : tuple of float
-        Relative extra of the step after the first / a later evaluation pause (0 where the
-        logs hold no such step).
-    warmup : tuple of (float, float) or None
-        ``(amplitude, tau)`` when identified, else None.
+    theta : ndarray
+        Final estimate in the order of :data:`NAMES` (0 for a component left out).
     cov : ndarray
-        Covariance of ``(log sigma_e, log sigma_l, first, later)`` (inverse numerical
-        Hessian; NaN where singular).
+        Its covariance (inverse numerical observed information; NaN rows for components
+        left out or where the information is singular).
+    active : ndarray of bool
+        Components in the final fit.
+    tau : float
+        Warm-up decay length (steps) at the best grid point.
     parameters : list of FittedParameter
         What is reported (relative units, with intervals and identifiability).
     tests : dict
-        Log likelihoods and the likelihood-ratio tests of drift and warm-up.
+        Log likelihoods and the likelihood-ratio tests of warm-up, trend and drift.
     """
 
-    sigma_e: float
-    sigma_l: float
-    pause: tuple[float, float]
-    warmup: tuple[float, float] | None
+    theta: np.ndarray
     cov: np.ndarray
+    active: np.ndarray
+    tau: float
     parameters: list[FittedParameter]
     tests: dict
 
-    def draw(self, reps: int, rng: np.random.Generator) -> dict:
-        """Parameter draws from the Wald (normal) approximation, for prediction intervals.
+    @property
+    def sigma_e(self) -> float:
+        """Step jitter, sd relative to the run median."""
+        return math.exp(self.theta[0])
 
-        ``sigma_e`` and ``sigma_l`` are drawn on the log scale; where the covariance is not
-        available the fitted values are repeated (sampling only).
+    @property
+    def sigma_l(self) -> float:
+        """Random-walk drift, sd per optimizer step, relative (0 when left out)."""
+        return math.exp(self.theta[1]) if self.active[1] else 0.0
+
+    @property
+    def pause(self) -> tuple[float, float]:
+        """Relative extra of the step after the first / a later evaluation pause."""
+        return float(self.theta[2]), float(self.theta[3])
+
+    @property
+    def trend(self) -> float:
+        """Steady trend per optimizer step, relative (0 when left out)."""
+        return float(self.theta[5]) / 100.0
+
+    @property
+    def warmup(self) -> tuple[float, float] | None:
+        """``(amplitude, tau)`` of the warm-up transient, None when left out."""
+        return (float(self.theta[4]), self.tau) if self.active[4] else None
+
+    def draw(self, reps: int, rng: np.random.Generator | None = None) -> dict:
+        """Parameter sets for prediction: fitted values (``rng`` None) or Wald draws.
+
+        Draws are multivariate normal in :data:`NAMES` coordinates (standard deviations on
+        the log scale) over the active components with a finite covariance; the others
+        keep their fitted value.
         """
-        mean = np.array([math.log(self.sigma_e), math.log(max(self.sigma_l, 1e-12)), *self.pause])
-        if np.all(np.isfinite(self.cov)):
-            x = rng.multivariate_normal(mean, self.cov, reps, method="eigh")
-        else:
-            x = np.tile(mean, (reps, 1))
+        x = np.tile(self.theta, (reps, 1))
+        if rng is not None:
+            ok = self.active & np.isfinite(np.diag(self.cov))
+            if ok.any():
+                x[:, ok] = rng.multivariate_normal(
+                    self.theta[ok], self.cov[np.ix_(ok, ok)], reps, method="eigh"
+                )
         return {
             "sigma_e": np.exp(x[:, 0]),
-            "sigma_l": np.exp(x[:, 1]) if self.sigma_l > 0 else np.zeros(reps),
+            "sigma_l": np.exp(x[:, 1]) if self.active[1] else np.zeros(reps),
             "first": x[:, 2],
             "later": x[:, 3],
+            "warmup": x[:, 4],
+            "trend": x[:, 5] / 100.0,
+            "tau": self.tau,
         }
 
 
-def _warm_column(run: np.ndarray, tau: float) -> np.ndarray:
-    out = np.empty(len(run))
+def _run_columns(run: np.ndarray, tau: float) -> tuple[np.ndarray, np.ndarray]:
+    """Warm-up ``exp(-i / tau)`` and trend ``i / 100`` columns (``i``: step within its run)."""
+    i = np.empty(len(run))
     for r in np.unique(run):
         cols = run == r
-        out[cols] = np.exp(-np.arange(cols.sum()) / tau)
-    return out
+        i[cols] = np.arange(cols.sum())
+    return np.exp(-i / tau), i / 100.0
 
 
 class _Likelihood:
@@ -128,8 +162,10 @@ class _Likelihood:
             val = float(sum(m.loglike(p) for m in self.models))
         return val if np.isfinite(val) else -1e300
 
-    def fit(self, theta0: np.ndarray, drift: bool = True) -> tuple[np.ndarray, float]:
-        """Maximum likelihood from ``theta0`` (Nelder-Mead, then BFGS)."""
+    def fit(
+        self, theta0: np.ndarray, drift: bool = True, polish_only: bool = False
+    ) -> tuple[np.ndarray, float]:
+        """Maximum likelihood from ``theta0`` (Nelder-Mead unless ``polish_only``, then BFGS)."""
         free = np.ones(len(theta0), dtype=bool)
         free[1] = drift
 
@@ -138,30 +174,49 @@ class _Likelihood:
             th[free] = u
             return -self(th, drift)
 
-        res = optimize.minimize(nll, theta0[free], method="Nelder-Mead", options={"maxiter": 3000})
-        res = optimize.minimize(nll, res.x, method="BFGS")
+        x0 = theta0[free]
+        if not polish_only:
+            x0 = optimize.minimize(nll, x0, method="Nelder-Mead", options={"maxiter": 2000}).x
+        res = optimize.minimize(nll, x0, method="BFGS")
         th = theta0.copy()
         th[free] = res.x
         return th, -float(res.fun)
 
-    def cov(self, theta: np.ndarray) -> np.ndarray:
-        """Inverse of the numerical observed information (NaN where it is not definite)."""
+    def cov(self, theta: np.ndarray, drift: bool = True) -> np.ndarray:
+        """Inverse numerical observed information (NaN where it is not definite)."""
         from statsmodels.tools.numdiff import approx_hess3
 
-        h = -approx_hess3(theta, self)
+        free = np.ones(len(theta), dtype=bool)
+        free[1] = drift
+
+        def ll(u: np.ndarray) -> float:
+            th = theta.copy()
+            th[free] = u
+            return self(th, drift)
+
+        out = np.full((len(theta), len(theta)), np.nan)
+        h = -approx_hess3(theta[free], ll)
         try:
             c = np.linalg.inv(h)
         except np.linalg.LinAlgError:
-            return np.full(h.shape, np.nan)
-        return c if np.all(np.diag(c) > 0) else np.full(h.shape, np.nan)
+            return out
+        if np.all(np.diag(c) > 0):
+            out[np.ix_(free, free)] = c
+        return out
 
 
 def _start(y: np.ndarray, exog: np.ndarray) -> np.ndarray:
     ok = np.isfinite(y)
-    coef, *_ = np.linalg.lstsq(exog[ok], y[ok], rcond=None) if exog.shape[1] else ([],)
+    coef = np.linalg.lstsq(exog[ok], y[ok], rcond=None)[0] if exog.shape[1] else np.zeros(0)
     d = np.diff(y[ok])
     sd = max(float(np.median(np.abs(d - np.median(d)))) * 1.4826 / math.sqrt(2), 1e-7)
     return np.array([math.log(sd), math.log(sd / 3), *coef])
+
+
+def _lr_pvalue(ll1: float, ll0: float, df: int, boundary: bool = False) -> tuple[float, float]:
+    lr = max(2 * (ll1 - ll0), 0.0)
+    p = float(stats.chi2.sf(lr, df))
+    return lr, (0.5 * p if lr > 0 else 1.0) if boundary else p
 
 
 def fit_step_body(
@@ -197,138 +252,166 @@ def fit_step_body(
     counts = np.bincount(run[np.isfinite(y)])
     if counts.size == 0 or counts.max() < 10:
         raise CalibrationError("the body model needs a run with >= 10 steps that are not stalls")
-    cols = [j for j in (1, 2) if exog[:, j].any()]
-    x = exog[:, cols]
-    like = _Likelihood(y, x, run)
-    theta, ll = like.fit(_start(y, x))
-    theta0, ll0 = like.fit(theta, drift=False)
-    lr_drift = max(2 * (ll - ll0), 0.0)
-    p_drift = 0.5 * float(stats.chi2.sf(lr_drift, 1)) if lr_drift > 0 else 1.0
-    best: tuple | None = None
+    # a pause column whose flagged steps are all missing carries no information
+    pauses = [j for j in (1, 2) if (exog[:, j].astype(bool) & np.isfinite(y)).any()]
+    x = exog[:, pauses]
+    base, ll_base = _Likelihood(y, x, run).fit(_start(y, x))
+    best = None
     for tau in WARMUP_TAUS:
-        lw = _Likelihood(y, np.column_stack([x, _warm_column(run, tau)]), run)
-        th, llw = lw.fit(np.append(theta, 0.0))
-        if best is None or llw > best[2]:
-            best = (tau, th, llw, lw)
-    tau, theta_w, ll_w, like_w = best
-    lr_warm = max(2 * (ll_w - ll), 0.0)
-    p_warm = float(stats.chi2.sf(lr_warm, 2))
-    warm_ident = p_warm < 1 - confidence
-    cov_w = like_w.cov(theta_w)
-    if warm_ident:  # the warm-up changes the other estimates: report the joint fit
-        theta, ll, cov = theta_w[:-1], ll_w, cov_w[:-1, :-1]
-    else:
-        cov = like.cov(theta)
-    idx = [0, 1] + [1 + j for j in cols]
-    full_cov = np.full((4, 4), np.nan)
-    full_cov[np.ix_(idx, idx)] = cov
-    full = np.full(4, 0.0)
-    full[idx] = theta
-    warm_se = math.sqrt(cov_w[-1, -1]) if np.isfinite(cov_w[-1, -1]) else math.nan
+        warm, trend = _run_columns(run, tau)
+        like = _Likelihood(y, np.column_stack([x, warm, trend]), run)
+        th, ll = like.fit(np.append(base, [0.0, 0.0]), polish_only=True)
+        if best is None or ll > best[2]:
+            best = (tau, th, ll)
+    tau, th_full, ll_full = best
+    warm, trend = _run_columns(run, tau)
+    no_trend = _Likelihood(y, np.column_stack([x, warm]), run).fit(th_full[:-1], polish_only=True)
+    no_warm = _Likelihood(y, np.column_stack([x, trend]), run).fit(
+        np.delete(th_full, -2), polish_only=True
+    )
+    lr_warm, p_warm = _lr_pvalue(ll_full, no_warm[1], 2)
+    lr_trend, p_trend = _lr_pvalue(ll_full, no_trend[1], 1)
+    alpha = 1.0 - confidence
+    use_warm, use_trend = p_warm < alpha, p_trend < alpha
+    cols = [x] + [warm[:, None]] * use_warm + [trend[:, None]] * use_trend
+    like = _Likelihood(y, np.column_stack(cols), run)
+    theta = {
+        (True, True): th_full,
+        (True, False): no_trend[0],
+        (False, True): no_warm[0],
+        (False, False): base,
+    }[(use_warm, use_trend)]
+    theta, ll = like.fit(theta, polish_only=True)
+    th_flat, ll_flat = like.fit(theta, drift=False, polish_only=True)
+    lr_drift, p_drift = _lr_pvalue(ll, ll_flat, 1, boundary=True)
+    use_drift = p_drift < alpha
+    if not use_drift:
+        theta, ll = th_flat, ll_flat
+    cov = like.cov(theta, drift=use_drift)
+    # place the estimate in the full order of NAMES
+    active = np.array([True, use_drift, 1 in pauses, 2 in pauses, use_warm, use_trend])
+    slots = [0, 1] + [1 + j for j in pauses] + [4] * use_warm + [5] * use_trend
+    full = np.zeros(len(NAMES))
+    full_cov = np.full((len(NAMES), len(NAMES)), np.nan)
+    full[slots] = theta
+    full_cov[np.ix_(slots, slots)] = cov
+    if not use_drift:
+        full[1] = -np.inf
     tests = {
         "loglike": ll,
-        "drift_lr": lr_drift,
-        "drift_pvalue": p_drift,
-        "no_drift_sigma_e": math.exp(theta0[0]),
+        "warmup_tau_steps": tau,
+        "warmup_amplitude_at_best_tau": float(th_full[-2]),
         "warmup_lr": lr_warm,
         "warmup_pvalue": p_warm,
-        "warmup_tau_steps": tau,
-        "warmup_amplitude_at_best_tau": float(theta_w[-1]),
-        "warmup_amplitude_se": warm_se,
+        "trend_per_step_in_full_model": float(th_full[-1]) / 100.0,
+        "trend_lr": lr_trend,
+        "trend_pvalue": p_trend,
+        "drift_lr": lr_drift,
+        "drift_pvalue": p_drift,
+        "sigma_e_without_drift": math.exp(th_flat[0]),
     }
+    # intervals of the components left out come from the full model (reported, not used)
+    full_model_cov = _Likelihood(y, np.column_stack([x, warm, trend]), run).cov(th_full)
     n_flag = (int(exog[:, 1].sum()), int(exog[:, 2].sum()))
-    parameters = _report(full, full_cov, warm_ident, tests, n_flag, confidence)
-    return BodyFit(
-        math.exp(full[0]),
-        math.exp(full[1]),
-        (float(full[2]), float(full[3])),
-        (float(theta_w[-1]), tau) if warm_ident else None,
-        full_cov,
-        parameters,
-        tests,
-    )
+    parameters = _report(full, full_cov, active, th_full, full_model_cov, tests, n_flag, confidence)
+    return BodyFit(full, full_cov, active, tau, parameters, tests)
 
 
 def _report(
     theta: np.ndarray,
     cov: np.ndarray,
-    warm_ident: bool,
+    active: np.ndarray,
+    th_full: np.ndarray,
+    cov_full: np.ndarray,
     tests: dict,
     n_flag: tuple[int, int],
     confidence: float,
 ) -> list[FittedParameter]:
     z = float(stats.norm.ppf(0.5 + confidence / 2))
-    se = np.sqrt(np.where(np.isfinite(np.diag(cov)), np.diag(cov), np.nan))
     how = f"maximum likelihood (Kalman filter, statsmodels), Wald {confidence:.0%} interval"
 
-    def log_interval(j: int) -> tuple[float, float] | None:
-        if not np.isfinite(se[j]):
+    def wald(value: float, var: float, scale: float = 1.0, log: bool = False):
+        if not (np.isfinite(var) and var > 0):
             return None
-        return (math.exp(theta[j] - z * se[j]), math.exp(theta[j] + z * se[j]))
+        half = z * math.sqrt(var)
+        if log:
+            return (math.exp(value - half), math.exp(value + half))
+        return ((value - half) * scale, (value + half) * scale)
 
     out = [
         FittedParameter(
             "body.step_jitter_rel",
             math.exp(theta[0]),
-            log_interval(0),
+            wald(theta[0], cov[0, 0], log=True),
             True,
             f"step jitter, sd relative to the run median; {how} on the log scale",
         )
     ]
-    drift_ok = tests["drift_pvalue"] < 1 - confidence
+    ok = bool(active[1])
     out.append(
         FittedParameter(
             "body.drift_rel_per_step",
-            math.exp(theta[1]) if drift_ok else None,
-            log_interval(1),
-            drift_ok,
+            math.exp(theta[1]) if ok else None,
+            wald(theta[1], cov[1, 1], log=True) if ok else None,
+            ok,
             f"random-walk drift, sd per optimizer step relative to the median; {how} on the"
-            f" log scale; LR test of no drift p = {tests['drift_pvalue']:.2g}"
-            + ("" if drift_ok else " (not identified)"),
+            f" log scale; LR test of none p = {tests['drift_pvalue']:.2g}"
+            + ("" if ok else " (not identified)"),
         )
     )
-    for j, (key, what) in enumerate((("first_pause", "first"), ("later_pause", "a later")), 2):
+    for j, key, what in ((2, "first_pause", "first"), (3, "later_pause", "a later")):
         count = n_flag[j - 2]
-        ok = count >= 2 and np.isfinite(se[j])
+        ok = count >= 2 and np.isfinite(cov[j, j])
         out.append(
             FittedParameter(
                 f"body.{key}_rel",
                 float(theta[j]) if ok else None,
-                (theta[j] - z * se[j], theta[j] + z * se[j]) if ok else None,
+                wald(theta[j], cov[j, j]) if ok else None,
                 bool(ok),
                 f"relative extra of the step after {what} evaluation pause ({count} steps);"
                 f" {how}" + ("" if ok else "; not identified (needs >= 2 such steps)"),
             )
         )
-    amp, s = tests["warmup_amplitude_at_best_tau"], tests["warmup_amplitude_se"]
+    ok = bool(active[4])
+    var = cov[4, 4] if ok else cov_full[-2, -2]
     out.append(
         FittedParameter(
             "body.warmup_rel",
-            amp if warm_ident else None,
-            (amp - z * s, amp + z * s) if np.isfinite(s) else None,
-            warm_ident,
-            f"relative extra of the first logged steps, a * exp(-i / tau), tau ="
-            f" {tests['warmup_tau_steps']:g} steps (best of {WARMUP_TAUS}); LR test of no"
-            f" warm-up p = {tests['warmup_pvalue']:.2g} (chi-square, 2 df)"
-            + ("" if warm_ident else "; not identified: left out of predictions"),
+            float(theta[4]) if ok else None,
+            wald(theta[4] if ok else th_full[-2], var),
+            ok,
+            f"relative extra of the first logged steps, a exp(-i / tau), tau ="
+            f" {tests['warmup_tau_steps']:g} steps (best of {WARMUP_TAUS}); LR test of none"
+            f" p = {tests['warmup_pvalue']:.2g} (chi-square, 2 df)"
+            + ("" if ok else "; not identified: left out of predictions"),
+        )
+    )
+    ok = bool(active[5])
+    var = cov[5, 5] if ok else cov_full[-1, -1]
+    out.append(
+        FittedParameter(
+            "body.trend_rel_per_step",
+            float(theta[5]) / 100.0 if ok else None,
+            wald(theta[5] if ok else th_full[-1], var, scale=0.01),
+            ok,
+            f"steady trend per optimizer step, relative; {how}; LR test of none p ="
+            f" {tests['trend_pvalue']:.2g}"
+            + ("" if ok else "; not identified: left out of predictions"),
         )
     )
     return out
 
 
-def simulate_body(
-    draws: dict, lengths: list[int], warmup: tuple[float, float] | None, rng: np.random.Generator
-) -> np.ndarray:
-    """Relative body paths (jitter + drift + warm-up) for datasets of runs of ``lengths``.
+def simulate_body(draws: dict, lengths: list[int], rng: np.random.Generator) -> np.ndarray:
+    """Relative body paths (jitter, drift, trend, warm-up) for datasets of runs of ``lengths``.
 
     Parameters
     ----------
     draws : dict
-        ``sigma_e`` and ``sigma_l`` arrays, one value per simulated dataset
-        (:meth:`BodyFit.draw`).
+        Arrays ``sigma_e``, ``sigma_l``, ``trend``, ``warmup`` (one value per simulated
+        dataset) and the scalar ``tau`` (:meth:`BodyFit.draw`).
     lengths : list of int
         Steps per run; the runs are concatenated in this order.
-    warmup : (amplitude, tau) or None
     rng : numpy.random.Generator
 
     Returns
@@ -337,12 +420,13 @@ def simulate_body(
         ``t / (typical step) - 1`` before pauses and stalls.
     """
     se, sl = np.asarray(draws["sigma_e"]), np.asarray(draws["sigma_l"])
+    trend, warm = np.asarray(draws["trend"]), np.asarray(draws["warmup"])
     reps = len(se)
     parts = []
     for n in lengths:
+        i = np.arange(n)
         level = np.cumsum(rng.normal(0.0, 1.0, (reps, n)) * sl[:, None], axis=1)
         x = level + rng.normal(0.0, 1.0, (reps, n)) * se[:, None]
-        if warmup is not None:
-            x = x + warmup[0] * np.exp(-np.arange(n) / warmup[1])
+        x = x + trend[:, None] * i + warm[:, None] * np.exp(-i / draws["tau"])
         parts.append(x)
     return np.concatenate(parts, axis=1)

@@ -703,21 +703,13 @@ def _body_times(
     if mode == "none":
         return body.sample(reps * n, rng).reshape(reps, n)
     bf = fit.body
-    if boot:
-        draws = bf.draw(reps, rng)
-    else:
-        draws = {
-            "sigma_e": np.full(reps, bf.sigma_e),
-            "sigma_l": np.full(reps, bf.sigma_l),
-            "first": np.full(reps, bf.pause[0]),
-            "later": np.full(reps, bf.pause[1]),
-        }
+    draws = bf.draw(reps, rng if boot else None)
     par["first"] = draws["first"] * fit.median_s
     par["later"] = draws["later"] * fit.median_s
     if mode == "fitted":
-        return body.p50_s * (1.0 + simulate_body(draws, lengths, bf.warmup, rng))
+        return body.p50_s * (1.0 + simulate_body(draws, lengths, rng))
     extra = np.sqrt(np.maximum(draws["sigma_e"] ** 2 - fit.engine_sd_rel**2, 0.0))
-    rel = simulate_body({**draws, "sigma_e": extra}, lengths, bf.warmup, rng)
+    rel = simulate_body({**draws, "sigma_e": extra}, lengths, rng)
     return body.sample(reps * n, rng).reshape(reps, n) * (1.0 + rel)
 
 

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from ..workload.jobs import build_job
-from .argtypes import nonnegative_int, positive_float, positive_int
+from .argtypes import nonnegative_float, nonnegative_int, positive_float, positive_int
 from .output import jsonable
 from .predict import apply_overlay
 
@@ -67,6 +67,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         raise ValueError("--events-from LOG... and --events-gpus N go together (with --check)")
     if args.events_from and not args.check:
         raise ValueError("--events-from is for --check; to fit the events here use --events")
+    if (args.stall_dispersion is not None or args.body_mode != "fitted") and not args.events_from:
+        raise ValueError("--stall-dispersion and --body-mode apply to --check --events-from LOG...")
     job = build_job(args.preset, args.gpus, args.config)
     for extra in args.overlay or []:
         job = apply_overlay(job, extra)
@@ -79,7 +81,15 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
                 ref = [read_step_log(f, drop_first=args.drop_first) for f in args.events_from]
                 events = fit_step_events(ref, args.events_gpus, seed=args.seed)
-            report = check_against_logs(job, logs, seed=args.seed, shape=args.shape, events=events)
+            report = check_against_logs(
+                job,
+                logs,
+                seed=args.seed,
+                shape=args.shape,
+                events=events,
+                body_mode=args.body_mode,
+                stall_dispersion=args.stall_dispersion,
+            )
             if args.json:
                 print(json.dumps(jsonable(report), indent=2))
             else:
@@ -170,6 +180,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--events-gpus", type=positive_int, metavar="N", help="GPU count of --events-from"
+    )
+    p.add_argument(
+        "--body-mode",
+        choices=("fitted", "engine", "none"),
+        default="fitted",
+        help="with --events-from: step body of the prediction: the fitted jitter, drift, trend"
+        " and warm-up around the engine's median (fitted, default), the engine's within-run"
+        " law times the fitted drift plus the jitter beyond the engine's (engine), or the"
+        " engine's law alone (none)",
+    )
+    p.add_argument(
+        "--stall-dispersion",
+        type=nonnegative_float,
+        metavar="ALPHA",
+        help="with --events-from: variance of a gamma per-run multiplier of the stall rate"
+        " (stalls that cluster in runs; 0 = one common rate); default: the value fitted with"
+        " the events where identified, else 0",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_calibrate)
