@@ -128,3 +128,27 @@ def test_samples_are_capped_where_the_monte_carlo_guard_would_refuse_them():
     assert estimated_draws(graph, n + 1, MonteCarloSettings()) > limit
     small = agreement.SCENARIOS["chain"].build()
     assert agreement.affordable_samples(small, 100_000) == 100_000
+
+
+def test_a_baseline_within_monte_carlo_noise_is_a_tie_and_still_a_miss():
+    row = {
+        "reconvergent": True,
+        "ks": 0.0035,
+        "p50_rel_err": 0.0,
+        "p99_rel_err": 0.0,
+        "spread_rel_err": 0.01,
+        "mc_dkw_95": 0.0043,
+        "mc_pool_ks": 0.0,
+        "p50_mc_ci": 1e-4,
+        "p99_mc_ci": 1e-4,
+        "spread_mc_ci": 1e-3,
+        "ks_independent": 0.02,
+        "spread_rel_err_independent": 0.05,
+        "ks_clark": 0.0031,  # ahead by 0.0004, inside the DKW half-width 0.0043
+        "spread_rel_err_clark": 0.02,
+    }
+    assert agreement.verdict(row) == ("MISS", ["ks tie clark (within MC noise)"])
+    row.update(ks=0.0100, ks_clark=0.0001)  # ahead by 0.0099, more than the noise: a defeat
+    assert agreement.verdict(row) == ("MISS", ["ks>clark"])
+    row.update(ks=0.001, ks_clark=0.0031)  # better than both: met
+    assert agreement.verdict(row) == ("PASS", [])
