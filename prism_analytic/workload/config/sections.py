@@ -429,7 +429,9 @@ class TrainingConfig(_Section):
         Kernels are replayed from captured CUDA graphs (Megatron-Core ``--cuda-graph-impl``,
         TE ``make_graphed_callables``): the per-kernel host cost drops from
         ``kernel_launch_s`` to ``cuda_graph_kernel_s``. No effect while
-        ``kernel_launch_s`` is 0.
+        ``kernel_launch_s`` is 0. Measured effect (llama3-8b, 64 GPUs, seq 256, tp 8, zero1):
+        mean step 0.1863 s without launches; eager at 3.25 us an op 0.1863 s (+0.01%), at
+        32.5 us (ten launches an op) 0.3796 s; with CUDA graphs 0.1863 s again.
     cuda_graph_kernel_s : float
         Per-kernel cost inside a replayed graph: 0.875e-6 s (same CUDA.jl measurement: the
         80 kernels take 70 us as one graph, kernel execution included, so an upper value).
