@@ -86,6 +86,32 @@ def test_sampler_matches_its_law():
     )
 
 
+def test_heavy_body_keeps_its_width_and_its_tail_is_recovered():
+    """A Student-t body keeps p90/p50 = exp(z_0.9 sigma); its p99/p90 shape is refitted."""
+    rng = np.random.default_rng(8)
+    run = RunNoise(
+        body_sigma=0.03, rate=0.0, burst=0.0, delay_mu=-10.0, delay_sigma=1.0, body_dof=3.0
+    )
+    x = run.sample(16, 200_000, MEDIAN, rng)
+    summ = summarize_run(x, 16, "s")
+    assert summ.body_sigma == pytest.approx(0.03, rel=0.02)
+    assert summ.body_tail == pytest.approx(stats.t.ppf(0.99, 3) / stats.t.ppf(0.9, 3), rel=0.03)
+    # a 20-us collective: the body's t tail stays below the 30-us event threshold
+    quiet = RunNoise(
+        body_sigma=0.02, rate=0.0, burst=0.0, delay_mu=-10.0, delay_sigma=1.0, body_dof=3.0
+    )
+    runs = [
+        summarize_run(quiet.sample(n, 20_000, 20e-6, rng), n, s)
+        for n, s in ((4, "a"), (8, "b"), (16, "c"))
+    ]
+    rare = RunNoise(body_sigma=0.03, rate=2e-4, burst=0.0, delay_mu=DELAY_MU, delay_sigma=0.6)
+    runs.append(summarize_run(rare.sample(64, 20_000, MEDIAN, rng), 64, "d"))
+    pop = fit_population(runs)
+    assert 2.0 < pop.body_dof < 5.0  # true 3
+    with pytest.raises(ValueError, match="body_dof"):
+        RunNoise(body_sigma=0.03, rate=0.0, burst=0.0, delay_mu=-10, delay_sigma=1, body_dof=0.5)
+
+
 def test_population_parameters_recovered_within_intervals(synthetic):
     _, pop = synthetic
     se = np.sqrt(np.diag(pop.body_cov))
