@@ -155,3 +155,18 @@ def test_far_tail_conversion_keeps_upper_mass_up():
     assert grid.hi[0] == 0.0
     low, high = grid.quantile_bracket(1e-10)
     assert low <= d.quantile(1e-10) <= high
+
+
+def test_long_heavy_graphs_keep_the_linear_answer(monkeypatch):
+    """Beyond MAX_OPS additions the log lattice would cost seconds: it is not tried."""
+
+    def refuse(*args):
+        raise AssertionError("the log lattice was evaluated")
+
+    monkeypatch.setattr(log_lattice_eval.LogLatticeParts, "law", refuse)
+    monkeypatch.setattr(log_lattice_eval.LogLatticeParts, "_group_law", refuse)
+    monkeypatch.setattr(log_lattice_eval, "MAX_OPS", 2)  # a short graph stands for a long one
+    g = StepGraph("long")
+    for i in range(3):
+        g.add_op(f"o{i}", pa.pareto(2.5), after=[f"o{i - 1}"] if i else [])
+    assert isinstance(pa.predict(g).distribution, pa.GridDistribution)

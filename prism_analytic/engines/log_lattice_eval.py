@@ -16,7 +16,8 @@ unresolved level is infinitely wide), so a graph the linear grid resolves as wel
 bit for bit.
 
 Not covered (the linear answer stays): irreducible cores, pipeline nodes, replica groups with a
-per-copy speed factor.
+per-copy speed factor, graphs of more than :data:`MAX_OPS` ops (time), and graphs whose linear
+answer is already within :data:`GOOD_ENOUGH` times ``rel_width`` at every level.
 """
 
 from __future__ import annotations
@@ -45,6 +46,16 @@ __all__ = ["LEVELS", "LogLatticeParts", "narrower"]
 
 #: Levels at which the linear and the log-lattice answers are compared.
 LEVELS = (0.5, 0.9, 0.95, 0.99, 0.999)
+
+#: Most ops (replica bodies counted once) a graph may have to be evaluated on the log lattice:
+#: an addition costs ~65 ms at 4,096 cells per octave (chains of 10 / 50 / 200 lognormal
+#: sigma 1.6 ops: 0.8 / 3.3 / 13.5 s CPU under load 8). Larger graphs keep the linear answer.
+MAX_OPS = 64
+
+#: A linear answer whose widest relative bracket at :data:`LEVELS` is within this many times
+#: the policy's ``rel_width`` is kept without trying the log lattice (one of its cells is about
+#: ``rel_width`` wide, and every addition costs up to one cell).
+GOOD_ENOUGH = 4.0
 
 Law = LogLatticeDistribution | PointMass | None  # None: a zero duration
 
@@ -149,10 +160,13 @@ class LogLatticeParts:
                 out.extend(self._op_laws(d["body"]))
         return out
 
-    def _points(self, g: StepGraph) -> int | None:
-        """Cells per octave for ``g`` when it goes on the log lattice, else None."""
+    def _points(self, g: StepGraph, linear: GridDistribution) -> int | None:
+        """Cells per octave for ``g`` when it goes on the log lattice, else None.
+
+        ``linear`` is the engine's answer for ``g`` (or for the replica group of ``g``).
+        """
         ok, ops = self._scan(g)  # the structure first: it is cheap, quantiles of laws are not
-        if not ok:
+        if not ok or ops > MAX_OPS or self._good(linear):
             return None
         laws = self._op_laws(g)
         # the test operations.convolve uses: one law needs the log lattice and all fit on it
@@ -206,6 +220,10 @@ class LogLatticeParts:
             parts.append(log_lattice_iid_max(log_lattice_scaled(body, factor), k))
         return parts[0] if len(parts) == 1 else log_lattice_max(parts)
 
+    def _good(self, linear: GridDistribution) -> bool:
+        """Whether ``linear`` is already about as narrow as the log lattice could make it."""
+        return _worst_width(linear) <= GOOD_ENOUGH * self.policy.rel_width
+
     def _linear(self, law: Law | str, linear: GridDistribution) -> GridDistribution:
         if not isinstance(law, LogLatticeDistribution):
             return linear
@@ -213,7 +231,7 @@ class LogLatticeParts:
 
     def graph(self, g: StepGraph, linear: GridDistribution) -> GridDistribution:
         """``linear`` (the engine's law of ``g``), or the log lattice's where it is narrower."""
-        n = self._points(g)
+        n = self._points(g, linear)
         return linear if n is None else self._linear(self.law(g, n), linear)
 
     def step(
@@ -224,7 +242,7 @@ class LogLatticeParts:
         Only the step's own law may stay on the log lattice (it has the same sandwich and
         brackets); inside the graph every part goes back to the linear grid.
         """
-        n = None if g.regimes else self._points(g)
+        n = None if g.regimes else self._points(g, linear)
         law = None if n is None else self.law(g, n)
         if not isinstance(law, LogLatticeDistribution):
             return linear
@@ -232,5 +250,5 @@ class LogLatticeParts:
 
     def group(self, d: dict[str, Any], linear: GridDistribution) -> GridDistribution:
         """``linear`` (the engine's replica barrier ``d``), or the log lattice's if narrower."""
-        n = None if d["speed"] is not None else self._points(d["body"])
+        n = None if d["speed"] is not None else self._points(d["body"], linear)
         return linear if n is None else self._linear(self._group_law(d, n), linear)
