@@ -6,7 +6,10 @@
   fit, identifiability).
 * :mod:`.step_events`: a likelihood fit of step events (the slow step after an evaluation
   pause, stalls with a per-GPU rate and a size) and their prediction at other sizes.
-* :mod:`.intervals`: exact Poisson-count intervals.
+* :mod:`.step_body`: the step body by a state-space fit (jitter, random-walk drift, trend,
+  warm-up transient), each component tested for identifiability.
+* :mod:`.stall_dispersion`: run-level clustering of stalls (gamma-Poisson dispersion).
+* :mod:`.intervals`: exact Poisson and negative-binomial count intervals.
 * :mod:`.collective_noise`: the scale model of collective-latency noise (slowest of N nodes).
 * :mod:`.collective_events`: rare per-node collective events (rate per node, size by fat-tree
   tiers), fitted by likelihood, with predictive intervals of quantile ratios.

@@ -31,9 +31,15 @@ Scaling rules (fitted at size ``G0``, applied at ``G``)
   ``q1 = 1 - (1 - q)^(1/G0)`` gives the per-step rate ``1 - (1 - q1)^G`` at ``G``; the size
   is seconds, ``s * m0``.
 
+The step body (jitter, within-run drift, trend, warm-up) is fitted beside the events by a
+state-space model (:mod:`.step_body`) on the steps that are not stalls, and the clustering
+of stalls in runs by a gamma-Poisson dispersion (:mod:`.stall_dispersion`).
+
 Prediction intervals (:func:`predict_events`) simulate datasets shaped like the measured one
 (same runs, steps per run and pause positions), each run normalised by its own median, as
-the measured statistics are. The *point* interval uses the fitted values (sampling only);
+the measured statistics are. With a fitted body the pause costs come from the body fit
+(relative there, seconds at the calibration median), and the body's parameters are drawn
+from their Wald approximation in the bootstrap interval. The *point* interval uses the fitted values (sampling only);
 the *bootstrap* interval also draws the parameters from nonparametric bootstrap refits of
 the calibration steps. With one or two stalls the bootstrap cannot express the size's
 uncertainty (every resample holds the same few sizes): that is why the size is then
