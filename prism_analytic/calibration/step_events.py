@@ -39,11 +39,11 @@ Prediction intervals (:func:`predict_events`) simulate datasets shaped like the 
 (same runs, steps per run and pause positions), each run normalised by its own median, as
 the measured statistics are. With a fitted body the pause costs come from the body fit
 (relative there, seconds at the calibration median), and the body's parameters are drawn
-from their Wald approximation in the bootstrap interval. The *point* interval uses the fitted values (sampling only);
-the *bootstrap* interval also draws the parameters from nonparametric bootstrap refits of
-the calibration steps. With one or two stalls the bootstrap cannot express the size's
-uncertainty (every resample holds the same few sizes): that is why the size is then
-reported as not identified, with its exact interval.
+from their Wald approximation in the bootstrap interval. The *point* interval uses the
+fitted values (sampling only); the *bootstrap* interval also draws the parameters from
+nonparametric bootstrap refits of the calibration steps. With one or two stalls the
+bootstrap cannot express the size's uncertainty (every resample holds the same few sizes):
+that is why the size is then reported as not identified, with its exact interval.
 """
 
 from __future__ import annotations
