@@ -12,6 +12,7 @@ point estimate spreads each atom uniformly over its cell and averages the two.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -475,6 +476,39 @@ class GridDistribution(RoundingSandwich, Distribution):
 
 
 # ----- building grids --------------------------------------------------------------------------
+def lattice_window(
+    h: float,
+    x_min: float,
+    x_max: float,
+    bulk: float,
+    iqr: float,
+    median: Callable[[], float],
+    policy: GridPolicy,
+    top_margin: int = 0,
+) -> tuple[float, int, int]:
+    """Spacing and index range ``(h, k_start, k_end)`` of a linear window for a law.
+
+    The window should span ``[x_min, x_max]`` (the ``policy.tail_mass`` quantiles) on spacing
+    ``h``. A spacing too fine for the bulk (``bulk``: the 1e-9 to 1 - 1e-9 range) to fit in
+    ``policy.max_cells`` is coarsened, but only as far as the bulk stays resolved (16 times
+    ``h``, or 1e-3 of the interquartile range ``iqr``); beyond that the window is centred on
+    the median (called only then) and a heavy tail becomes an atom, an infinite bound at its
+    levels. One cell of margin below (an atom exactly at ``x_min``, e.g. a point mass at zero
+    inside a mixture, must fall inside the first cell), ``top_margin`` above.
+    """
+    h_bulk = bulk / (policy.max_cells - 4) if np.isfinite(bulk) else np.inf
+    h = max(h, min(h_bulk, max(16.0 * h, 1e-3 * iqr)))
+    if not np.isfinite(x_max):
+        x_max = x_min + (policy.max_cells - 4) * h
+    k_start = int(np.floor(x_min / h)) - 1
+    k_end = int(np.ceil(x_max / h)) + top_margin
+    if k_end - k_start + 1 > policy.max_cells:
+        # Keep the bulk: centre the window on the median so both tails become atoms.
+        k_start = max(k_start, int(np.floor(median() / h)) - policy.max_cells // 2)
+        k_end = min(k_end, k_start + policy.max_cells - 1)
+    return h, k_start, k_end
+
+
 def discretize(
     dist: Distribution, h: float, policy: GridPolicy = DEFAULT_POLICY
 ) -> GridDistribution:
@@ -492,24 +526,17 @@ def discretize(
     if not np.isfinite(x_min):
         raise ValueError(f"cannot discretise {dist!r}: its lower tail quantile is not finite")
     q1, q3 = (float(v) for v in dist._quantile(np.array([0.25, 0.75])))
-    # A spacing too fine for the bulk to fit is coarsened, but only as far as the bulk stays
-    # resolved; a heavy tail beyond the cap becomes an atom (an infinite bound at its levels).
     with np.errstate(over="ignore", invalid="ignore"):
         bulk = float(dist._isf(np.array([1e-9]))[0] - dist._quantile(np.array([1e-9]))[0])
-    h_bulk = bulk / (policy.max_cells - 4) if np.isfinite(bulk) else np.inf
-    h = max(h, min(h_bulk, max(16.0 * h, 1e-3 * (q3 - q1))))
-    if not np.isfinite(x_max):
-        x_max = x_min + (policy.max_cells - 4) * h
-    # One cell of margin below: an atom exactly at x_min (e.g. a point mass at zero inside a
-    # mixture) must fall inside the first cell, not into the -inf atom.
-    k_start = int(np.floor(x_min / h)) - 1
-    k_end = int(np.ceil(x_max / h))
-    if k_end - k_start + 1 > policy.max_cells:
-        # Keep the bulk: centre the window on the median so both tails become atoms.
-        k_med = int(np.floor(float(dist._quantile(np.array([0.5]))[0]) / h))
-        half = policy.max_cells // 2
-        k_start = max(k_start, k_med - half)
-        k_end = min(k_end, k_start + policy.max_cells - 1)
+    h, k_start, k_end = lattice_window(
+        h,
+        x_min,
+        x_max,
+        bulk,
+        q3 - q1,
+        lambda: float(dist._quantile(np.array([0.5]))[0]),
+        policy,
+    )
     x = (k_start + np.arange(k_end - k_start + 1)) * h
     cdf = dist._cdf(x)
     sf = dist._sf(x)

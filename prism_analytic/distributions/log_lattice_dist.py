@@ -15,7 +15,7 @@ import numpy as np
 
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .base import Distribution
-from .grid import GridDistribution, RoundingSandwich
+from .grid import GridDistribution, RoundingSandwich, lattice_window
 
 __all__ = ["LogLatticeDistribution", "MAX_OCTAVES", "MIN_POINTS", "MAX_POINTS"]
 
@@ -305,18 +305,14 @@ class LogLatticeDistribution(RoundingSandwich, Distribution):
         pts = self.points
         x_min = x_min if np.isfinite(x_min) else float(pts[0])
         x_max = x_max if np.isfinite(x_max) else float(pts[-1])
-        # As in discretize: a window the policy cannot hold coarsens the cells only as far as
-        # the bulk stays resolved; beyond that the window is centred on the median ...
+        # The window as for an exact law (grid.lattice_window) ...
         q = np.array([1e-9, 0.25, 0.5, 0.75])
         b_lo, q1, med, q3 = (float(v) for v in self._q_var(q, "lo"))
         b_hi = float(self._isf_var(np.array([1e-9]), "hi")[0])
         bulk = b_hi - b_lo if np.isfinite(b_hi - b_lo) else x_max - x_min
-        h = max(h, min(bulk / (policy.max_cells - 4), max(16.0 * h, 1e-3 * (q3 - q1))))
-        k_start = int(np.floor(x_min / h)) - 1
-        k_end = int(np.ceil(x_max / h)) + 1
-        if k_end - k_start + 1 > policy.max_cells:
-            k_start = max(k_start, int(np.floor(med / h)) - policy.max_cells // 2)
-            k_end = min(k_end, k_start + policy.max_cells - 1)
+        h, k_start, k_end = lattice_window(
+            h, x_min, x_max, bulk, q3 - q1, lambda: med, policy, top_margin=1
+        )
         size = k_end - k_start + 1
         # Clipped before the cast: points beyond 2^63 cells would wrap around in int64 (and
         # put upper-side mass from the far tail into the bottom cell).
