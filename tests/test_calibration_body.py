@@ -138,3 +138,18 @@ def test_clustered_stalls_widen_the_count_interval_and_bad_options_are_refused()
         predict_events(fit, _Body(10.0), target, 512, reps=20, stall_dispersion=-1.0)
     with pytest.raises(CalibrationError, match="body_mode"):
         predict_events(fit, _Body(10.0), target, 512, reps=20, body_mode="x")
+
+
+def test_cli_dispersion_and_body_mode_need_events_from(tmp_path, capsys):
+    from prism_analytic.cli import main
+
+    log = tmp_path / "s.csv"
+    log.write_text("step_time_s\n" + "\n".join(["10.0", "10.1", "9.9"] * 10))
+    args = ["calibrate", "--preset", "llama3-8b", "--gpus", "8", "--steps", str(log), "--check"]
+    assert main([*args, "--stall-dispersion", "2"]) == 2
+    assert "--events-from" in capsys.readouterr().err
+    assert main([*args, "--body-mode", "engine"]) == 2
+    assert "--events-from" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as err:  # argparse refuses the value itself
+        main([*args, "--stall-dispersion=-1"])
+    assert err.value.code == 2 and "--stall-dispersion" in capsys.readouterr().err
