@@ -17,12 +17,14 @@ from prism_analytic.engines.skew_core import skew_makespan, skew_pipeline
 from prism_analytic.graph.pipeline import PipelineSpec, law_key, pipeline_step_graph
 
 
-def _gc_moments(dmu: float, th: float, g2: float, cab: float, vb: float) -> tuple[float, float]:
+def _gc_moments(
+    dmu: float, th: float, g2: float, cab: float, vb: float, g1: float = 0.0
+) -> tuple[float, float]:
     """E[max] - E[B] and Var(max) by quadrature over the Gram-Charlier density of D."""
 
     def dens(z: float) -> float:
-        he4 = z**4 - 6 * z**2 + 3
-        return stats.norm.pdf(z) * (1 + g2 * he4 / 24)
+        he3, he4 = z**3 - 3 * z, z**4 - 6 * z**2 + 3
+        return stats.norm.pdf(z) * (1 + g1 * he3 / 6 + g2 * he4 / 24)
 
     e1 = integrate.quad(lambda z: max(dmu + th * z, 0.0) * dens(z), -12, 12, points=[-dmu / th])
     e2 = integrate.quad(lambda z: max(dmu + th * z, 0.0) ** 2 * dens(z), -12, 12)
@@ -33,15 +35,25 @@ def _gc_moments(dmu: float, th: float, g2: float, cab: float, vb: float) -> tupl
     return e1[0], vb + var_dp + 2 * beta * cov_d_dp
 
 
-@pytest.mark.parametrize("dmu,g2", [(0.0, 1.0), (0.7, 0.5), (-1.3, 2.0), (2.5, 3.0)])
-def test_gram_charlier_max_matches_quadrature(dmu: float, g2: float) -> None:
+@pytest.mark.parametrize(
+    "dmu,g2,g1",
+    [
+        (0.0, 1.0, 0.0),
+        (0.7, 0.5, 0.0),
+        (-1.3, 2.0, 0.0),
+        (2.5, 3.0, 0.0),
+        (0.4, 0.8, 0.3),
+        (-0.9, 0.2, -0.5),
+    ],
+)
+def test_gram_charlier_max_matches_quadrature(dmu: float, g2: float, g1: float) -> None:
     va, vb, cab = 2.0, 1.5, 0.6
     th = np.sqrt(va + vb - 2 * cab)
     al = dmu / th
     t, thph = stats.norm.cdf(al), th * stats.norm.pdf(al)
-    d1, dv = gram_charlier_max(*(np.array([v]) for v in (dmu, th, t, thph, cab, vb, g2)))
+    d1, dv = gram_charlier_max(*(np.array([v]) for v in (dmu, th, t, thph, cab, vb, g2, g1)))
     e0, v0 = _gc_moments(dmu, th, 0.0, cab, vb)  # Gaussian D: Clark's
-    e1, v1 = _gc_moments(dmu, th, g2, cab, vb)
+    e1, v1 = _gc_moments(dmu, th, g2, cab, vb, g1)
     assert d1[0] == pytest.approx(e1 - e0, abs=1e-7)
     assert dv[0] == pytest.approx(v1 - v0, abs=1e-7)
 

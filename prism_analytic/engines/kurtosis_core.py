@@ -27,13 +27,15 @@ on the window's residuals, ``c`` their covariances with ``D`` and ``R`` their co
 (kept to the :data:`TOP_RESIDUALS` largest ``|x|``). It is clipped to ``[0, 4]``, where the
 Gram-Charlier density is non-negative.
 
-What it gives is an estimate, checked against Monte Carlo (``tests/test_kurtosis_core.py`` and
-``validation/results/lattice_closure_study.md``): better than the skew core on most
-interleaved schedules (8 x 8 x vpp 4: KS 0.135 -> 0.082; 16 x 64 x vpp 2 at CV 20%: 0.047 ->
-0.025) but over-correcting deep 1F1B (16 x 64: mean -0.07 sd, KS 0.011 -> 0.03), and the
-README body (interleaved 16 x 16 x vpp 8) stays far off (mean +1.38 -> +1.10 sd): even the
-exact per-max kurtosis leaves most of that bias, which lies in the Gaussian closure of the
-max's covariances with the other live nodes, not in its moments.
+What it gives is an estimate, checked against Monte Carlo (``tests/test_kurtosis_core.py``;
+``validation/lattice_closure_study.py``, table in ``validation/results/
+lattice_closure_study.md``, 1e5 samples): with normal ops it brings 1F1B 32 x 64 to KS 0.018
+(skew core 0.034; spread still -7%), 8 x 32 to 0.004 (0.019), interleaved 8 x 32 to 0.012
+(Gaussian 0.020) and 16 x 64 at CV 20% to 0.025 (0.28), but over-corrects 1F1B 16 x 64 at CV
+5% (mean -0.07 sd, KS 0.013 -> 0.028), does not help lognormal ops (worse at depth), and
+leaves the README body (interleaved 16 x 16 x vpp 8) far off (KS 0.56 -> 0.42, mean +1.51 ->
++1.10 sd): even the exact per-max kurtosis leaves most of that bias, which lies in the
+Gaussian closure of the max's covariances with the other live nodes, not in its moments.
 """
 
 from __future__ import annotations
@@ -83,13 +85,15 @@ def gram_charlier_max(
     cab: np.ndarray,
     vb: np.ndarray,
     g2: np.ndarray,
+    g1: np.ndarray | float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Corrections ``(d_mean, d_var)`` of Clark's max for a symmetric leptokurtic difference.
+    """Corrections ``(d_mean, d_var)`` of Clark's max for a non-Gaussian difference of the inputs.
 
     ``max(A, B) = B + D+`` with ``D = A - B`` of mean ``dmu`` and sd ``theta``; the density of
-    ``D``'s standardised form is ``phi(z) (1 + g2 He4(z) / 24)``. The partial moments follow by
-    parts (``He4 phi = phi''''``), the covariance of ``B`` with ``D+`` from ``B = beta D + e``,
-    ``beta = Cov(B, D) / theta^2``, ``e`` independent of ``D``.
+    ``D``'s standardised form is ``phi(z) (1 + g1 He3(z) / 6 + g2 He4(z) / 24)`` (Gram-Charlier).
+    The partial moments follow by parts (``He_n phi = (-1)^n phi^(n)``), the covariance of ``B``
+    with ``D+`` from ``B = beta D + e``, ``beta = Cov(B, D) / theta^2``, ``e`` independent of
+    ``D``. The engine uses ``g1 = 0`` (module docstring); ``g1`` serves the local study.
 
     Parameters
     ----------
@@ -101,6 +105,8 @@ def gram_charlier_max(
         ``Cov(A, B)`` and ``Var B``.
     g2 : numpy.ndarray
         Excess kurtosis of ``D``.
+    g1 : numpy.ndarray or float
+        Skewness of ``D`` (default 0).
 
     Returns
     -------
@@ -118,8 +124,8 @@ def gram_charlier_max(
     """
     al = dmu / theta
     ph = _INV_SQRT_2PI * np.exp(-0.5 * al * al)
-    d1 = theta * g2 * (al * al - 1.0) * ph / 24.0  # E[D+]
-    d2 = -theta * theta * g2 * al * ph / 12.0  # E[(D+)^2]
+    d1 = theta * ph * (g2 * (al * al - 1.0) / 24.0 - g1 * al / 6.0)  # E[D+]
+    d2 = theta * theta * ph * (g1 / 3.0 - g2 * al / 12.0)  # E[(D+)^2]
     e1 = dmu * t + thph  # Clark's E[D+]
     beta = (cab - vb) / (theta * theta)
     d_var_dplus = d2 - 2.0 * e1 * d1 - d1 * d1
