@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -11,7 +12,66 @@ from scipy import special
 
 from .base import Distribution
 
-__all__ = ["ExposedComm"]
+__all__ = ["ExposedComm", "MAX_EVENTS", "tail_components"]
+
+#: Most independent events one law takes (its mixture has up to ``2 ** (MAX_EVENTS + 1)``
+#: components, each evaluated at every grid point).
+MAX_EVENTS = 8
+
+
+def _check_events(events: Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+    """``events`` as float pairs, those without effect (probability 0 or factor 1) dropped."""
+    out = []
+    for i, ev in enumerate(events):
+        try:
+            p, g = (float(x) for x in ev)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"events[{i}] must be a (probability, factor) pair, got {ev!r}"
+            ) from None
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"events[{i}] probability must be in [0, 1], got {p!r}")
+        if not (math.isfinite(g) and g >= 1.0):
+            raise ValueError(f"events[{i}] factor must be a finite number >= 1, got {g!r}")
+        if p > 0 and g > 1:
+            out.append((p, g))
+    if len(out) > MAX_EVENTS:
+        raise ValueError(f"events: at most {MAX_EVENTS} events with an effect, got {len(out)}")
+    return tuple(out)
+
+
+def tail_components(
+    tail_prob: float, tail_factor: float, events: Sequence[tuple[float, float]] = ()
+) -> tuple[np.ndarray, np.ndarray]:
+    """Weights and values of a tier's tail multiplier ``T`` (exact, as a finite mixture).
+
+    ``T = 1 + (tail_factor - 1) I_0 + sum_i (factor_i - 1) I_i`` with independent indicators:
+    ``I_0`` of the tier's own tail (probability ``tail_prob``) and ``I_i`` of each further
+    event ``(probability_i, factor_i)`` (e.g. a per-node event of ``variability.scale``).
+    Events are delays of one instance, so when several strike their excesses add; each
+    event doubles the components (none / it), with weights multiplied by ``1 - p`` / ``p``.
+
+    Parameters
+    ----------
+    tail_prob, tail_factor : float
+        The tier's own tail (no tail unless ``tail_prob > 0`` and ``tail_factor > 1``).
+    events : sequence of (float, float)
+        Further independent events, (probability in [0, 1], factor >= 1); at most
+        :data:`MAX_EVENTS` with an effect.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        Weights (summing to one) and multipliers.
+    """
+    q, f = float(tail_prob), float(tail_factor)
+    if q > 0 and f > 1:
+        w, m = np.array([1 - q, q]), np.array([1.0, f])
+    else:
+        w, m = np.array([1.0]), np.array([1.0])
+    for p, g in _check_events(events):
+        w, m = np.concatenate([w * (1.0 - p), w * p]), np.concatenate([m, m + (g - 1.0)])
+    return w, m
 
 
 class ExposedComm(Distribution):
@@ -20,14 +80,18 @@ class ExposedComm(Distribution):
     ``M`` is a tier's noise multiplier (``tier``: anything with ``sigma``, ``tail_prob`` and
     ``tail_factor``, such as :class:`~prism_analytic.workload.config.TierNoise`): a mean-one
     lognormal with shape ``sigma``, times ``tail_factor`` with probability ``tail_prob``; ``hidden``
-    (>= 0) is the part that overlap hides. Everything is closed form (CDF, survival, mean and
+    (>= 0) is the part that overlap hides; ``events`` are further independent (probability,
+    factor) events on the same instance, exact as extra mixture components
+    (:func:`tail_components`). Everything is closed form (CDF, survival, mean and
     variance through normal CDFs, as in the Black-Scholes formula; quantiles by vectorised
     bisection in log space), so the engines never integrate or invert it numerically.
     Quantile levels inside the atom at 0 return ``-1e-12 * a`` (see :meth:`_quantile`).
     A ``sigma`` of 0 is floored at 1e-6 (a mixture of point masses is not gridded exactly).
     """
 
-    def __init__(self, a: float, tier: Any, hidden: float = 0.0) -> None:
+    def __init__(
+        self, a: float, tier: Any, hidden: float = 0.0, events: Sequence[tuple[float, float]] = ()
+    ) -> None:
         if not (math.isfinite(a) and a > 0):
             raise ValueError(f"a must be a finite positive time, got {a!r}")
         if not (math.isfinite(hidden) and hidden >= 0):
@@ -35,29 +99,33 @@ class ExposedComm(Distribution):
         self.a, self.hidden = float(a), float(hidden)
         self.sigma = max(float(tier.sigma), 1e-6)
         q, f = float(tier.tail_prob), float(tier.tail_factor)
-        if q > 0 and f > 1:
-            self.w, self.scales = np.array([1 - q, q]), np.array([self.a, self.a * f])
-        else:
-            self.w, self.scales = np.array([1.0]), np.array([self.a])
+        # the tier's own tail as the spec names it (as before events existed: bit-identical)
+        self._tail = (q, self.a * f / self.a) if q > 0 and f > 1 else (0.0, 1.0)
+        self.events = _check_events(events)
+        self.w, m = tail_components(q, f, self.events)
+        self.scales = self.a * m
         self.mu = -0.5 * self.sigma**2  # log-mean of the mean-one body
 
-    def to_spec_fields(self) -> dict[str, float]:
+    def to_spec_fields(self) -> dict[str, Any]:
         """Constructor arguments, for JSON round trips of step graphs."""
-        return {
+        out: dict[str, Any] = {
             "a": self.a,
             "hidden": self.hidden,
             "sigma": self.sigma,
-            "tail_prob": float(self.w[1]) if self.w.size > 1 else 0.0,
-            "tail_factor": float(self.scales[1] / self.a) if self.w.size > 1 else 1.0,
+            "tail_prob": self._tail[0],
+            "tail_factor": self._tail[1],
         }
+        if self.events:  # only then: specs of graphs without events are unchanged
+            out["events"] = [list(e) for e in self.events]
+        return out
 
     @classmethod
-    def from_spec_fields(cls, fields: dict[str, float]) -> ExposedComm:
+    def from_spec_fields(cls, fields: dict[str, Any]) -> ExposedComm:
         """Inverse of :meth:`to_spec_fields`."""
         tier = SimpleNamespace(
             sigma=fields["sigma"], tail_prob=fields["tail_prob"], tail_factor=fields["tail_factor"]
         )
-        return cls(fields["a"], tier, fields["hidden"])
+        return cls(fields["a"], tier, fields["hidden"], fields.get("events", ()))
 
     def __repr__(self) -> str:
         return (

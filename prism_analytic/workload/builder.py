@@ -39,7 +39,10 @@ Model (each choice is a simplification, chosen to be cheap and explainable):
   noise multiplier of the tier it crosses, and ``hidden = overlap.dp * window`` the part
   the mean model hides behind the stage's backward (gradients) or forward (parameters);
   then the optimizer (compute noise), the fixed step overhead and the rare additive hiccup
-  of :class:`~.config.HiccupConfig`.
+  of :class:`~.config.HiccupConfig`, then ``variability.scale``'s whole-step delays (rack
+  throttle, fail-slow GPU), each its own independent op
+  (:func:`~.scale_variability.scale_events`; its per-node collective event is an extra,
+  independent component of every inter-node collective's noise multiplier).
 * **Regimes.** A :class:`~.config.RegimeConfig` with more than one state (or a non-unit
   slowdown) becomes a per-step regime on ``kind="comm"`` ops: the step-level collectives
   and the fill/drain hops. Per-layer communication folded into the pipeline ops is *not*
@@ -52,10 +55,10 @@ per-stage (rather than per-replica) persistent speeds, load imbalance between Mo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..distributions import Distribution, gamma, lognormal, mixture, point_mass, uniform
-from ..distributions.exposed import ExposedComm
+from ..distributions.exposed import ExposedComm, tail_components
 from ..engines.resolution import MAX_REL_WIDTH
 from ..graph import StepGraph
 from ..graph.pipeline import pipeline_step_graph
@@ -63,7 +66,7 @@ from ..operations import iid_max
 from ..policy import GridPolicy
 from .config import JITTER_MEAN_OVER_STD, JobConfig, Layout, TierNoise
 from .mean_model import OpMean, OpMeans, op_means
-from .scale_variability import apply_scale_variability
+from .scale_variability import ScaleEvents, apply_scale_variability, scale_events
 
 __all__ = [
     "StepModel",
@@ -97,23 +100,37 @@ def _tier(job: JobConfig, tier: str | None) -> TierNoise:
     }.get(tier or "intra_node", net.intra_node)
 
 
-def _multiplier_moments(t: TierNoise) -> tuple[float, float]:
+def _multiplier_moments(
+    t: TierNoise, events: tuple[tuple[float, float], ...] = ()
+) -> tuple[float, float]:
     """(mean, variance) of the tier's noise multiplier ``B * T``.
 
     ``B`` is lognormal with shape ``sigma`` and mean 1; ``T`` is ``tail_factor`` with
-    probability ``tail_prob`` and 1 otherwise.
+    probability ``tail_prob`` and 1 otherwise, plus the excess of each independent
+    ``events`` entry (``variability.scale``; :func:`~..distributions.exposed.tail_components`).
     """
+    if events:
+        w, m = tail_components(t.tail_prob, t.tail_factor, events)
+        mean = float(w @ m)
+        return mean, max(0.0, math.exp(t.sigma**2) * float(w @ m**2) - mean * mean)
     q, f = t.tail_prob, t.tail_factor
     mean = 1.0 + q * (f - 1.0)
     second = math.exp(t.sigma**2) * (1.0 - q + q * f * f)
     return mean, max(0.0, second - mean * mean)
 
 
-def comm_law(a: float, tier: TierNoise, hidden: float = 0.0) -> Distribution:
-    """``max(0, a * M - hidden)`` (an :class:`ExposedComm`; a point mass for a quiet tier)."""
-    if tier.sigma <= 0 and (tier.tail_prob <= 0 or tier.tail_factor <= 1):
+def comm_law(
+    a: float, tier: TierNoise, hidden: float = 0.0, events: tuple[tuple[float, float], ...] = ()
+) -> Distribution:
+    """``max(0, a * M - hidden)`` (an :class:`ExposedComm`; a point mass for a quiet tier).
+
+    ``events``: further independent (probability, factor) events on each instance
+    (``variability.scale``'s per-node collective event), exact mixture components.
+    """
+    quiet_events = all(p <= 0 or g <= 1 for p, g in events)
+    if tier.sigma <= 0 and (tier.tail_prob <= 0 or tier.tail_factor <= 1) and quiet_events:
         return point_mass(max(a - hidden, 0.0))
-    return ExposedComm(a, tier, hidden)
+    return ExposedComm(a, tier, hidden, events)
 
 
 def tier_multiplier(t: TierNoise) -> Distribution:
@@ -148,6 +165,7 @@ class _Ctx:
     width: int  # GPUs in lockstep between synchronising collectives (tp * cp)
     cv: float  # temporal kernel CV
     max_cache: dict[tuple[float, float, int], tuple[float, float]]
+    scale: ScaleEvents = field(default_factory=ScaleEvents)  # variability.scale's events
 
     def seg_max(self, mean: float, var: float) -> tuple[float, float]:
         """Moments of the slowest of ``width`` GPUs running one segment of kernels."""
@@ -166,11 +184,11 @@ class _Ctx:
         (``o.hidden_s``) is exposed for ``max(0, seconds * M - hidden)``, so a slow
         instance of otherwise hidden communication still delays the step.
         """
-        tier = _tier(self.job, o.tier)
+        tier, events = _tier(self.job, o.tier), self.scale.tier_events(o.tier)
         if o.hidden_s is not None and o.hidden_s > 0 and o.seconds > 0:
-            law = comm_law(o.seconds, tier, o.hidden_s)
+            law = comm_law(o.seconds, tier, o.hidden_s, events)
             return o.count * float(law.mean()), o.count * float(law.var())
-        m1, v1 = _multiplier_moments(tier)
+        m1, v1 = _multiplier_moments(tier, events)
         e = o.exposed_s
         return o.count * e * m1, o.count * e * e * v1
 
@@ -229,6 +247,7 @@ def graph_size(job: JobConfig) -> int:
     extra += 1 if t.step_overhead_s > 0 else 0
     extra += 1 if v.temporal.step_jitter_s > 0 else 0
     extra += 1 if v.hiccups.probability > 0 and v.hiccups.size_s > 0 else 0
+    extra += len(scale_events(job).step_delays)  # variability.scale's whole-step delays
     return 1 + extra
 
 
@@ -323,7 +342,7 @@ def _dp_step_law(ctx: _Ctx, o: OpMean) -> Distribution | None:
     if c <= 0:
         return None
     hidden = min(c, p.overlap.dp * window)
-    return comm_law(c, _tier(job, o.tier), hidden)
+    return comm_law(c, _tier(job, o.tier), hidden, ctx.scale.tier_events(o.tier))
 
 
 def build_step_graph(
@@ -345,7 +364,8 @@ def build_step_graph(
     StepGraph
         Top level: ``replicas`` (a replica group of ``dp`` pipeline copies), then in series
         ``pp_fill_drain`` (pp > 1), each data-parallel collective, ``optimizer``,
-        ``overhead`` and ``hiccup`` (when configured); a ``network`` regime when configured.
+        ``overhead`` and ``hiccup`` (when configured), ``rack_throttle`` and ``fail_slow``
+        (when ``variability.scale`` switches them on); a ``network`` regime when configured.
 
     Examples
     --------
@@ -358,10 +378,12 @@ def build_step_graph(
         raise ValueError(f"spatial must be one of {SPATIAL_MODELS}, got {spatial!r}")
     if not isinstance(job, JobConfig):
         raise TypeError(f"job must be a JobConfig, got {type(job).__name__}")
-    job = apply_scale_variability(job)  # variability.scale folded in (no-op when off)
+    # variability.scale: fleet spread folded into spatial, rare events as their own parts
+    events = scale_events(job)
+    job = apply_scale_variability(job)
     om = means if means is not None else op_means(job)
     p, var, t = job.parallelism, job.variability, job.training
-    ctx = _Ctx(job, om, p.tp * p.cp, var.temporal.kernel_cv, {})
+    ctx = _Ctx(job, om, p.tp * p.cp, var.temporal.kernel_cv, {}, events)
     laws = _chunk_laws(ctx)
     v = _pipeline_vpp(job)
 
@@ -389,7 +411,9 @@ def build_step_graph(
     )
     if om.pp_send is not None:
         hops = 2 * (p.pp - 1) * om.pp_send.seconds
-        law = comm_law(hops, _tier(job, om.pp_send.tier))
+        law = comm_law(
+            hops, _tier(job, om.pp_send.tier), events=events.tier_events(om.pp_send.tier)
+        )
         last = g.add_op(
             "pp_fill_drain", law, [last], kind="comm", tags=("pp", om.pp_send.tier or "intra_node")
         )
@@ -412,6 +436,8 @@ def build_step_graph(
     if hic.probability > 0 and hic.size_s > 0:
         law = _hiccup_law(hic.probability, hic.size_s)
         last = g.add_op("hiccup", law, [last], tags=("hiccup",))
+    for name, prob, size in events.step_delays:  # independent of the hiccup: a convolution
+        last = g.add_op(name, _hiccup_law(prob, size), [last], tags=("hiccup",))
     reg = var.regimes
     if len(reg.probabilities) > 1 or any(s != 1.0 for s in reg.slowdowns):
         names = [f"r{i}" for i in range(len(reg.probabilities))]

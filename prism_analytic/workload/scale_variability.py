@@ -1,40 +1,50 @@
-"""Variability that grows with the job's size: fold ``variability.scale`` into a job.
+"""Variability that grows with the job's size: ``variability.scale`` in a job's step.
 
-Each mechanism of :class:`~.config.ScaleVariability` is turned into the sections the step
-builder already understands, for the job's own GPU, node and rack counts, so the builder and
-every engine see one ordinary job. :func:`apply_scale_variability` returns the job with the
-mechanisms folded in and ``variability.scale`` reset to all-off, so applying it twice changes
-nothing.
+Each mechanism of :class:`~.config.ScaleVariability` becomes, for the job's own GPU, node and
+rack counts, either a change of an ordinary section (:func:`apply_scale_variability`) or an
+independent rare event that the step builder adds as its own component
+(:func:`scale_events`). Nothing is merged: two events of different sizes are never narrowed
+into one (an earlier merge kept the mean but could *lower* the variance when a mechanism was
+switched on).
 
 * fleet heterogeneity -> ``spatial.cv`` becomes ``sqrt(cv^2 + (1 - 1/m) population_cv^2)``
-  with ``m = ceil(G / population_gpus)`` (a lognormal with the combined spread stands in for
-  the mixture of populations);
-* per-node collective tail -> the inter-node tier's ``tail_prob`` becomes
-  ``1 - (1 - tail_prob) (1 - p)^n`` with n the nodes spanned by the data-parallel group
-  (the largest inter-node group; :func:`nodes_spanned`), and its ``tail_factor`` the one
-  with the same mean excess over both events, a hit costing
-  ``1 + (node_tail_factor - 1) * node_tail_tier_growth^(t - 1)`` with t the fat-tree tiers
-  (:func:`fat_tree_tiers`) of the group's extent (:func:`group_extent_nodes`);
-* rack throttling and fail-slow GPUs -> a rare whole-step delay (``hiccups``): probability
-  ``1 - (1 - p)^units`` and size ``fraction * mean-model step``, merged with the configured
-  hiccup into one with the combined probability and the same mean delay (the merge keeps
-  the mean and the probability of any delay; it narrows the two sizes into one).
+  with ``m = ceil(G / population_gpus)`` (:func:`apply_scale_variability`; a lognormal with
+  the combined spread stands in for the mixture of populations: this one is an
+  approximation of shape, exact in the variance);
+* per-node collective tail -> every inter-node collective instance gets, besides its tier's
+  own tail, an independent event of probability ``1 - (1 - p)^n`` with n the nodes spanned
+  by the data-parallel group (the largest inter-node group; :func:`nodes_spanned`) and
+  factor ``1 + (node_tail_factor - 1) * node_tail_tier_growth^(t - 1)`` with t the fat-tree
+  tiers (:func:`fat_tree_tiers`) of the group's extent (:func:`group_extent_nodes`). The
+  builder's law is the exact mixture of none / tier tail / event / both (both: excesses
+  add; :func:`prism_analytic.distributions.exposed.tail_components`);
+* rack throttling and fail-slow GPUs -> two independent whole-step delays, each its own
+  op beside the configured hiccup: probability ``1 - (1 - p)^units`` and size
+  ``fraction * mean-model step`` (``rack_throttle``, ``fail_slow_factor - 1``); their sum
+  with the hiccup is an exact convolution.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 
 from .config import JobConfig, ScaleVariability
 
 __all__ = [
+    "COLLECTIVE_EVENT_TIER",
+    "ScaleEvents",
     "apply_scale_variability",
     "fat_tree_tiers",
     "group_extent_nodes",
     "nodes_spanned",
+    "scale_events",
     "scale_factors",
 ]
+
+#: The communication tier the per-node collective event strikes.
+COLLECTIVE_EVENT_TIER = "inter_node"
 
 
 def fat_tree_tiers(nodes: int, radix: int) -> int:
@@ -122,40 +132,68 @@ def scale_factors(job: JobConfig) -> dict[str, float]:
     }
 
 
-def apply_scale_variability(job: JobConfig) -> JobConfig:
-    """``job`` with its ``variability.scale`` mechanisms folded in (module notes)."""
-    sc = job.variability.scale
-    if not sc.active:
-        return job
-    from .step_estimate import step_time
+@dataclass(frozen=True)
+class ScaleEvents:
+    """The rare events of ``variability.scale``, each an independent component of the step.
 
+    Attributes
+    ----------
+    step_delays : tuple of (str, float, float)
+        Whole-step delays ``(op name, probability per step, seconds)``, added by the builder
+        as ops in series after the configured hiccup (independent of it and of each other).
+    collective_events : tuple of (float, float)
+        ``(probability, factor)`` per instance of every collective on the
+        :data:`COLLECTIVE_EVENT_TIER` tier, independent of the tier's own tail.
+    """
+
+    step_delays: tuple[tuple[str, float, float], ...] = ()
+    collective_events: tuple[tuple[float, float], ...] = ()
+
+    def tier_events(self, tier: str | None) -> tuple[tuple[float, float], ...]:
+        """The events of the tier named ``tier`` (None: intra-node, which gets none)."""
+        return self.collective_events if tier == COLLECTIVE_EVENT_TIER else ()
+
+
+def scale_events(job: JobConfig) -> ScaleEvents:
+    """The independent rare events ``job``'s ``variability.scale`` adds (module notes).
+
+    Empty when no event mechanism is on (fleet heterogeneity is not an event: see
+    :func:`apply_scale_variability`).
+    """
+    sc = job.variability.scale
+    if sc.node_tail_prob <= 0 and sc.rack_throttle_prob <= 0 and sc.fail_slow_prob <= 0:
+        return ScaleEvents()
     f = scale_factors(job)
-    v = job.variability
-    spatial = dataclasses.replace(v.spatial, cv=math.sqrt(v.spatial.cv**2 + f["extra_spatial_var"]))
-    inter = v.network.inter_node
-    if f["collective_hit_prob"] > 0:
-        # The tier's own tail and the per-node event merge into one tail with the probability
-        # of either and the same mean excess (exact for the mean; the two sizes become one).
-        p1, p2 = inter.tail_prob, f["collective_hit_prob"]
-        q = 1 - (1 - p1) * (1 - p2)
-        excess = (p1 * (inter.tail_factor - 1) + p2 * (f["collective_hit_factor"] - 1)) / q
-        inter = dataclasses.replace(
-            inter, tail_prob=min(q, 1 - 1e-12), tail_factor=min(1.0 + excess, 1000.0)
-        )
-    network = dataclasses.replace(v.network, inter_node=inter)
-    hic = v.hiccups
-    events = [(hic.probability, hic.size_s)] if hic.probability > 0 else []
+    coll: tuple[tuple[float, float], ...] = ()
+    if f["collective_hit_prob"] > 0 and f["collective_hit_factor"] > 1:
+        coll = ((f["collective_hit_prob"], f["collective_hit_factor"]),)
+    delays: list[tuple[str, float, float]] = []
     if f["rack_hit_prob"] > 0 or f["fail_slow_hit_prob"] > 0:
-        base = step_time(job).step_s
-        events.append((f["rack_hit_prob"], sc.rack_throttle * base))
-        events.append((f["fail_slow_hit_prob"], (sc.fail_slow_factor - 1) * base))
-    events = [(p, s) for p, s in events if p > 0 and s > 0]
-    if events:
-        p_none = math.prod(1 - p for p, _ in events)
-        p_any = 1 - p_none
-        mean_delay = sum(p * s for p, s in events)
-        hic = dataclasses.replace(hic, probability=min(p_any, 1.0), size_s=mean_delay / p_any)
-    var = dataclasses.replace(
-        v, spatial=spatial, network=network, hiccups=hic, scale=ScaleVariability()
-    )
-    return job.replace(variability=var)
+        from .step_estimate import step_time
+
+        base = step_time(job).step_s  # the mean model's step (no variability in it)
+        for name, p, frac in (
+            ("rack_throttle", f["rack_hit_prob"], sc.rack_throttle),
+            ("fail_slow", f["fail_slow_hit_prob"], sc.fail_slow_factor - 1),
+        ):
+            if p > 0 and frac * base > 0:
+                delays.append((name, min(p, 1.0), frac * base))
+    return ScaleEvents(tuple(delays), coll)
+
+
+def apply_scale_variability(job: JobConfig) -> JobConfig:
+    """``job`` with fleet heterogeneity folded into ``variability.spatial`` (module notes).
+
+    ``population_cv`` is then reset to 0, so applying it twice changes nothing; the event
+    mechanisms stay in ``variability.scale`` for :func:`scale_events` (the step builder adds
+    them as independent components). ``job`` itself when ``population_cv`` is 0.
+    """
+    sc = job.variability.scale
+    if sc.population_cv <= 0:
+        return job
+    v = job.variability
+    extra = scale_factors(job)["extra_spatial_var"]  # 0 within one population
+    cv = math.sqrt(v.spatial.cv**2 + extra) if extra > 0 else v.spatial.cv
+    spatial = dataclasses.replace(v.spatial, cv=cv)
+    scale = dataclasses.replace(sc, population_cv=0.0)
+    return job.replace(variability=dataclasses.replace(v, spatial=spatial, scale=scale))
