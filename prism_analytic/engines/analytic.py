@@ -11,6 +11,8 @@ Exact on series-parallel structure and replica groups, correlation-aware on the 
 4. What does not reduce is a reconvergent core. Its makespan comes from the Clark-Mehler canonical
    form (:mod:`.canonical`), which carries the correlations that shared ancestors induce between
    the inputs of every max; the result is Gaussian with the core's mean and standard deviation.
+5. Heavy-tailed series-parallel parts (replica bodies, their maxima, sums) are also evaluated on
+   the log lattice (:mod:`.log_lattice_eval`), kept where their brackets are narrower.
 """
 
 from __future__ import annotations
