@@ -116,3 +116,32 @@ def test_predict_core_shape_kurtosis() -> None:
     assert core["shape"] == "kurtosis" and not res.exact
     k, _ = kurtosis_pipeline(g.graph.nodes[next(iter(g.graph.nodes))]["spec"])
     assert res.mean() == pytest.approx(k.mean, rel=1e-4)
+
+
+def test_skewed_ops_against_monte_carlo() -> None:
+    """1F1B 8 x 32, lognormal ops at CV 20%: the op-skew terms recover most of the lost spread.
+
+    Measured (1e5 samples): Gaussian core KS 0.105, std -14%; skew core 0.12; this core 0.018,
+    std -6%.
+    """
+    laws = {
+        law_key(ph, s, 0): pa.lognormal(mu, 0.2 * mu)
+        for ph, mu in (("F", 1.0), ("B", 2.0))
+        for s in range(8)
+    }
+    spec = PipelineSpec(8, 32, laws, "1f1b", 1)
+    x = sample_pipeline(spec, 20_000, np.random.default_rng(20261130))
+    k, _ = kurtosis_pipeline(spec)
+    s, _ = skew_pipeline(spec)
+    ks_k = stats.kstest(x, k.law().cdf).statistic
+    ks_s = stats.kstest(x, s.law().cdf).statistic
+    assert ks_k < 0.04 < ks_s
+    assert abs(k.std / x.std() - 1) < 0.1 < abs(s.std / x.std() - 1)
+
+
+def test_normal_ops_skip_the_op_window() -> None:
+    """With symmetric ops the op-skew terms are off: no op window is kept."""
+    from prism_analytic.engines.kurtosis_core import _KurtosisEngine
+
+    eng = _KurtosisEngine(0, 64, np.zeros(10), 64)
+    assert eng.R == 0 and eng.L.shape[1] == 0
