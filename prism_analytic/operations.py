@@ -33,6 +33,7 @@ from .distributions import (
 )
 from .distributions.centred_sum import iid_sum_grid
 from .distributions.closed_sums import closed_form_iid_sum
+from .distributions.doubling import sum_by_doubling
 from .distributions.grid import convolve_grids
 from .distributions.grid_extremes import (
     iid_max_grid,
@@ -236,15 +237,7 @@ def iid_sum(dist: Distribution, m: int, policy: GridPolicy | None = None) -> Dis
         if centred.width(0.5) <= sandwich_width:
             return centred
     base = to_grid(dist, sum_spacing([dist], m, policy), policy)
-    result: GridDistribution | None = None
-    while True:
-        if m & 1:
-            result = base if result is None else convolve_grids(result, base)
-        m >>= 1
-        if not m:
-            break
-        base = convolve_grids(base, base)
-    return result
+    return sum_by_doubling(base, m, convolve_grids, lambda g: convolve_grids(g, g))
 
 
 def _on_common_grid(items: list[Distribution], policy: GridPolicy) -> list[GridDistribution]:

@@ -9,6 +9,7 @@ import scipy.fft
 
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .base import Distribution
+from .doubling import sum_by_doubling
 from .grid import move_mass_down, move_mass_up
 from .log_lattice_build import (
     _coarsen,
@@ -233,15 +234,7 @@ def log_lattice_iid_sum(
     """
     sums = (m.bit_length() - 1) + (bin(m).count("1") - 1)
     base = to_log_lattice(dist, points_per_octave(sums, policy), policy)
-    result: LogLatticeDistribution | None = None
-    while True:
-        if m & 1:
-            result = base if result is None else _add(result, base)
-        m >>= 1
-        if not m:
-            break
-        base = _add(base, None)
-    return result
+    return sum_by_doubling(base, m, _add, lambda d: _add(d, None))
 
 
 def _power_side(f: np.ndarray, sf: np.ndarray, n: int) -> np.ndarray:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..distributions import GridDistribution, to_grid
+from ..distributions.doubling import sum_by_doubling
 from ..distributions.grid import convolve_grids
 from ..policy import GridPolicy
 
@@ -58,11 +59,4 @@ def single_stage_makespan(spec: Any, h: float, policy: GridPolicy) -> GridDistri
 
 def _iid_sum_on(base: GridDistribution, m: int) -> GridDistribution:
     """The sum of ``m`` independent copies of ``base`` by repeated squaring on its lattice."""
-    result: GridDistribution | None = None
-    while True:
-        if m & 1:
-            result = base if result is None else convolve_grids(result, base)
-        m >>= 1
-        if not m:
-            return result
-        base = convolve_grids(base, base)
+    return sum_by_doubling(base, m, convolve_grids, lambda g: convolve_grids(g, g))
