@@ -33,7 +33,7 @@ at <= 128 nodes, and the per-session event statistics behind the population laws
 held-out session's are shown for the reading, never fitted).
 
 Run: ``nice python validation/calibration_collective_noise.py [--json] [--out FILE.md]``
-(about six minutes on a quiet core).
+(about two CPU-minutes; five minutes of wall time on a loaded machine).
 """
 
 from __future__ import annotations
