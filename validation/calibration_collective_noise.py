@@ -53,6 +53,7 @@ from prism_analytic.calibration.collective_noise import (
     load_metadata,
 )
 from prism_analytic.calibration.collective_population import (
+    DEFAULT_THRESHOLD_S,
     fit_population,
     predicted_ratio_interval,
     summarize_run,
@@ -218,9 +219,9 @@ def decomposition(pop) -> list[dict]:
     return rows
 
 
-def leave_one_session_out(data) -> list[dict]:
+def leave_one_session_out(data, threshold_s: float) -> list[dict]:
     """Fit on all but one <= 128-node session, predict that session's runs (variant A)."""
-    summaries = [summarize_run(x, n, s) for s, n, _, _, x in data]
+    summaries = [summarize_run(x, n, s, threshold_s=threshold_s) for s, n, _, _, x in data]
     rows = []
     for held in sorted({s for s, *_ in data}):
         pop = fit_population([r for r in summaries if r.session != held])
@@ -282,17 +283,23 @@ def session_stats(data, pop) -> list[dict]:
     return out
 
 
-def run() -> dict:
-    """Fit, acceptance (both variants) and the diagnostics."""
+def run(threshold_s: float = DEFAULT_THRESHOLD_S) -> dict:
+    """Fit, acceptance (both variants) and the diagnostics.
+
+    ``threshold_s``: what counts as a delayed iteration (the default's reason is in
+    ``collective_population``).
+    """
     data = fit_data()
-    pop = fit_population([summarize_run(x, n, s) for s, n, _, _, x in data])
+    pop = fit_population(
+        [summarize_run(x, n, s, threshold_s=threshold_s) for s, n, _, _, x in data]
+    )
     rows = acceptance(pop)
     return {
         "population": pop.to_dict(),
         "rows": rows,
         "summary": summarize(rows),
         "decomposition": decomposition(pop),
-        "leave_one_session_out": leave_one_session_out(data),
+        "leave_one_session_out": leave_one_session_out(data, threshold_s),
         "sessions": session_stats(data, pop),
     }
 
@@ -440,8 +447,16 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--out", help="write the markdown report here")
+    ap.add_argument(
+        "--threshold-us",
+        type=float,
+        default=DEFAULT_THRESHOLD_S * 1e6,
+        help="excess over the median (us) that makes an iteration delayed (sensitivity check)",
+    )
     args = ap.parse_args(argv)
-    out = run()
+    if not (math.isfinite(args.threshold_us) and args.threshold_us > 0):
+        ap.error(f"--threshold-us must be a finite number > 0, got {args.threshold_us}")
+    out = run(args.threshold_us * 1e-6)
     if args.json:
         print(json.dumps(out, indent=1, default=float))
         return 0
