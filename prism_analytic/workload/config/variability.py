@@ -157,9 +157,11 @@ class HiccupConfig(_Section):
 class ScaleVariability(_Section):
     """Mechanisms that make variability grow with the job's size; every one is off by default.
 
-    Applied by :func:`prism_analytic.workload.scale_variability.apply_scale_variability`
-    (which the step builder calls): each is folded into the sections above for the job's
-    GPU, node and rack counts.
+    Applied by the step builder for the job's GPU, node and rack counts
+    (:mod:`prism_analytic.workload.scale_variability`): fleet heterogeneity is folded into
+    ``spatial.cv``; the rare events (per-node collective event, rack throttle, fail-slow
+    GPU) are independent parts of the step (``scale_events``), never merged with the
+    configured hiccup or the inter-node tier's own tail.
 
     * ``population_gpus`` / ``population_cv``: fleet heterogeneity. The fleet is made of
       populations (hardware batches, power domains, halls) of ``population_gpus`` GPUs whose
@@ -167,7 +169,8 @@ class ScaleVariability(_Section):
       ``m = ceil(G / population_gpus)`` of them, which adds ``(1 - 1/m) population_cv^2``
       to the across-GPU variance (the expected spread of m draws). 0 = off.
     * ``node_tail_prob``: per node, per collective instance, probability of a hiccup of the
-      inter-node tier's ``tail_factor``; a collective spanning n nodes is hit with
+      inter-node tier's ``tail_factor`` (independent of the tier's own tail; when both
+      strike, their excesses add); a collective spanning n nodes is hit with
       probability ``1 - (1 - p)^n`` (slowest of n nodes). 0 = off. ``node_tail_factor``
       (0 = the inter-node tier's ``tail_factor``) is a hit instance's multiplier when the
       group fits under one leaf switch; its excess ``factor - 1`` is multiplied by
