@@ -182,6 +182,26 @@ class _Likelihood:
         th[free] = res.x
         return th, -float(res.fun)
 
+    def innovations_pvalue(self, theta: np.ndarray, drift: bool = True, lag: int = 10) -> float:
+        """Smallest Ljung-Box p-value (``lag``) of the runs' standardised one-step errors.
+
+        Goodness of fit: independent innovations mean the model took up the autocorrelation
+        (drift, trend, warm-up) of the steps. ``nan`` when no run has ``> 2 lag`` steps.
+        """
+        from statsmodels.stats.diagnostic import acorr_ljungbox
+
+        sd_l2 = math.exp(2 * theta[1]) if drift else 0.0
+        p = np.concatenate([[math.exp(2 * theta[0]), sd_l2], theta[2:]])
+        out = []
+        for m in self.models:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                e = np.asarray(m.filter(p).standardized_forecasts_error[0])
+            e = e[np.isfinite(e)][1:]  # the first error carries the diffuse start
+            if len(e) > 2 * lag:
+                out.append(float(acorr_ljungbox(e, lags=[lag])["lb_pvalue"].iloc[0]))
+        return min(out) if out else math.nan
+
     def cov(self, theta: np.ndarray, drift: bool = True) -> np.ndarray:
         """Inverse numerical observed information (NaN where it is not definite)."""
         from statsmodels.tools.numdiff import approx_hess3
@@ -309,6 +329,7 @@ def fit_step_body(
         "drift_lr": lr_drift,
         "drift_pvalue": p_drift,
         "sigma_e_without_drift": math.exp(th_flat[0]),
+        "ljung_box_min_pvalue_innovations_lag10": like.innovations_pvalue(theta, use_drift),
     }
     # intervals of the components left out come from the full model (reported, not used)
     full_model_cov = _Likelihood(y, np.column_stack([x, warm, trend]), run).cov(th_full)
