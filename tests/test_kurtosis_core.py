@@ -145,3 +145,21 @@ def test_normal_ops_skip_the_op_window() -> None:
 
     eng = _KurtosisEngine(0, 64, np.zeros(10), 64)
     assert eng.R == 0 and eng.L.shape[1] == 0
+
+
+@pytest.mark.parametrize("shape", ["skew", "kurtosis"])
+def test_pipeline_cache_tells_laws_of_equal_moments_apart(shape: str) -> None:
+    """Normal and lognormal ops with equal means and sds are different cores for these shapes."""
+
+    def graph(family):
+        return pipeline_step_graph(
+            4, 8, lambda ph, s, mb, c: family(1.0, 0.2), schedule="1f1b", compact=True
+        )
+
+    skews = [
+        pa.predict(graph(f), "analytic", core_shape=shape).diagnostics["cores"][0]["skew"]
+        for f in (pa.normal, pa.lognormal)
+    ]
+    spec = next(iter(graph(pa.lognormal).graph.nodes(data="spec")))[1]
+    fresh = (kurtosis_pipeline if shape == "kurtosis" else skew_pipeline)(spec)[0].skew
+    assert skews[1] == pytest.approx(fresh, rel=1e-9) and abs(skews[1] - skews[0]) > 0.01

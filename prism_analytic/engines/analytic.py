@@ -217,7 +217,10 @@ class _Evaluator:
             else:  # the skew core plus a fourth-cumulant correction of every max
                 from .kurtosis_core import cached_kurtosis_pipeline as cached
 
-            res, info = cached(_spec_key(spec), spec, self.window)
+            # keyed by the whole op laws, not only their moments: these cores read the laws'
+            # third cumulants (normal and lognormal ops of equal moments shared one entry)
+            laws = tuple(sorted((k, _dist_key(v)) for k, v in spec.laws.items()))
+            res, info = cached((_spec_key(spec), laws), spec, self.window)
             self.report.exact = False
             self.report.cores.append(
                 {
