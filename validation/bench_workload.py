@@ -30,6 +30,9 @@ Measured (``python validation/bench_workload.py --out validation/results/bench_w
     Monte Carlo, 1,000 samples, every replica explicit: 40.4 s wall, 26.4 s CPU
     ratio Monte Carlo / analytic: cold 100x wall, 98x CPU; warm 231x wall, 227x CPU
 
+Again at load 2.8 -> 2.5 (20:53 UTC, commit e765279; the results file): cold 0.257 s wall /
+0.254 s CPU, warm 0.109 / 0.109 s, Monte Carlo 26.5 / 26.3 s: 103x cold, 242x warm.
+
 Accuracy (seconds; reference 16,384 samples, seed 1): the analytic error is +0.0011 to
 +0.0017 s at p5-p90 (about the pipeline body's known +1.5 body-sd Clark-Mehler bias, +0.0012 s,
 0.02% of the step), -0.0001 at p95 and -0.0014 at p99; the 1,000-sample run's 95% half-widths
