@@ -6,7 +6,7 @@ scenario. This benchmark times that on the same step DAG as the analytic engine
 tp 8, pp 16, vpp 8, dp 512, 16 microbatches, a 4,096-op pipeline body):
 
 * analytic: :func:`~prism_analytic.engines.predict.predict` (which resolves the grid policy
-  itself). *Cold*: the schedule and makespan caches cleared before each call, best of
+  itself). *Cold*: a freshly built graph, the schedule and makespan caches cleared, best of
   ``--repeat`` (3); the process's very first call (lazy imports, first-use set-up) is listed
   separately. *Warm*: the same graph again with the pipeline makespan cached by spec.
 * Monte Carlo: ``--samples`` (1,000) step samples with ``explicit_limit >= dp``: every one of
@@ -22,16 +22,18 @@ tp 8, pp 16, vpp 8, dp 512, 16 microbatches, a 4,096-op pipeline body):
   the analytic error is no larger than that half-width.
 
 Measured (``python validation/bench_workload.py --out validation/results/bench_workload``,
-2026-11-30 20:51 UTC, commit f23aeda, load average 4.3 -> 4.1 on 2 CPUs)::
+2026-11-30 20:57 UTC, commit e4d0ac9 + this file's fresh-graph cold timing, load average
+1.0 -> 1.3 on 2 CPUs)::
 
-    analytic first call of the process: 0.479 s wall, 0.320 s CPU
-    analytic cold (caches cleared, best of 3): 0.403 s wall, 0.268 s CPU
-    analytic warm (pipeline makespan cached): 0.175 s wall, 0.116 s CPU
-    Monte Carlo, 1,000 samples, every replica explicit: 40.4 s wall, 26.4 s CPU
-    ratio Monte Carlo / analytic: cold 100x wall, 98x CPU; warm 231x wall, 227x CPU
+    analytic first call of the process: 0.309 s wall, 0.308 s CPU
+    analytic cold (fresh graph, caches cleared, best of 3): 0.271 s wall, 0.271 s CPU
+    analytic warm (pipeline makespan cached): 0.111 s wall, 0.111 s CPU
+    Monte Carlo, 1,000 samples, every replica explicit: 25.4 s wall, 25.2 s CPU
+    ratio Monte Carlo / analytic: cold 94x wall, 93x CPU; warm 229x wall, 228x CPU
 
-Again at load 2.8 -> 2.5 (20:53 UTC, commit e765279; the results file): cold 0.257 s wall /
-0.254 s CPU, warm 0.109 / 0.109 s, Monte Carlo 26.5 / 26.3 s: 103x cold, 242x warm.
+(The process's first call: 82x; a run a minute earlier: 94x cold, 223x warm. Earlier runs
+the same day reused the graph for the cold repeats, so its laws' memoised moments made "cold"
+~10% faster: 0.257 s, 103x at load 2.8; 0.403 s wall / 0.268 s CPU, 100x at load 4.3.)
 
 Accuracy (seconds; reference 16,384 samples, seed 1): the analytic error is +0.0011 to
 +0.0017 s at p5-p90 (about the pipeline body's known +1.5 body-sd Clark-Mehler bias, +0.0012 s,
@@ -39,8 +41,7 @@ Accuracy (seconds; reference 16,384 samples, seed 1): the analytic error is +0.0
 are 0.005-0.012 s at p5-p95 and 0.038 s at p99 (its actual errors +0.004 ... -0.015 s). At
 every level the analytic error is 3x (p75) to 100x (p95) smaller than that half-width; at
 p5-p75 it is about the reference's own 99% half-width (0.0016-0.0020 s). The 1,000x goal is
-not met:
-the cold analytic path is dominated by the canonical-form core (286 generations of batched
+not met: the cold analytic path is dominated by the canonical-form core (286 generations of batched
 numpy calls, ~0.15 s CPU, overhead-bound: a residual window of 32 instead of 512 saves only
 0.06 s) and by the step grid (discretising mixtures by bisection, FFT convolutions, ~0.12 s).
 
@@ -96,9 +97,10 @@ def bench(
 ) -> dict:
     """Time the analytic engine (cold and warm) and PRISM-style Monte Carlo on one preset job.
 
-    Cold: the schedule and makespan caches are cleared before the call (``clear_caches``), so
-    the pipeline core is evaluated; the very first call of the process also pays lazy imports
-    and first-use set-up, and is listed separately. Warm: the same graph again, the pipeline
+    Cold: a freshly built graph and the schedule and makespan caches cleared
+    (``clear_caches``), so the pipeline core and every law's moments are evaluated again; the
+    very first call of the process also pays lazy imports and first-use set-up, and is listed
+    separately. Warm: the same graph again, the pipeline
     makespan reused from the cache. Wall and CPU time of this process are both recorded: on a
     shared machine the wall time depends on the load, the CPU time much less.
     """
@@ -110,9 +112,12 @@ def bench(
     res, first_wall, first_cpu = _timed(lambda: predict(graph, "analytic"))
     cold, warm = [], []
     for _ in range(repeat):
+        # a fresh graph (its laws memoise numeric moments) and cleared caches: all but the
+        # process's one-time set-up is redone
+        fresh = build_step_graph(preset_job(preset, gpus))
         clear_caches()
-        cold.append(_timed(lambda: predict(graph, "analytic"))[1:])
-        warm.append(_timed(lambda: predict(graph, "analytic"))[1:])
+        cold.append(_timed(lambda g=fresh: predict(g, "analytic"))[1:])
+        warm.append(_timed(lambda g=fresh: predict(g, "analytic"))[1:])
     timed = min(time_samples or samples, samples)
     settings = MonteCarloSettings(
         explicit_limit=max(dp, MonteCarloSettings().explicit_limit), seed=seed
@@ -217,8 +222,8 @@ def format_report(r: dict) -> str:
         f"{r['date_utc']} UTC, commit {r['commit']}, load average {r['load_before']:.1f} before,"
         f" {r['load_after']:.1f} after, on {r['cpus']} CPUs",
         f"analytic first call of the process: {f['wall']:.3f} s wall, {f['cpu']:.3f} s CPU",
-        f"analytic cold (caches cleared, best of {len(c['all'])}): {c['wall']:.3f} s wall,"
-        f" {c['cpu']:.3f} s CPU",
+        f"analytic cold (fresh graph, caches cleared, best of {len(c['all'])}):"
+        f" {c['wall']:.3f} s wall, {c['cpu']:.3f} s CPU",
         f"analytic warm (pipeline makespan cached): {w['wall']:.3f} s wall, {w['cpu']:.3f} s CPU",
         f"Monte Carlo, {r['mc_samples']:,} samples, every replica explicit (pooled groups:"
         f" {r['pooled_groups']}): {r['mc_s']['wall']:.1f} s wall, {r['mc_s']['cpu']:.1f} s CPU"
