@@ -107,26 +107,3 @@ def test_merge_keeps_mean_and_variance():
 def test_bad_mixture_input_is_a_clear_error():
     with pytest.raises(ValueError, match="stds"):
         NormalMixture([1.0], [0.0], [-1.0])
-
-
-@pytest.mark.parametrize("dim", [1, 8])
-def test_strata_keep_the_normal_law_and_resolve_one_far_factor(dim):
-    from prism_analytic.engines.pipeline_factors import STRATA, _stratify
-
-    rng = np.random.default_rng(3)
-    z0 = rng.standard_normal((2**16, dim))
-    a = np.ones(dim) / np.sqrt(dim)
-    z, w = _stratify(z0, a)
-    assert w.sum() == pytest.approx(1.0, rel=1e-12)
-    # each stratum of the projection carries its exact probability
-    t = z @ a
-    for lo, hi in zip((-np.inf, *STRATA), (*STRATA, np.inf), strict=True):
-        inside = (t >= lo) & (t < hi)
-        assert w[inside].sum() == pytest.approx(special.ndtr(hi) - special.ndtr(lo), rel=1e-9)
-    # the weighted points are draws of N(0, I): moments and a single coordinate's far tail
-    assert np.abs(w @ z).max() < 0.02
-    np.testing.assert_allclose((z * w[:, None]).T @ z, np.eye(dim), atol=0.03)
-    far = w[z[:, 0] > 3.0].sum()
-    assert far == pytest.approx(special.ndtr(-3.0), rel=0.15)
-    # the outer shell puts more points there than plain draws would (the quadrature's purpose)
-    assert (z[:, 0] > 3.0).mean() > (3 if dim > 1 else 1) * special.ndtr(-3.0)

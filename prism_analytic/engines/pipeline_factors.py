@@ -9,13 +9,11 @@ Gaussian canonical form instead (the engine's former approach) misses how strong
 the lattice's ties (the makespan is a max over paths, very non-linear in the factors).
 
 The mixture is evaluated with ``n`` scrambled-Sobol points of the factor vector (randomised
-quasi-Monte Carlo; a fixed seed, so results are deterministic), a quarter in each of four
-strata of exact probability: two tail strata of the projection of the normal scores on the
-direction along which the mean path grows fastest (fitted on a pilot), and the bulk below them
-split into a core and an outer shell of the orthogonal radius (where one factor is far out
-while the others are not: the tail of a strongly shared, skewed factor), so that the far tail
-the replica maximum reads and the p99.9 of a single pipeline are both resolved. Inside each
-condition:
+quasi-Monte Carlo; a fixed seed, so results are deterministic): half of them as drawn (the
+bulk, below the first stratum), and a quarter in each of two tail strata of the projection of
+the normal scores on the direction along which the mean path grows fastest (fitted on the
+bulk), each with its exact probability, so that the far tail the replica maximum reads is
+resolved. Inside each condition:
 
 * the conditional **mean path** ``L(f)`` (the longest path by mean latency) is computed exactly
   by a max-plus recursion, vectorised over all points;
@@ -36,7 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 from scipy.stats import qmc
 
 from ..distributions import Distribution
@@ -54,9 +52,9 @@ __all__ = [
 ]
 
 #: Quasi-Monte-Carlo points over the factor vector (a power of two for Sobol balance), at most:
-#: :data:`CELL_BUDGET` bounds them for long pipelines. At 32,768 the quadrature's own noise
-#: (sd over Sobol scramblings) was 0.2-0.4% of p99 for a 4x8 pipeline with per-microbatch
-#: factors of CV 50%; 131,072 points halve it at ~1.5 s.
+#: :data:`CELL_BUDGET` bounds them for long pipelines. The quadrature is unbiased but noisy: at
+#: 32,768 points its sd over Sobol scramblings was 0.2-0.4% of p99 and ~1.1% of p99.9 for a
+#: 4x8 pipeline with per-microbatch factors of CV 50%; 131,072 halve that where affordable.
 N_POINTS = 131072
 #: Fewest points for a long pipeline (bulk quantiles stay within ~1% of Monte Carlo's).
 MIN_POINTS = 8192
@@ -70,13 +68,6 @@ SEED = 20261130
 MAX_CELLS = 2**20
 #: Cuts (normal-score units) of the tail strata along the mean path's gradient direction.
 STRATA = (2.0, 3.5)
-#: Probability of the bulk's outer shell (its orthogonal radius' upper quantile).
-SHELL = 0.1
-#: Share of the points in each stratum (:func:`_stratify`): the bulk's core and outer shell,
-#: and each tail stratum of the projection. The bulk keeps half the points as before the shell
-#: (with a quarter to core and shell each, 8x32 budget-bound pipelines' KS doubled: r 0.9
-#: 0.0035 -> 0.0062 in ``prism agreement``); the tail strata keep a quarter each.
-ALLOCATION = {"core": 0.375, "shell": 0.125, "tail": 0.25}
 #: Mean bins the conditional normals are merged into (moment-matched) before gridding.
 MERGE_BINS = 256
 #: Standard deviations beyond which a component's CDF is taken as exactly 0 or 1 (1e-19).
@@ -241,11 +232,24 @@ def factor_components(
     grad = np.linalg.lstsq(zc, path0 - path0.mean(), rcond=None)[0]
     norm = float(np.linalg.norm(grad))
     direction = grad / norm if norm > 0 else np.full(z.shape[1], z.shape[1] ** -0.5)
-    # Stratified for the far tail (the replica maximum reads F at 1 - 1e-5; a factor of CV 50%
-    # puts p99.9 where single factors are far out): the projection on that direction is cut at
-    # STRATA, the bulk's orthogonal radius at its SHELL quantile; each stratum has its exact
-    # probability and a quarter of the points.
-    z, weight = _stratify(z, direction)
+    # Stratified for the far tail (the replica maximum reads F at 1 - 1e-5): the projection
+    # ``a . z`` on that direction is exactly standard normal, so it is cut at STRATA; the untilted
+    # half keeps its points below the first cut (weight Phi(cut) in all), each quarter after it is
+    # moved into one tail stratum along the direction (its exact probability in all).
+    proj = z @ direction
+    cuts = (-np.inf, *STRATA, np.inf)
+    prob = np.diff(special.ndtr(np.array(cuts)))
+    weight = np.zeros(n)
+    keep = proj[:half] < cuts[1]
+    weight[:half][keep] = prob[0] / keep.sum()
+    parts = np.array_split(np.arange(half, n), len(STRATA))
+    for k, idx in enumerate(parts):
+        lo, hi = special.ndtr(cuts[k + 1]), special.ndtr(cuts[k + 2])
+        target = special.ndtri(lo + (hi - lo) * special.ndtr(proj[idx]))
+        z[idx] += (target - proj[idx])[:, None] * direction[None, :]
+        weight[idx] = prob[k + 1] / idx.size
+    z, weight = z[weight > 0], weight[weight > 0]
+    n = z.shape[0]
     w, s = factor_points(spec, z)
     cm = conditional_moments(spec, w, s)
     path, ind_bias = cm["path"], cm["ind_mean"] - cm["path"]
@@ -273,52 +277,6 @@ def factor_components(
         "components": len(comps),
     }
     return comps, info
-
-
-def _stratify(z: np.ndarray, direction: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Move quasi-random normal scores into strata of exact probability; their weights.
-
-    For standard normal ``z`` the projection ``t = a . z`` on a unit direction, the radius
-    ``r`` of the orthogonal part (a chi law, ``d - 1`` degrees of freedom) and that part's
-    direction are independent, so ``t`` and ``r`` can each be mapped into a stratum through
-    their own CDFs without changing the other laws. Strata (shares of the points:
-    :data:`ALLOCATION`): the bulk ``t < STRATA[0]`` split by ``r`` at its ``1 - SHELL``
-    quantile into a core and an outer shell (the bulk's far tail off the direction: one factor
-    far out while the others are not), and the tail strata of ``t``. With one factor there is
-    no shell: the bulk takes its points too.
-    """
-    n, d = z.shape
-    proj = z @ direction
-    perp = z - proj[:, None] * direction[None, :]
-    radius = np.linalg.norm(perp, axis=1)
-    unit = perp / np.where(radius > 0, radius, 1.0)[:, None]
-    cuts = (-np.inf, *STRATA, np.inf)
-    # (t stratum, part), one block of points each
-    plan: list[tuple[int, str]] = [(0, "core"), (0, "shell")] if d >= 2 else [(0, "bulk")]
-    plan += [(k + 1, "tail") for k in range(len(STRATA))]
-    share = np.array([ALLOCATION.get(part, ALLOCATION["core"]) for _, part in plan])
-    if d < 2:  # no shell: the bulk takes its points too
-        share[0] += ALLOCATION["shell"]
-    ends = np.rint(np.cumsum(share / share.sum()) * n).astype(int)
-    blocks = np.split(np.arange(n), ends[:-1])
-    chi = stats.chi(max(d - 1, 1))
-    r_cut = float(chi.isf(SHELL))
-    out = np.empty_like(z)
-    weight = np.empty(n)
-    for idx, (k, part) in zip(blocks, plan, strict=True):
-        lo, hi = special.ndtr(cuts[k]), special.ndtr(cuts[k + 1])
-        t = special.ndtri(lo + (hi - lo) * special.ndtr(proj[idx]))
-        prob = hi - lo
-        r = radius[idx]
-        if part == "core":
-            r = np.minimum(chi.ppf(chi.cdf(r) * (1.0 - SHELL)), r_cut)
-            prob *= 1.0 - SHELL
-        elif part == "shell":  # by survival probabilities: the far shell keeps its precision
-            r = np.maximum(chi.isf(chi.sf(r) * SHELL), r_cut)
-            prob *= SHELL
-        out[idx] = t[:, None] * direction[None, :] + r[:, None] * unit[idx]
-        weight[idx] = prob / idx.size
-    return out, weight
 
 
 def merge_components(
