@@ -2,7 +2,8 @@
 
 For each preset and each GPU count (the preset's unit times powers of 4, plus 1,024 and
 1,048,576), builds the step graph and times :func:`~prism_analytic.engines.predict.predict`
-(best of ``--repeat`` cold calls: the schedule and makespan caches are cleared before each) and,
+(best of ``--repeat`` cold calls, each on a freshly built graph with the schedule and makespan
+caches cleared) and,
 with ``--verify``, the default CLI cross-check
 (:func:`~prism_analytic.engines.crosscheck.verify` with its default budget). Wall time and this
 process's CPU time are both recorded (best of the repeats each): on a shared machine the wall
@@ -58,10 +59,12 @@ def bench(preset: str, gpus: int, repeat: int = 2, check: bool = False) -> dict:
         job = preset_job(preset, gpus)
     except (ConfigError, ValueError) as exc:
         return {"preset": preset, "gpus": gpus, "error": str(exc)}
-    graph = build_step_graph(job)
     times, cpu = [], []
     for _ in range(repeat):
-        clear_caches()  # every call cold: no schedule or makespan reused from the last one
+        # every call cold: a fresh graph (its laws memoise their numeric moments) and no
+        # schedule or makespan reused from the last call
+        graph = build_step_graph(job)
+        clear_caches()
         t0, c0 = time.perf_counter(), time.process_time()
         res = predict(graph)
         times.append(time.perf_counter() - t0)
