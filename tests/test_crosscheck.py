@@ -64,6 +64,26 @@ def test_guaranteed_intervals_contain_monte_carlo(pipe):
         assert low <= ci_low and ci_high <= high, q
 
 
+def test_compact_pipelines_get_default_bounds_by_their_own_cost():
+    """A compact pipeline is bounded by its path sums (cheap), not counted as explicit ops.
+
+    8 x 64 has 1,024 ops (over BOUNDS_MAX_OPS as explicit ops) but costs ~21 grid nodes, so
+    ``verify`` bounds it by default; the bounds contain Monte Carlo's 99.9% intervals.
+    """
+    from prism_analytic.engines.crosscheck import BOUNDS_MAX_OPS
+    from prism_analytic.engines.predict import grid_nodes
+
+    g = pipeline_step_graph(8, 64, lat, compact=True)
+    assert g.total_ops() > BOUNDS_MAX_OPS >= grid_nodes(g, "bounds")
+    v = verify(g, pa.predict(g), budget_s=0.3, seed=5).verification
+    assert v["bounds_note"].startswith("computed"), v["bounds_note"]
+    mc = pa.predict(g, "montecarlo", samples=20_000, seed=12)
+    for q in (0.5, 0.99):
+        low, high = v["bounds"][str(q)]
+        ci_low, ci_high = mc.quantile_bracket(q, confidence=0.999)
+        assert low <= ci_low and ci_high <= high, q
+
+
 def test_cross_check_passes_a_good_core_and_flags_a_degraded_one(pipe):
     g, _ = pipe
     good = verify(g, pa.predict(g), budget_s=0.5, seed=3).verification

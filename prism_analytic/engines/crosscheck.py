@@ -32,8 +32,9 @@ from .result import LEVELS, AnalyticResult, _order_statistic_ci
 
 __all__ = ["verify", "body_crosscheck", "BOUNDS_MAX_OPS"]
 
-#: Largest number of explicit ops (top level plus one replica body) for which :func:`verify`
-#: runs the bounds engine by default (about 1-2 s on one core for a 1F1B 8 x 32 body).
+#: Largest bounds-engine cost (:func:`~.predict.grid_nodes` with ``"bounds"``: grid nodes, a
+#: compact pipeline counting ~1 per 50 ops) for which :func:`verify` runs the bounds engine by
+#: default (about 1-2 s on one core for a 1F1B 8 x 32 body of explicit ops).
 BOUNDS_MAX_OPS = 600
 #: Body levels compared with Monte Carlo order statistics.
 BODY_LEVELS = (0.1, 0.5, 0.9, 0.99)
@@ -216,8 +217,8 @@ def verify(
     seed : int
         Monte Carlo seed.
     bounds : bool, optional
-        Run the bounds engine for guaranteed bounds (default: when the graph has at most
-        :data:`BOUNDS_MAX_OPS` explicit ops).
+        Run the bounds engine for guaranteed bounds (default: when its cost is at most
+        :data:`BOUNDS_MAX_OPS` grid nodes).
     levels : tuple of float
         Quantile levels that get guaranteed bounds.
 
@@ -226,7 +227,7 @@ def verify(
     AnalyticResult
         A copy with ``verification`` set; unchanged (but marked) when the result is exact.
     """
-    from .predict import predict
+    from .predict import grid_nodes, predict
 
     if not isinstance(result, AnalyticResult):
         raise TypeError(f"result must be an AnalyticResult, got {type(result).__name__}")
@@ -282,8 +283,8 @@ def verify(
                 "inside": bool(low <= est <= high),
                 "outside_by_s": float(max(low - est, est - high, 0.0)),
             }
-    ops = _explicit_ops(graph)
-    do_bounds = ops <= BOUNDS_MAX_OPS if bounds is None else bool(bounds)
+    cost = grid_nodes(graph, "bounds")
+    do_bounds = cost <= BOUNDS_MAX_OPS if bounds is None else bool(bounds)
     table = None
     if do_bounds:
         b = predict(graph, "bounds")
@@ -291,7 +292,8 @@ def verify(
         bounds_note = f"computed in {b.compute_time_s:.2f} s"
     else:
         bounds_note = (
-            f"not computed: {ops:,} explicit ops exceed the default limit of {BOUNDS_MAX_OPS} "
+            f"not computed: {cost:,} grid nodes for the bounds engine exceed the default limit "
+            f"of {BOUNDS_MAX_OPS} "
             "(pass bounds=True, or use --method bounds)"
         )
     outside = [c for c in cores if not c["within_band"]]

@@ -24,10 +24,14 @@ CORE_METHODS = ("clark-mehler", "clark", "independent")
 CORE_SHAPES = ("auto", "normal", "template", "skew", "kurtosis")
 
 
-#: Nodes the grid engines evaluate one by one (a pipeline node counts as one in ``analytic``,
-#: as its ops in ``bounds``, which expands it). About 25 ms a node on a long chain; beyond this
-#: the run is minutes long and is refused up front.
+#: Nodes the grid engines evaluate one by one (a pipeline node counts as one in ``analytic``;
+#: see :data:`PIPELINE_OPS_PER_NODE` for ``bounds``). About 25 ms a node on a long chain;
+#: beyond this the run is minutes long and is refused up front.
 MAX_GRID_NODES = 5000
+#: Pipeline ops that cost the bounds engine about one grid node: a compact pipeline is bounded
+#: by its own path sums (:mod:`.pipeline_bounds`), ~0.4 ms an op on 2 cores (1F1B 16x64 0.75 s,
+#: interleaved 16x64 1.6 s; ``validation/results/bench_bounds.md``) against ~25 ms a grid node.
+PIPELINE_OPS_PER_NODE = 50
 
 
 def grid_nodes(graph: StepGraph, method: str = "analytic") -> int:
@@ -42,7 +46,7 @@ def grid_nodes(graph: StepGraph, method: str = "analytic") -> int:
             if d.get("type") == REPLICA:
                 stack.append(d["body"])
             elif d.get("type") == PIPELINE and method == "bounds":
-                total += d["spec"].n_ops - 1
+                total += -(-d["spec"].n_ops // PIPELINE_OPS_PER_NODE) - 1
     return total
 
 
@@ -54,7 +58,7 @@ def check_grid_size(graph: StepGraph, method: str) -> None:
             f"graph {graph.name!r}: {nodes:,} nodes for the {method} engine, over its limit of "
             f"{MAX_GRID_NODES:,} (about 25 ms each: minutes of work); "
             + (
-                "bounds expands pipeline nodes op by op: use method='analytic' or 'montecarlo'"
+                "use method='analytic' or 'montecarlo'"
                 if method == "bounds"
                 else "use method='montecarlo', or a compact pipeline node "
                 "(StepGraph.add_pipeline) for a pipeline schedule"
