@@ -1,41 +1,42 @@
-"""Kurtosis-aware canonical core: the skew core with a fourth-cumulant correction of every max.
+"""Kurtosis-aware canonical core: the skew core with a Gram-Charlier correction of every max.
 
 Why. On a tied pipeline lattice the Gaussian closure of Clark's max is wrong *locally*: the
-difference ``D = A - B`` of the two inputs of a max is close to symmetric but leptokurtic
-(a difference of two maxima sharing most of their history behaves like a reflected walk).
-Measured against Monte Carlo (``validation/lattice_closure_study.py``), the inputs' differences
-have excess kurtosis 0.57 on average on an interleaved 8 x 8 x vpp 4 schedule (0.21 on 1F1B
-8 x 32) and skewness ~0, and Clark's ``E[max]`` computed from the *exact* moments of ``A`` and
-``B`` is high by 0.0063 node-sd per max; a Gram-Charlier correction with the exact kurtosis
-removes that local error (summed over the 489 maxima: 3.10 -> 0.03 node-sd). On interleaved
-schedules with ``m = p`` the local errors accumulate into a wrong growth rate: the mean error
-grows linearly with the topological generation.
+difference ``D = A - B`` of the two inputs of a max is leptokurtic (a difference of two maxima
+sharing most of their history behaves like a reflected walk) and individually skewed. Measured
+against Monte Carlo (``validation/lattice_closure_study.py``): excess kurtosis 0.57 on average
+on an interleaved 8 x 8 x vpp 4 schedule (0.21 on 1F1B 8 x 32); Clark's ``E[max]`` from the
+*exact* moments of ``A`` and ``B`` is high by 0.0063 node-sd per max (summed over 489 maxima:
+3.10; with a Gram-Charlier correction at the exact kurtosis 0.60, at the exact skewness and
+kurtosis 0.03). On interleaved schedules with ``m = p`` the local errors add up to a wrong
+growth rate: the mean error grows linearly with the topological generation. With skewed ops
+(lognormal) Clark's variance of each max is also low (1.5% on average at CV 20%): the max
+picks up the right tail of its skewed inputs.
 
-What. This core is the skew core (:mod:`.skew_core`: Clark-Mehler on full differences, a third
-cumulant of the makespan, a Pearson III law) in which each max's mean and variance get the
-Gram-Charlier (``He4``) correction of a symmetric ``D`` with excess kurtosis ``g2``:
+What. The skew core (:mod:`.skew_core`: Clark-Mehler on full differences, a third cumulant
+of the makespan, a Pearson III law) in which each max's mean and variance get the
+Gram-Charlier correction of ``D`` (:func:`gram_charlier_max`):
 
-* ``E[D+]`` gains ``theta g2 (alpha^2 - 1) phi(alpha) / 24``;
-* ``E[(D+)^2]`` gains ``-theta^2 g2 alpha phi(alpha) / 12``;
-* the variance of ``B + D+`` follows with ``B = beta D + e``, ``e`` taken independent of ``D``
-  (exact for Gaussian inputs: with ``g2 = 0`` everything is Clark's).
+* ``D``'s excess kurtosis ``g2`` from the canonical form itself: its linear part and the He2
+  parts of the residuals it carries give, by the diagram formula for second-chaos variables,
+  ``kappa4(D) = 48 (x o c)' R (x o c) + 48 tr((X R)^4)`` (``x``: He2 coefficients of ``D`` on
+  the window's residuals, ``c``: their covariances with ``D``, ``R``: their correlations; the
+  :data:`TOP_RESIDUALS` largest ``|x|``), clipped to ``[0, 4]`` (a non-negative density);
+* with skewed ops (a third cumulant not 0), each live node also keeps its loadings on the most
+  recent ops (:data:`OP_WINDOW_PER_WIDTH`), which give ``D``'s skewness from the ops (He3 term)
+  and the first-order Stein terms of a max of skewed inputs: ``Var(max)`` gains
+  ``phi(alpha) / theta * kappa(B, D, D)`` (``B`` the larger-mean input) and the max's
+  covariance with op ``r`` gains ``phi(alpha) / (2 theta) d_r^2 kappa3_r``. With normal ops
+  these terms are 0 and are not computed.
 
-``g2`` is estimated from the canonical form itself (no sampling): ``D``'s linear part and the
-He2 parts of the residuals it carries give, by the diagram formula for second-chaos variables,
-``kappa4(D) = 48 (x o c)' R (x o c) + 48 tr((X R)^4)`` with ``x`` the He2 coefficients of ``D``
-on the window's residuals, ``c`` their covariances with ``D`` and ``R`` their correlations
-(kept to the :data:`TOP_RESIDUALS` largest ``|x|``). It is clipped to ``[0, 4]``, where the
-Gram-Charlier density is non-negative.
-
-What it gives is an estimate, checked against Monte Carlo (``tests/test_kurtosis_core.py``;
-``validation/lattice_closure_study.py``, table in ``validation/results/
-lattice_closure_study.md``, 1e5 samples): with normal ops it brings 1F1B 32 x 64 to KS 0.018
-(skew core 0.034; spread still -7%), 8 x 32 to 0.004 (0.019), interleaved 8 x 32 to 0.012
-(Gaussian 0.020) and 16 x 64 at CV 20% to 0.025 (0.28), but over-corrects 1F1B 16 x 64 at CV
-5% (mean -0.07 sd, KS 0.013 -> 0.028), does not help lognormal ops (worse at depth), and
-leaves the README body (interleaved 16 x 16 x vpp 8) far off (KS 0.56 -> 0.42, mean +1.51 ->
-+1.10 sd): even the exact per-max kurtosis leaves most of that bias, which lies in the
-Gaussian closure of the max's covariances with the other live nodes, not in its moments.
+No sampling and no fitted constant; it is an estimate, checked against Monte Carlo
+(``tests/test_kurtosis_core.py``; ``validation/results/lattice_closure_study.md``, 1e5
+samples). Normal ops: 1F1B 32 x 64 KS 0.021 / 0.016 at CV 5% / 20% (skew core 0.035 / 0.033;
+spread still -7% / -6%), 8 x 32 0.004 (0.017), interleaved 16 x 64 at CV 20% 0.025 (Gaussian
+0.28); over-corrected on 1F1B 16 x 64 at CV 5% (mean -0.07 sd, KS 0.013 -> 0.028); the README
+body (interleaved 16 x 16 x vpp 8) stays far off (KS 0.56 -> 0.42, mean +1.51 -> +1.10 sd).
+Lognormal ops at CV 20%: 1F1B 8 x 32 0.018 (Gaussian 0.106), 4 x 8 in 512 replicas 0.017
+(0.51), 16 x 64 0.12 (0.25). Worse than the Gaussian core on some imbalanced and CV 5%
+lognormal variants (see the table).
 """
 
 from __future__ import annotations
