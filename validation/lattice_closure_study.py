@@ -11,13 +11,16 @@ Two parts (results in ``validation/results/lattice_closure_study.md``):
   generation (how the local errors accumulate).
 * ``grid``: the cases of ``validation/core_shape_choice.py`` (same builders, seed and Monte
   Carlo) plus the README body (interleaved 16 x 16 x vpp 8, m = p), judged for
-  ``core_shape`` = ``normal``, ``skew`` and ``kurtosis``.
+  ``core_shape`` = ``normal``, ``skew`` and ``kurtosis``;
+* ``readme-job``: the README main job's own pipeline body (llama3-405b at 65,536 GPUs) against
+  Monte Carlo, for the three shapes.
 
 Usage::
 
     nice python validation/lattice_closure_study.py local [--case NAME]
     nice python validation/lattice_closure_study.py grid [--deep] [--only SUBSTRING ...]
         [--json FILE] [--markdown FILE]
+    nice python validation/lattice_closure_study.py readme-job [--samples N] [--seed S]
     nice python validation/lattice_closure_study.py render ROWS.json ...
 """
 
@@ -142,6 +145,43 @@ def readme_body() -> pa.StepGraph:
     )
 
 
+def readme_job(samples: int, seed: int) -> list[str]:
+    """The README main job's own body (llama3-405b at 65,536 GPUs), the three shapes vs MC."""
+    from prism_analytic.engines.kurtosis_core import kurtosis_pipeline
+    from prism_analytic.engines.pipeline_mc import sample_pipeline
+    from prism_analytic.engines.skew_core import skew_pipeline
+    from prism_analytic.graph import PIPELINE, REPLICA
+    from prism_analytic.workload.builder import build_step_graph
+    from prism_analytic.workload.jobs import build_job
+
+    def body(sg):
+        for _, d in sg.graph.nodes(data=True):
+            if d["type"] == PIPELINE:
+                return d["spec"]
+            if d["type"] == REPLICA and (found := body(d["body"])) is not None:
+                return found
+        return None
+
+    spec = body(build_step_graph(build_job("llama3-405b", 65536)))
+    x = sample_pipeline(spec, samples, np.random.default_rng(seed))
+    mu, sd, _ = pc.pipeline_makespan(spec)
+    laws = {"normal": (stats.norm(mu, sd), mu, sd)}
+    for name, run in (("skew", skew_pipeline), ("kurtosis", kurtosis_pipeline)):
+        r, _ = run(spec)
+        laws[name] = (r.law(), r.mean, r.std)
+    out = [
+        f"body {spec.stages} x {spec.microbatches} {spec.schedule} vpp {spec.vpp}, "
+        f"{spec.n_ops} ops; {samples} samples, seed {seed}"
+    ]
+    for name, (law, mean, std) in laws.items():
+        ks = stats.kstest(x, law.cdf).statistic
+        out.append(
+            f"{name}: KS {ks:.4f}, mean {(mean - x.mean()) / x.std():+.3f} sd, "
+            f"std {std / x.std() - 1:+.2%}"
+        )
+    return out
+
+
 def grid_rows(mod, cases, samples: int, seed: int, json_path: str | None = None) -> list[dict]:
     """One row per (case, shape): KS, spread, p99, mean and std errors, analytic time.
 
@@ -225,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     gr.add_argument("--only", nargs="+", metavar="SUBSTRING")
     gr.add_argument("--json", metavar="FILE")
     gr.add_argument("--markdown", metavar="FILE")
+    rj = sub.add_parser("readme-job")
+    rj.add_argument("--samples", type=int, default=20_000)
+    rj.add_argument("--seed", type=int, default=5)
     rd = sub.add_parser("render")
     rd.add_argument("files", nargs="+")
     args = ap.parse_args(argv)
@@ -235,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
         step = max(1, len(drift) // 12)
         print("Gaussian core's mean error by generation (node sd):")
         print(", ".join(f"g{k}: {drift[k]:+.3f}" for k in range(0, len(drift), step)))
+        return 0
+    if args.cmd == "readme-job":
+        print("\n".join(readme_job(args.samples, args.seed)))
         return 0
     if args.cmd == "render":
         rows = [r for f in args.files for r in json.load(open(f))]
