@@ -51,11 +51,12 @@ __all__ = [
     "N_ANCHORS",
 ]
 
-#: Quasi-Monte-Carlo points over the factor vector (a power of two for Sobol balance), at most:
-#: :data:`CELL_BUDGET` bounds them for long pipelines. The quadrature is unbiased but noisy: at
-#: 32,768 points its sd over Sobol scramblings was 0.2-0.4% of p99 and ~1.1% of p99.9 for a
-#: 4x8 pipeline with per-microbatch factors of CV 50%; 131,072 halve that where affordable.
-N_POINTS = 131072
+#: Quasi-Monte-Carlo points over the factor vector (a power of two for Sobol balance). The
+#: quadrature is unbiased across Sobol scramblings but noisy in the tails: for a 4x8 pipeline
+#: with per-microbatch factors of CV 50% its sd over scramblings is ~0.2% of p99 and ~1.1% of
+#: p99.9 (more points or an outer-shell stratum reduce that, but moved other cases' answers by
+#: as much: validation/results/agreement_auto.md).
+N_POINTS = 32768
 #: Fewest points for a long pipeline (bulk quantiles stay within ~1% of Monte Carlo's).
 MIN_POINTS = 8192
 #: Ops x points evaluated by the vectorised recursions (about 2 s on one core).
