@@ -13,7 +13,6 @@ conditional bounds. Using each grid's lower (upper) sandwich side keeps the boun
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Any
 
@@ -24,9 +23,9 @@ from ..distributions import GridDistribution, to_grid
 from ..distributions.grid import _pmf_from_cdf_sf, align, convolve_grids_bounded, mix_grids
 from ..distributions.grid_extremes import _cdf_sf, max_grids
 from ..graph import OP, PIPELINE, StepGraph
-from ..graph.pipeline import op_name, pipeline_step_graph
+from ..graph.pipeline import pipeline_step_graph
+from ..graph.pipeline_match import match_pipeline, parse_op_name
 from ..policy import DEFAULT_POLICY, GridPolicy
-from ..schedules import pipeline_dag
 from .analytic import _dist_key, mean_critical_path, replica_group
 from .pipeline_bounds import pipeline_bound_grids
 
@@ -104,10 +103,6 @@ class _Bounds:
         return _min_cdf(sums) if len(sums) > 1 else sums[0]
 
 
-#: Op names of an op-by-op pipeline (:func:`~prism_analytic.graph.pipeline_spec.op_name`).
-_OP_NAME = re.compile(r"([FB]) s(\d+) m(\d+) c(\d+)")
-
-
 def _as_compact(g: StepGraph) -> StepGraph | None:
     """The compact form of an op-by-op pipeline graph, or None when ``g`` is not exactly one.
 
@@ -115,46 +110,44 @@ def _as_compact(g: StepGraph) -> StepGraph | None:
     :func:`~prism_analytic.graph.pipeline.pipeline_step_graph` names them, every microbatch of
     a (phase, stage, chunk) has the same law (equal parameters), and its edges are exactly those
     of :func:`~prism_analytic.schedules.pipeline_dag` for a 1F1B, GPipe or interleaved schedule
-    at the sizes the names give. It is then the same random makespan as the compact node with
-    those laws (independent ops, the same DAG), whose bounds (:mod:`.pipeline_bounds`) take one
-    lattice pass without per-op objects: 1F1B 16 x 64 in ~1 s instead of ~18 s of CPU, with the
-    same guarantees.
+    at the sizes the names give (:func:`~prism_analytic.graph.pipeline_match.match_pipeline`).
+    It is then the same random makespan as the compact node with those laws (independent ops,
+    the same DAG), whose bounds (:mod:`.pipeline_bounds`) take one lattice pass without per-op
+    objects: 1F1B 16 x 64 in ~1 s instead of ~18 s of CPU, with the same guarantees.
     """
     if g.regimes:
         return None
     laws: dict[tuple[str, int, int], dict[int, Any]] = {}
-    top = [0, 0, 0]
     for v, d in g.graph.nodes(data=True):
-        match = _OP_NAME.fullmatch(v) if d.get("type") == OP and isinstance(v, str) else None
-        if match is None:
+        parsed = parse_op_name(v) if d.get("type") == OP else None
+        if parsed is None:
             return None
-        phase, (stage, mb, chunk) = match.group(1), (int(x) for x in match.groups()[1:])
+        phase, stage, mb, chunk = parsed
         laws.setdefault((phase, stage, chunk), {})[mb] = d["latency"]
-        top = [max(top[0], stage), max(top[1], mb), max(top[2], chunk)]
-    p, m, vpp = (t + 1 for t in top)
-    if len(g) != 2 * p * m * vpp or len(laws) != 2 * p * vpp:
+
+    def plausible(p: int, m: int, vpp: int, n: int) -> bool:
+        # every op of the p x m x vpp schedule, one law per (phase, stage, chunk), checked
+        # before the edges: a graph that cannot be compacted never builds a reference DAG
+        if n != 2 * p * m * vpp or len(laws) != 2 * p * vpp:
+            return False
+        return all(
+            len(per_mb) == m and len({_dist_key(law) for law in per_mb.values()}) == 1
+            for per_mb in laws.values()
+        )
+
+    match = match_pipeline(g.graph.nodes, g.graph.edges(), plausible=plausible)
+    if match is None:
         return None
-    for per_mb in laws.values():
-        keys = {_dist_key(law) for law in per_mb.values()}
-        if len(per_mb) != m or len(keys) != 1:
-            return None
-    edges = set(g.graph.edges())
-    for schedule in ("interleaved",) if vpp > 1 else ("1f1b", "gpipe"):
-        try:
-            dag = pipeline_dag(p, m, schedule, vpp)
-        except ValueError:  # sizes this schedule does not allow
-            continue
-        if {(op_name(*a), op_name(*b)) for a, b in dag.edges()} == edges:
-            return pipeline_step_graph(
-                p,
-                m,
-                lambda ph, s, mb, c: laws[(ph, s, c)][0],
-                schedule=schedule,
-                vpp=vpp,
-                name=g.name,
-                compact=True,
-            )
-    return None
+    schedule, p, m, vpp = match
+    return pipeline_step_graph(
+        p,
+        m,
+        lambda ph, s, mb, c: laws[(ph, s, c)][0],
+        schedule=schedule,
+        vpp=vpp,
+        name=g.name,
+        compact=True,
+    )
 
 
 def _dominant_paths(dag: nx.DiGraph, mean: dict[str, float], k: int) -> list[list[str]]:

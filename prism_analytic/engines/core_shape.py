@@ -32,7 +32,6 @@ workload presets (interleaved pipelines, or 1F1B with lognormal ops) keep the Ga
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
@@ -41,6 +40,7 @@ from typing import Any
 import networkx as nx
 
 from ..distributions import Distribution
+from ..graph.pipeline_match import match_pipeline
 from ..graph.pipeline_spec import op_name
 from ..schedules import pipeline_dag
 from .series_parallel import SINK, SOURCE, reduce_graph
@@ -127,10 +127,6 @@ def explicit_class(laws: Iterable[Distribution], core: nx.MultiDiGraph | None = 
     return f"{structure}, {ops_kind(laws)} ops"
 
 
-#: Op names of an op-by-op pipeline (:func:`~prism_analytic.graph.pipeline_spec.op_name`).
-_OP_NAME = re.compile(r"([FB]) s(\d+) m(\d+) c(\d+)")
-
-
 def lattice_schedule(core: nx.MultiDiGraph) -> tuple[str, int, int, int] | None:
     """``(schedule, stages, microbatches, vpp)`` when a reduced core is a pipeline lattice.
 
@@ -138,10 +134,11 @@ def lattice_schedule(core: nx.MultiDiGraph) -> tuple[str, int, int, int] | None:
     pipeline_step_graph` writes them) only propose the sizes; the answer is the structure: the
     core's edges (with multiplicity) must be exactly those of the series-parallel core of
     :func:`~prism_analytic.schedules.pipeline_dag` at those sizes, for a 1F1B, GPipe or
-    interleaved schedule. Ops in series or in parallel around the lattice (data loading, an
-    optimizer) are absorbed into its edges and do not change that core; a changed dependency or
-    any other op inside the core does, and the core stays ``explicit``. A lattice whose ops are
-    named otherwise is not recognised (it keeps the ``explicit`` class).
+    interleaved schedule (:func:`~prism_analytic.graph.pipeline_match.match_pipeline`). Ops in
+    series or in parallel around the lattice (data loading, an optimizer) are absorbed into its
+    edges and do not change that core; a changed dependency or any other op inside the core
+    does, and the core stays ``explicit``. A lattice whose ops are named otherwise is not
+    recognised (it keeps the ``explicit`` class).
 
     Parameters
     ----------
@@ -153,33 +150,23 @@ def lattice_schedule(core: nx.MultiDiGraph) -> tuple[str, int, int, int] | None:
     tuple or None
         The schedule and sizes, or None when the core is not such a lattice.
     """
-    top = [0, 0, 0]
-    names = 0
+    names = []
     for node in core.nodes:
         if node in (SOURCE, SINK):
             continue
         if not (isinstance(node, tuple) and len(node) == 2 and isinstance(node[1], str)):
             return None
-        match = _OP_NAME.fullmatch(node[1])
-        if match is None:
-            return None
-        names += 1
-        for i, value in enumerate(match.groups()[1:]):
-            top[i] = max(top[i], int(value))
-    p, m, vpp = (t + 1 for t in top)
-    # a lattice's core keeps at least a third of its 4 p m vpp in/out nodes (measured: 0.7-0.98
-    # from 2x2 to 32x64); a few oddly named nodes must not make us reduce a huge reference
-    if names == 0 or 4 * p * m * vpp > 6 * names:
-        return None
-    edges = Counter(core.edges())
-    for schedule in ("interleaved",) if vpp > 1 else ("1f1b", "gpipe"):
-        try:
-            reference = _lattice_core(schedule, p, m, vpp)
-        except ValueError:  # sizes the schedule does not allow (interleaved: m % p != 0)
-            continue
-        if edges == reference:
-            return schedule, p, m, vpp
-    return None
+        names.append(node[1])
+    return match_pipeline(names, core.edges(), reference=_lattice_core, plausible=_plausible_core)
+
+
+def _plausible_core(p: int, m: int, vpp: int, names: int) -> bool:
+    """Whether ``names`` in/out nodes can be the core of a ``p x m x vpp`` lattice.
+
+    A lattice's core keeps at least a third of its ``4 p m vpp`` in/out nodes (measured: 0.7-0.98
+    from 2x2 to 32x64); a few oddly named nodes must not make us reduce a huge reference.
+    """
+    return 4 * p * m * vpp <= 6 * names
 
 
 @lru_cache(maxsize=16)
