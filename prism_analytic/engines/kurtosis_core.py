@@ -48,16 +48,13 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from .blas_threads import single_blas_thread
-from .canonical import _clark, _prepare, _unit_hermite
 from .skew_core import (
-    SKEW_OPS_CAP,
     SkewResult,
+    _cached_pipeline,
     _FullEngine,
-    _rectifier_moments,
-    _skewness,
-    _window,
-    third_cumulant,
+    _makespan,
+    _pipeline,
+    clear_cache,
 )
 
 __all__ = [
@@ -149,6 +146,23 @@ class _KurtosisEngine(_FullEngine):
     and variances), from which the ops' part of the third cumulants of a max's inputs follows.
     """
 
+    shape = "kurtosis"
+    slot_rows = ("L",)
+
+    @classmethod
+    def for_dag(
+        cls, n_factors: int, window: int, gens: list[np.ndarray], k3_arr: np.ndarray | None
+    ) -> _KurtosisEngine:
+        """An engine for one DAG, with its ops' third cumulants in the order they are added."""
+        op_k3 = None
+        if k3_arr is not None:
+            # in the order the driver adds ops (generation by generation); an op law without a
+            # finite third moment is left out of the op-skew terms (its skew has no finite value)
+            seq = np.concatenate([k3_arr[np.asarray(g, dtype=np.intp)] for g in gens])
+            op_k3 = np.where(np.isfinite(seq), seq, 0.0)
+        width = max(len(g) for g in gens)
+        return cls(n_factors, window, op_k3, max(MIN_OP_WINDOW, OP_WINDOW_PER_WIDTH * width))
+
     def __init__(
         self, n_factors: int, window: int, op_k3: np.ndarray | None = None, op_window: int = 0
     ) -> None:
@@ -161,23 +175,6 @@ class _KurtosisEngine(_FullEngine):
         self.oring = 0
         self._k3_seq = op_k3 if skewed else None
         self._k3_at = 0
-
-    def _grow(self) -> None:
-        old = self.cap
-        super()._grow()
-        grown = np.zeros((self.cap, self.R))
-        grown[:old] = self.L
-        self.L = grown
-
-    def zeros(self, k: int) -> np.ndarray:
-        new = super().zeros(k)
-        self.L[new] = 0.0
-        return new
-
-    def copy(self, src: np.ndarray) -> np.ndarray:
-        new = super().copy(src)
-        self.L[new] = self.L[src]
-        return new
 
     def add(self, slots: np.ndarray, m: np.ndarray, s: np.ndarray, lm: np.ndarray) -> None:
         super().add(slots, m, s, lm)
@@ -214,21 +211,26 @@ class _KurtosisEngine(_FullEngine):
         g2 = np.divide(k4, th2 * th2, out=np.zeros(g), where=th2 > 0)
         return np.clip(g2, 0.0, MAX_KURTOSIS)
 
-    def _max_batch(self, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
-        # The skew engine's max (skew_core._FullEngine._max_batch) with Clark's mean and
-        # variance corrected before the residual weight is solved (so the covariance
-        # bookkeeping matches the corrected variance).
-        g = len(ia)
-        self.n_max += g
-        iy = self.alloc(g)
-        C = self.C
-        va, vb, cab = C[ia, ia], C[ib, ib], C[ia, ib]
-        th2 = va + vb - 2.0 * cab
+    def _correct(
+        self,
+        ia: np.ndarray,
+        ib: np.ndarray,
+        clark: tuple[np.ndarray, ...],
+        vb: np.ndarray,
+        cab: np.ndarray,
+        th2: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Clark's mean and variance with the Gram-Charlier (and op-skew) corrections.
+
+        The third value is each max's extra covariance with the recent ops (skewed ops only),
+        which :meth:`_finish` adds to the covariance rows and the op loadings.
+        """
+        t, _, thph, _, mu, var, tie = clark
         g2 = self.excess_kurtosis(ia, ib, th2)
-        t, tc, thph, al, mu, var, tie = _clark(self.mu[ia], self.mu[ib], va, vb, cab)
         ok = ~tie & (th2 > 0)
         th = np.sqrt(np.where(ok, th2, 1.0))
         g1 = 0.0
+        cov_op = None
         if self.R:
             # skewed ops: D's third cumulant from the recent ops' (sum d_r^3 k3_r), and the
             # Stein terms of the max: Cov(max, w_r) gains phi(alpha) / (2 theta) d_r^2 k3_r,
@@ -242,54 +244,23 @@ class _KurtosisEngine(_FullEngine):
         d_mu, d_var = gram_charlier_max(self.mu[ia] - self.mu[ib], th, t, thph, cab, vb, g2, g1)
         mu = mu + np.where(ok, d_mu, 0.0)
         var = np.maximum(var + np.where(ok, d_var, 0.0), 0.0)
-        rows = t[:, None] * C[ia] + tc[:, None] * C[ib]
-        self.tape.append(("m", iy.copy(), ia.copy(), ib.copy(), t))
-        hh, live = _unit_hermite(al, thph, tie)
-        rv = live.astype(float)
-        inv = np.where(live, 1.0 / np.sqrt(np.where(live, th2, 1.0)), 0.0)
-        dc = C[ia] - C[ib]
-        ar = np.arange(g)
-        blk, s, pos, r, r12 = self._commit_batch(
-            iy, ia, ib, t, tc, va, vb, cab, var, rows, hh, rv, dc, inv, cov_dirs=True
-        )
-        if self.R:
-            rows += cov_op @ self.L.T  # through each live node's loadings on those ops
-            self.L[iy] = t[:, None] * self.L[ia] + tc[:, None] * self.L[ib] + cov_op / self.V
-        self.S[pos] = s
-        self.GAM[pos], self.TAU[pos] = _rectifier_moments(al, live)
-        r12[ar, ar] = 1.0
-        self.G[pos, :] = r
-        self.G[:, pos] = r.T
-        self.G[np.ix_(pos, pos)] = r12
-        C[iy, :] = rows
-        C[:, iy] = rows.T
-        C[np.ix_(iy, iy)] = blk
-        self.mu[iy] = mu
-        self.fa[iy] = t[:, None] * self.fa[ia] + tc[:, None] * self.fa[ib]
-        return iy
+        return mu, var, cov_op
 
-
-def _run(
-    gens, preds, m_arr, s_arr, lmat, window: int, k3_arr: np.ndarray | None = None
-) -> tuple[float, float, float]:
-    """(mean, variance, kappa3) of the makespan by the kurtosis-corrected engine."""
-    op_k3 = None
-    if k3_arr is not None:
-        # in the order the driver adds ops (generation by generation); an op law without a
-        # finite third moment is left out of the op-skew terms (its skew has no finite value)
-        seq = np.concatenate([k3_arr[np.asarray(g, dtype=np.intp)] for g in gens])
-        op_k3 = np.where(np.isfinite(seq), seq, 0.0)
-    width = max(len(g) for g in gens)
-    op_window = max(MIN_OP_WINDOW, OP_WINDOW_PER_WIDTH * width)
-    eng = _KurtosisEngine(lmat.shape[1], window, op_k3, op_window)
-    mu, var, _ = eng.run(gens, preds, m_arr, s_arr, lmat)
-    with single_blas_thread():
-        k3 = eng.kappa3(eng.last)
-    if k3_arr is not None and np.any(k3_arr != 0):
-        load = eng.op_loadings(gens, len(preds))
-        with np.errstate(invalid="ignore"):
-            k3 += float(np.sum(np.where(load != 0, load**3 * k3_arr, 0.0)))
-    return float(mu), float(max(var, 0.0)), k3
+    def _finish(
+        self,
+        iy: np.ndarray,
+        ia: np.ndarray,
+        ib: np.ndarray,
+        clark: tuple[np.ndarray, ...],
+        rows: np.ndarray,
+        extra: np.ndarray | None,
+    ) -> None:
+        """The op-skew covariances ``extra`` (skewed ops only) in ``rows`` and the loadings."""
+        if extra is None:
+            return
+        t, tc = clark[:2]
+        rows += extra @ self.L.T  # through each live node's loadings on those ops
+        self.L[iy] = t[:, None] * self.L[ia] + tc[:, None] * self.L[ib] + extra / self.V
 
 
 def kurtosis_makespan(
@@ -303,20 +274,10 @@ def kurtosis_makespan(
 ) -> SkewResult:
     """Mean, std and skewness of a DAG's makespan by the kurtosis-corrected core (an estimate).
 
-    Same model and arguments as :func:`~.skew_core.skew_makespan`.
-
     Parameters
     ----------
-    graph : networkx.DiGraph
-        A directed acyclic graph; nodes are ops.
-    mean, std : Mapping
-        Per-node latency mean (finite) and private standard deviation (finite, >= 0).
-    loadings : Mapping of Mapping, optional
-        ``loadings[node][factor]``: the node's loading on a shared standard-normal factor.
-    window : int, optional
-        Residuals correlated with a new one (default :func:`~.canonical.default_window`).
-    kappa3 : Mapping, optional
-        Per-node third cumulant of the latency (missing nodes: 0).
+    graph, mean, std, loadings, window, kappa3
+        As :func:`~.skew_core.skew_makespan` (same model and arguments).
 
     Returns
     -------
@@ -334,15 +295,7 @@ def kurtosis_makespan(
     >>> round(r.mean, 5)
     1.56419
     """
-    order, gens, m_arr, s_arr, lmat, preds = _prepare(graph, mean, std, loadings)
-    w = _window(gens, preds, window)
-    k3_arr = None
-    if kappa3 is not None:
-        k3_arr = np.array([float(kappa3.get(n, 0.0)) for n in order])
-        if np.any(np.isnan(k3_arr)):
-            raise ValueError("kappa3 must not be NaN (inf stands for an infinite third moment)")
-    mu, var, k3 = _run(gens, preds, m_arr, s_arr, lmat, w, k3_arr)
-    return SkewResult(mu, math.sqrt(var), _skewness(var, k3), w, len(order))
+    return _makespan(_KurtosisEngine, graph, mean, std, loadings, window, kappa3)
 
 
 def kurtosis_pipeline(
@@ -350,72 +303,18 @@ def kurtosis_pipeline(
 ) -> tuple[SkewResult, dict[str, Any]]:
     """The kurtosis-corrected core on a plain compact pipeline (no shared factors).
 
-    Truncation and extrapolation as :func:`~.skew_core.skew_pipeline` (pipelines of more than
-    ``cap`` ops, default :data:`~.skew_core.SKEW_OPS_CAP`).
-
-    Returns
-    -------
-    tuple
-        The :class:`~.skew_core.SkewResult` and ``info`` (``ops``, ``evaluated_microbatches``
-        and, when extrapolated, the per-block increments).
-
-    Raises
-    ------
-    ValueError
-        If the spec has shared microbatch or stage factors.
+    Truncation, extrapolation, returns and errors as :func:`~.skew_core.skew_pipeline`
+    (pipelines of more than ``cap`` ops, default :data:`~.skew_core.SKEW_OPS_CAP`).
     """
-    from . import pipeline_core as pc
-
-    if spec.microbatch_factor is not None or spec.stage_factor is not None:
-        raise ValueError("kurtosis_pipeline: shared factors are handled by conditioning, not here")
-    cap = SKEW_OPS_CAP if cap is None else cap
-    k3_law = {k: third_cumulant(law) for k, law in spec.laws.items()}
-
-    def direct(sp: Any) -> tuple[float, float, float, int]:
-        st = pc._structure(sp.stages, sp.microbatches, sp.schedule, sp.vpp)
-        m_arr, s_arr, lmat = pc._factor_model(sp, st)
-        w = st["window"] if window is None else _window(st["gens"], st["preds"], window)
-        k3_arr = np.array([k3_law[k] for k in st["keys"]])
-        return (*_run(st["gens"], st["preds"], m_arr, s_arr, lmat, w, k3_arr), w)
-
-    cut = pc.truncation(spec, cap)
-    if cut is None:
-        mu, var, k3, w = direct(spec)
-        info = {"ops": spec.n_ops, "evaluated_microbatches": [spec.microbatches]}
-        return SkewResult(mu, math.sqrt(var), _skewness(var, k3), w, spec.n_ops), info
-    m1, m2 = cut
-    r1, r2 = (direct(spec.with_microbatches(m)) for m in (m1, m2))
-    blocks = (spec.microbatches - m2) / (m2 - m1)
-    d = [b - a for a, b in zip(r1[:3], r2[:3], strict=True)]
-    mu = r2[0] + blocks * d[0]
-    var = r2[1] + blocks * max(d[1], 0.0)
-    k3 = r2[2] + blocks * d[2]
-    info = {
-        "ops": spec.n_ops,
-        "evaluated_microbatches": [m1, m2],
-        "extrapolated_blocks": blocks,
-        "mean_increment_per_block": d[0],
-        "variance_increment_per_block": d[1],
-        "kappa3_increment_per_block": d[2],
-    }
-    return SkewResult(mu, math.sqrt(var), _skewness(var, k3), r2[3], spec.n_ops), info
-
-
-_CACHE: dict[tuple, tuple[SkewResult, dict[str, Any]]] = {}
-
-
-def clear_cache() -> None:
-    """Forget cached pipeline results (for cold-start timing)."""
-    _CACHE.clear()
+    return _pipeline(_KurtosisEngine, "kurtosis_pipeline", spec, window, cap)
 
 
 def cached_kurtosis_pipeline(
     key: tuple, spec: Any, window: int | None
 ) -> tuple[SkewResult, dict[str, Any]]:
-    """:func:`kurtosis_pipeline`, cached by ``key`` (the spec's identity) and the window."""
-    full = (key, window)
-    if full not in _CACHE:
-        if len(_CACHE) > 64:
-            _CACHE.clear()
-        _CACHE[full] = kurtosis_pipeline(spec, window=window)
-    return _CACHE[full]
+    """:func:`kurtosis_pipeline`, cached by ``key`` (the spec's identity) and the window.
+
+    The cache is the skew core's, keyed by shape too; :func:`clear_cache` (the skew core's)
+    empties it for both shapes.
+    """
+    return _cached_pipeline(_KurtosisEngine, "kurtosis_pipeline", key, spec, window)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import networkx as nx
 import numpy as np
@@ -154,7 +154,23 @@ class _FullEngine(_Engine):
     ``M[j, l]`` holds ``Cov(X_j, D_l) / theta_l`` (instead of the projection of the linear
     part of ``X_j`` on the linear direction of ``D_l``), ``uF[l]`` the factor part of
     ``D_l / theta_l``, and ``G`` the correlations between the window's ``U_l``.
+
+    Subclasses (:mod:`.kurtosis_core`) change the moments of each max through
+    :meth:`_correct` and :meth:`_finish`, and name in :attr:`slot_rows` their own per-slot
+    arrays, which this class grows, zeroes and copies with the slots.
     """
+
+    #: The core shape this engine computes (the pipeline cache tells shapes apart by it).
+    shape: ClassVar[str] = "skew"
+    #: Attributes holding one row per slot besides the canonical state (``(cap, k)`` arrays).
+    slot_rows: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def for_dag(
+        cls, n_factors: int, window: int, gens: list[np.ndarray], k3_arr: np.ndarray | None
+    ) -> _FullEngine:
+        """An engine for one DAG (``gens``: its generations; ``k3_arr``: its ops' kappa3)."""
+        return cls(n_factors, window)
 
     def __init__(self, n_factors: int, window: int, cap: int = 32) -> None:
         super().__init__(n_factors, window, cap)
@@ -166,15 +182,29 @@ class _FullEngine(_Engine):
         self.last = -1  # the slot written last: the sink once run() is over
         self.tape: list[tuple] = []
 
+    def _grow(self) -> None:
+        old = self.cap
+        super()._grow()
+        for name in self.slot_rows:
+            rows = getattr(self, name)
+            grown = np.zeros((self.cap,) + rows.shape[1:])
+            grown[:old] = rows
+            setattr(self, name, grown)
+
     # A tape of the slot operations, for the sink's linear loadings on every op (reverse mode).
     def zeros(self, k: int) -> np.ndarray:
         new = super().zeros(k)
         self.tape.append(("z", new.copy()))
+        for name in self.slot_rows:
+            getattr(self, name)[new] = 0.0
         return new
 
     def copy(self, src: np.ndarray) -> np.ndarray:
         new = super().copy(src)
         self.tape.append(("c", new.copy(), np.asarray(src).copy()))
+        for name in self.slot_rows:
+            rows = getattr(self, name)
+            rows[new] = rows[src]
         return new
 
     def add(self, slots: np.ndarray, m: np.ndarray, s: np.ndarray, lm: np.ndarray) -> None:
@@ -216,26 +246,59 @@ class _FullEngine(_Engine):
                 adj[rec[1]] = 0.0
         return out
 
+    def _correct(
+        self,
+        ia: np.ndarray,
+        ib: np.ndarray,
+        clark: tuple[np.ndarray, ...],
+        vb: np.ndarray,
+        cab: np.ndarray,
+        th2: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """Mean and variance of each max of a batch, and what :meth:`_finish` needs.
+
+        Clark's here (``clark``: :func:`~.canonical._clark`'s output); a subclass corrects them
+        before the residual weights are solved, so the covariance bookkeeping matches.
+        """
+        return clark[4], clark[5], None
+
+    def _finish(
+        self,
+        iy: np.ndarray,
+        ia: np.ndarray,
+        ib: np.ndarray,
+        clark: tuple[np.ndarray, ...],
+        rows: np.ndarray,
+        extra: Any,
+    ) -> None:
+        """Last changes to the new maxima's covariance ``rows`` (in place); none here.
+
+        ``extra`` is what :meth:`_correct` returned.
+        """
+
     def _max_batch(self, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
         g = len(ia)
         self.n_max += g
         iy = self.alloc(g)
         C = self.C
         va, vb, cab = C[ia, ia], C[ib, ib], C[ia, ib]
-        t, tc, thph, al, mu, var, tie = _clark(self.mu[ia], self.mu[ib], va, vb, cab)
+        th2 = va + vb - 2.0 * cab
+        clark = _clark(self.mu[ia], self.mu[ib], va, vb, cab)
+        t, tc, thph, al, _, _, tie = clark
+        mu, var, extra = self._correct(ia, ib, clark, vb, cab, th2)
         rows = t[:, None] * C[ia] + tc[:, None] * C[ib]
         self.tape.append(("m", iy.copy(), ia.copy(), ib.copy(), t))
         hh, live = _unit_hermite(al, thph, tie)
         rv = live.astype(float)
         # The new residual's direction is that of the full difference A - B (earlier residuals
         # included), normalised by theta: inv = 1 / theta, r = Corr(D_l, D_new).
-        th2 = va + vb - 2.0 * cab
         inv = np.where(live, 1.0 / np.sqrt(np.where(live, th2, 1.0)), 0.0)  # 1 / theta
         dc = C[ia] - C[ib]  # Cov(D_new, X_j) for every slot j
         ar = np.arange(g)
         blk, s, pos, r, r12 = self._commit_batch(
             iy, ia, ib, t, tc, va, vb, cab, var, rows, hh, rv, dc, inv, cov_dirs=True
         )
+        self._finish(iy, ia, ib, clark, rows, extra)
         self.S[pos] = s
         self.GAM[pos], self.TAU[pos] = _rectifier_moments(al, live)
         r12[ar, ar] = 1.0
@@ -322,14 +385,21 @@ def _window(gens: list, preds: list, window: int | None) -> int:
 
 
 def _run(
-    gens, preds, m_arr, s_arr, lmat, window: int, k3_arr: np.ndarray | None = None
+    gens,
+    preds,
+    m_arr,
+    s_arr,
+    lmat,
+    window: int,
+    k3_arr: np.ndarray | None = None,
+    engine: type[_FullEngine] = _FullEngine,
 ) -> tuple[float, float, float]:
-    """(mean, variance, kappa3) of the makespan by the full-difference engine.
+    """(mean, variance, kappa3) of the makespan by ``engine`` (the full-difference one).
 
     ``k3_arr``: the ops' own third cumulants; they reach the sink through its linear loadings
     (``sum_i a_i^3 kappa3_i``, exact for the linear part).
     """
-    eng = _FullEngine(lmat.shape[1], window)
+    eng = engine.for_dag(lmat.shape[1], window, gens, k3_arr)
     mu, var, _ = eng.run(gens, preds, m_arr, s_arr, lmat)
     with single_blas_thread():
         k3 = eng.kappa3(eng.last)
@@ -414,6 +484,19 @@ def skew_makespan(
     >>> round(r.mean, 12), round(r.std, 12), r.skew
     (6.0, 0.5, 0.0)
     """
+    return _makespan(_FullEngine, graph, mean, std, loadings, window, kappa3)
+
+
+def _makespan(
+    engine: type[_FullEngine],
+    graph: nx.DiGraph,
+    mean: Mapping[Hashable, float],
+    std: Mapping[Hashable, float],
+    loadings: Mapping[Hashable, Mapping[Hashable, float]] | None,
+    window: int | None,
+    kappa3: Mapping[Hashable, float] | None,
+) -> SkewResult:
+    """:func:`skew_makespan` by ``engine`` (this module's or a subclass's)."""
     order, gens, m_arr, s_arr, lmat, preds = _prepare(graph, mean, std, loadings)
     w = _window(gens, preds, window)
     k3_arr = None
@@ -421,7 +504,7 @@ def skew_makespan(
         k3_arr = np.array([float(kappa3.get(n, 0.0)) for n in order])
         if np.any(np.isnan(k3_arr)):
             raise ValueError("kappa3 must not be NaN (inf stands for an infinite third moment)")
-    mu, var, k3 = _run(gens, preds, m_arr, s_arr, lmat, w, k3_arr)
+    mu, var, k3 = _run(gens, preds, m_arr, s_arr, lmat, w, k3_arr, engine)
     return SkewResult(mu, math.sqrt(var), _skewness(var, k3), w, len(order))
 
 
@@ -440,11 +523,23 @@ def skew_pipeline(
     tuple
         The :class:`SkewResult` and ``info`` (``ops``, ``evaluated_microbatches`` and, when
         extrapolated, the per-block increments).
+
+    Raises
+    ------
+    ValueError
+        If the spec has shared microbatch or stage factors.
     """
+    return _pipeline(_FullEngine, "skew_pipeline", spec, window, cap)
+
+
+def _pipeline(
+    engine: type[_FullEngine], name: str, spec: Any, window: int | None, cap: int | None
+) -> tuple[SkewResult, dict[str, Any]]:
+    """:func:`skew_pipeline` by ``engine``; ``name`` is the caller's, for error messages."""
     from . import pipeline_core as pc
 
     if spec.microbatch_factor is not None or spec.stage_factor is not None:
-        raise ValueError("skew_pipeline: shared factors are handled by conditioning, not here")
+        raise ValueError(f"{name}: shared factors are handled by conditioning, not here")
     cap = SKEW_OPS_CAP if cap is None else cap
 
     def direct(sp: Any) -> tuple[float, float, float, int]:
@@ -452,7 +547,7 @@ def skew_pipeline(
         m_arr, s_arr, lmat = pc._factor_model(sp, st)
         w = st["window"] if window is None else _window(st["gens"], st["preds"], window)
         k3_arr = np.array([k3_law[k] for k in st["keys"]])
-        return (*_run(st["gens"], st["preds"], m_arr, s_arr, lmat, w, k3_arr), w)
+        return (*_run(st["gens"], st["preds"], m_arr, s_arr, lmat, w, k3_arr, engine), w)
 
     k3_law = {k: third_cumulant(law) for k, law in spec.laws.items()}
 
@@ -479,11 +574,14 @@ def skew_pipeline(
     return SkewResult(mu, math.sqrt(var), _skewness(var, k3), r2[3], spec.n_ops), info
 
 
+#: Pipeline results of every engine (this module's and :mod:`.kurtosis_core`'s), keyed by
+#: ``(engine.shape, key, window)``; the callers' ``key`` must identify the whole op laws, not
+#: only their moments (these cores read the laws' third cumulants).
 _CACHE: dict[tuple, tuple[SkewResult, dict[str, Any]]] = {}
 
 
 def clear_cache() -> None:
-    """Forget cached pipeline results (for cold-start timing)."""
+    """Forget cached pipeline results of every core shape (for cold-start timing)."""
     _CACHE.clear()
 
 
@@ -491,9 +589,16 @@ def cached_skew_pipeline(
     key: tuple, spec: Any, window: int | None
 ) -> tuple[SkewResult, dict[str, Any]]:
     """:func:`skew_pipeline`, cached by ``key`` (the spec's identity) and the window."""
-    full = (key, window)
+    return _cached_pipeline(_FullEngine, "skew_pipeline", key, spec, window)
+
+
+def _cached_pipeline(
+    engine: type[_FullEngine], name: str, key: tuple, spec: Any, window: int | None
+) -> tuple[SkewResult, dict[str, Any]]:
+    """:func:`_pipeline`, cached in :data:`_CACHE` by the engine's shape, ``key`` and window."""
+    full = (engine.shape, key, window)
     if full not in _CACHE:
         if len(_CACHE) > 64:
             _CACHE.clear()
-        _CACHE[full] = skew_pipeline(spec, window=window)
+        _CACHE[full] = _pipeline(engine, name, spec, window, None)
     return _CACHE[full]
