@@ -219,18 +219,18 @@ class _KurtosisEngine(_FullEngine):
         vb: np.ndarray,
         cab: np.ndarray,
         th2: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    ) -> tuple[np.ndarray, np.ndarray, tuple | None]:
         """Clark's mean and variance with the Gram-Charlier (and op-skew) corrections.
 
-        The third value is each max's extra covariance with the recent ops (skewed ops only),
-        which :meth:`_finish` adds to the covariance rows and the op loadings.
+        The third value (skewed ops only) is each max's extra covariance with the recent ops,
+        with the inputs' slots and Clark's ``T``, ``1 - T``, for :meth:`_finish`.
         """
-        t, _, thph, _, mu, var, tie = clark
+        t, tc, thph, _, mu, var, tie = clark
         g2 = self.excess_kurtosis(ia, ib, th2)
         ok = ~tie & (th2 > 0)
         th = np.sqrt(np.where(ok, th2, 1.0))
         g1 = 0.0
-        cov_op = None
+        extra = None
         if self.R:
             # skewed ops: D's third cumulant from the recent ops' (sum d_r^3 k3_r), and the
             # Stein terms of the max: Cov(max, w_r) gains phi(alpha) / (2 theta) d_r^2 k3_r,
@@ -240,27 +240,20 @@ class _KurtosisEngine(_FullEngine):
             g1 = np.clip(np.where(ok, (d * dd).sum(axis=1) / th**3, 0.0), -MAX_SKEW_D, MAX_SKEW_D)
             dens = np.where(ok, thph / th2.clip(min=1e-300), 0.0)  # phi(alpha) / theta
             cov_op = 0.5 * dens[:, None] * dd  # (g, R): extra Cov(max, w_r)
+            extra = (cov_op, ia, ib, t, tc)
             var = var + dens * np.sum(self.L[ib] * dd, axis=1)
         d_mu, d_var = gram_charlier_max(self.mu[ia] - self.mu[ib], th, t, thph, cab, vb, g2, g1)
         mu = mu + np.where(ok, d_mu, 0.0)
         var = np.maximum(var + np.where(ok, d_var, 0.0), 0.0)
-        return mu, var, cov_op
+        return mu, var, extra
 
-    def _finish(
-        self,
-        iy: np.ndarray,
-        ia: np.ndarray,
-        ib: np.ndarray,
-        clark: tuple[np.ndarray, ...],
-        rows: np.ndarray,
-        extra: np.ndarray | None,
-    ) -> None:
-        """The op-skew covariances ``extra`` (skewed ops only) in ``rows`` and the loadings."""
+    def _finish(self, iy: np.ndarray, rows: np.ndarray, extra: tuple | None) -> None:
+        """The op-skew covariances (skewed ops only) into ``rows`` and the new op loadings."""
         if extra is None:
             return
-        t, tc = clark[:2]
-        rows += extra @ self.L.T  # through each live node's loadings on those ops
-        self.L[iy] = t[:, None] * self.L[ia] + tc[:, None] * self.L[ib] + extra / self.V
+        cov_op, ia, ib, t, tc = extra
+        rows += cov_op @ self.L.T  # through each live node's loadings on those ops
+        self.L[iy] = t[:, None] * self.L[ia] + tc[:, None] * self.L[ib] + cov_op / self.V
 
 
 def kurtosis_makespan(
@@ -277,16 +270,8 @@ def kurtosis_makespan(
     Parameters
     ----------
     graph, mean, std, loadings, window, kappa3
-        As :func:`~.skew_core.skew_makespan` (same model and arguments).
-
-    Returns
-    -------
-    SkewResult
-
-    Raises
-    ------
-    ValueError
-        As :func:`~.canonical.canonical_makespan`.
+        As :func:`~.skew_core.skew_makespan`: the same model, the same :class:`SkewResult`
+        returned, the same ``ValueError`` on bad input.
 
     Examples
     --------

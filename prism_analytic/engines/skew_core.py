@@ -262,18 +262,10 @@ class _FullEngine(_Engine):
         """
         return clark[4], clark[5], None
 
-    def _finish(
-        self,
-        iy: np.ndarray,
-        ia: np.ndarray,
-        ib: np.ndarray,
-        clark: tuple[np.ndarray, ...],
-        rows: np.ndarray,
-        extra: Any,
-    ) -> None:
-        """Last changes to the new maxima's covariance ``rows`` (in place); none here.
+    def _finish(self, iy: np.ndarray, rows: np.ndarray, extra: Any) -> None:
+        """Last changes to the new maxima (slots ``iy``, covariance ``rows``); none here.
 
-        ``extra`` is what :meth:`_correct` returned.
+        ``extra`` is what :meth:`_correct` returned; ``rows`` may be changed in place.
         """
 
     def _max_batch(self, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
@@ -298,7 +290,7 @@ class _FullEngine(_Engine):
         blk, s, pos, r, r12 = self._commit_batch(
             iy, ia, ib, t, tc, va, vb, cab, var, rows, hh, rv, dc, inv, cov_dirs=True
         )
-        self._finish(iy, ia, ib, clark, rows, extra)
+        self._finish(iy, rows, extra)
         self.S[pos] = s
         self.GAM[pos], self.TAU[pos] = _rectifier_moments(al, live)
         r12[ar, ar] = 1.0
