@@ -163,3 +163,19 @@ def test_pipeline_cache_tells_laws_of_equal_moments_apart(shape: str) -> None:
     spec = next(iter(graph(pa.lognormal).graph.nodes(data="spec")))[1]
     fresh = (kurtosis_pipeline if shape == "kurtosis" else skew_pipeline)(spec)[0].skew
     assert skews[1] == pytest.approx(fresh, rel=1e-9) and abs(skews[1] - skews[0]) > 0.01
+
+
+def test_one_pipeline_cache_tells_the_core_shapes_apart() -> None:
+    """The skew and kurtosis cores share one cache: the same key must not mix their results."""
+    from prism_analytic.engines.kurtosis_core import cached_kurtosis_pipeline, clear_cache
+    from prism_analytic.engines.skew_core import cached_skew_pipeline
+
+    g = pipeline_step_graph(4, 8, lambda ph, s, mb, c: pa.lognormal(1.0, 0.2), compact=True)
+    spec = g.graph.nodes["pipeline"]["spec"]
+    clear_cache()
+    key = ("same key",)
+    skew = cached_skew_pipeline(key, spec, None)[0]
+    kurt = cached_kurtosis_pipeline(key, spec, None)[0]
+    assert skew == skew_pipeline(spec)[0] and kurt == kurtosis_pipeline(spec)[0]
+    assert abs(kurt.mean - skew.mean) > 1e-3 * skew.std
+    assert cached_skew_pipeline(key, spec, None)[0] is skew  # a hit, not a re-evaluation
