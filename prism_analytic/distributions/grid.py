@@ -19,7 +19,7 @@ import numpy as np
 
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .base import Affine, Distribution
-from .bounded_conv import bounded_convolve, fold_down, fold_up
+from .bounded_conv import bounded_convolve, fold_up
 from .roundoff import fft_convolve, fft_l1_error
 
 __all__ = ["GridDistribution", "discretize", "to_grid", "to_grid_like", "align"]
@@ -666,14 +666,23 @@ def convolve_grids_bounded(a: GridDistribution, b: GridDistribution) -> GridDist
     """Sum of two independent grids whose sides hold against floating-point round-off.
 
     As :func:`convolve_grids`, but each side's convolution comes with a per-cell round-off
-    bound that is folded into it (:func:`~.bounded_conv.fold_down` and ``fold_up``), so no
-    round-off is left to report: the result's ``roundoff`` is the operands' only.
+    bound that is folded into it, so no round-off is left to report: the result's ``roundoff``
+    is the operands' only. The lower side keeps at most each cell's exact mass (estimate minus
+    its bound) and the deficit joins the atom at -inf; the upper side gains each cell's bound
+    and gives the excess up from the bottom (:func:`~.bounded_conv.fold_up`).
     """
     h = max(a.h, b.h)
     a, b = a.rebin(h), b.rebin(h)
     below = 1.0 - (1.0 - a.below) * (1.0 - b.below)
     above = 1.0 - (1.0 - a.above) * (1.0 - b.above)
-    lo = fold_down(*bounded_convolve(np.maximum(a.lo, 0.0), np.maximum(b.lo, 0.0)), 1.0 - below)
+    est, err = bounded_convolve(np.maximum(a.lo, 0.0), np.maximum(b.lo, 0.0))
+    # Every exact cell holds at least est - err, so moving the deficit to -inf only lowers the
+    # mass above every point: stochastically smaller, as fold_down's first cell is. But a
+    # deficit parked in the first cell (~1e-13 to 1e-11, far above tail_mass) stopped trimmed()
+    # from ever cutting the low end, so sums grew by a whole operand width per convolution (the
+    # same remedy as pipeline_bounds, commit cb95e48).
+    lo = np.maximum(est - err, 0.0)
+    below = min(max(1.0 - float(lo.sum()), below), 1.0)
     hi = fold_up(*bounded_convolve(np.maximum(a.hi, 0.0), np.maximum(b.hi, 0.0)), 1.0 - above)
     moments = None
     if a.moments is not None and b.moments is not None:  # independent: means and variances add
