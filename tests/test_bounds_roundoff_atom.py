@@ -71,12 +71,9 @@ def test_fork_join_against_quadrature() -> None:
     outer = stats.norm(2 * MS, np.hypot(0.05, 0.05) * MS)
 
     def cdf(x: float) -> float:
-        inner = lambda y: (
-            outer.pdf(y)
-            * np.prod(  # noqa: E731
-                [stats.norm.cdf((x - y - m) / s) for m, s in branch]
-            )
-        )
+        def inner(y: float) -> float:
+            return outer.pdf(y) * np.prod([stats.norm.cdf((x - y - m) / s) for m, s in branch])
+
         lo, hi = outer.ppf(1e-15), outer.ppf(1 - 1e-15)
         return integrate.quad(inner, lo, hi, epsabs=1e-13, epsrel=1e-11, limit=200)[0]
 
