@@ -147,6 +147,28 @@ def test_grid_engines_refuse_huge_graphs_up_front():
     assert pa.predict(g, "montecarlo", samples=100).mean() == pytest.approx(5001, rel=0.01)
 
 
+def test_bounds_guard_counts_pipelines_as_the_engine_evaluates_them(monkeypatch):
+    """A pipeline, compact or op by op, is charged what the bounds engine spends on it."""
+    import importlib
+
+    from prism_analytic.graph.pipeline import pipeline_step_graph
+
+    predict_mod = importlib.import_module("prism_analytic.engines.predict")  # the module
+
+    def lat(phase, stage, mb, chunk):
+        return pa.normal(1.0 if phase == "F" else 2.0, 0.1)
+
+    monkeypatch.setattr(predict_mod, "MAX_GRID_NODES", 100)
+    op_by_op = pipeline_step_graph(8, 16, lat)  # 256 explicit ops
+    compact = pipeline_step_graph(8, 16, lat, compact=True)
+    assert op_by_op.total_ops() == compact.total_ops() == 256 > 100
+    assert predict_mod.grid_nodes(op_by_op, "bounds") == predict_mod.grid_nodes(compact, "bounds")
+    a, b = (pa.predict(g, "bounds") for g in (op_by_op, compact))
+    assert a.quantile_bracket(0.99) == b.quantile_bracket(0.99)
+    with pytest.raises(GraphError, match="over its limit of 100"):
+        pa.predict(chain(101), "bounds")
+
+
 def test_montecarlo_work_guard():
     g = StepGraph()
     g.add_replica_group("dp", chain(100), 1000)  # 1e5 draws a sample

@@ -12,7 +12,7 @@ from ..graph import GraphError, StepGraph
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .analytic import analytic_distribution
 from .blas_threads import single_blas_thread
-from .bounds import bound_distributions
+from .bounds import _as_compact, bound_distributions
 from .montecarlo import MonteCarloSettings, sample_step_report, truncation_error
 from .resolution import resolve_policy
 from .result import AnalyticResult, BoundsResult, MonteCarloResult, StepTimeResult
@@ -41,6 +41,8 @@ def grid_nodes(graph: StepGraph, method: str = "analytic") -> int:
     total, stack = 0, [graph]
     while stack:
         g = stack.pop()
+        if method == "bounds":  # an op-by-op pipeline is bounded as its compact node
+            g = _as_compact(g) or g
         for _, d in g.graph.nodes(data=True):
             total += 1
             if d.get("type") == REPLICA:
