@@ -166,3 +166,21 @@ def test_cli_cross_checks_by_default_and_skips_with_no_verify(capsys):
     assert cli.main([*argv, "--no-verify"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert "cross_check" not in d and d["exact"] is False
+
+
+def test_bounds_mean_interval_says_what_it_guarantees():
+    """The mean interval of a bounds result contains the exact mean and names its tail atoms."""
+    g = pa.StepGraph()
+    g.add_op("a", pa.gamma(4.0, 0.25))
+    g.add_op("b", pa.gamma(9.0, 1 / 9), ["a"])
+    g.add_op("c", pa.normal(1.0, 0.1), [])
+    g.add_op("d", pa.normal(0.5, 0.05), ["b", "c"])
+    r = pa.predict(g, "bounds")
+    mc = pa.predict(g, "montecarlo", samples=200_000, seed=4)
+    low, high = r.to_dict()["mean_bounds_s"]
+    half = 4 * mc.std() / np.sqrt(200_000)
+    assert low <= mc.mean() + half and mc.mean() - half <= high
+    note = r.to_dict()["mean_bounds_note"]
+    below, above = float(r.lower.below), float(r.upper.above)
+    assert ("guaranteed" == note) == (below == 0 and above == 0), note
+    assert note.split(" (")[0] in r.summary()

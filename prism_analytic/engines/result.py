@@ -347,9 +347,30 @@ class BoundsResult(StepTimeResult):
         """(low, high) bounds on P(step <= x)."""
         return self.upper.cdf_bounds(x)[0], self.lower.cdf_bounds(x)[1]
 
+    def _mean_note(self) -> str:
+        # E[lower] <= E[step] <= E[upper] holds for the bounding laws, but their masses at -inf
+        # (lower) and +inf (upper) have no finite mean bound; the means leave those atoms out.
+        below, above = float(self.lower.below), float(self.upper.above)
+        if below == 0 and above == 0:
+            return "guaranteed"
+        return (
+            "means of the bounding laws without their tail atoms (P <= "
+            f"{below:.2g} at -inf, {above:.2g} at +inf): guaranteed only up to those atoms"
+        )
+
+    def _mean_bounds(self) -> tuple[float, float]:
+        # the lower law's low side and the upper law's high side where they are finite (then a
+        # guarantee); otherwise the laws' point means (see _mean_note)
+        low, high = self.lower.mean_bracket()[0], self.upper.mean_bracket()[1]
+        return (
+            float(low) if np.isfinite(low) else float(self.lower.mean()),
+            float(high) if np.isfinite(high) else float(self.upper.mean()),
+        )
+
     def _point_fields(self, levels: tuple[float, ...]) -> dict[str, Any]:
         return {
-            "mean_bounds_s": [self.lower.mean(), self.upper.mean()],
+            "mean_bounds_s": list(self._mean_bounds()),
+            "mean_bounds_note": self._mean_note(),
             "bracket": {str(q): list(self.quantile_bracket(q)) for q in levels},
         }
 
@@ -357,7 +378,8 @@ class BoundsResult(StepTimeResult):
         return {str(q): {"guaranteed_bounds_s": list(self.quantile_bracket(q))} for q in levels}
 
     def _summary_lines(self, levels: tuple[float, ...]) -> list[str]:
-        lines = [f"  mean in [{self.lower.mean():.6g}, {self.upper.mean():.6g}] s"]
+        low, high = self._mean_bounds()
+        lines = [f"  mean in [{low:.6g}, {high:.6g}] s ({self._mean_note()})"]
         for q in levels:
             low, high = self.quantile_bracket(q)
             lines.append(f"  p{_pct(q):<5} in [{low:.6g}, {high:.6g}] s")
