@@ -35,17 +35,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 from numpy.polynomial import hermite_e as H
 from numpy.polynomial import polynomial as P
-from scipy import optimize, special
+from scipy import optimize, special, stats
 
 sys.path.insert(0, str(Path(__file__).parent))
 from lattice_closure_study import local_spec  # noqa: E402
 
+import prism_analytic as pa  # noqa: E402
 from prism_analytic.engines import pipeline_core as pc  # noqa: E402
+from prism_analytic.engines.canonical import _clark  # noqa: E402
+from prism_analytic.engines.kurtosis_core import _KurtosisEngine, kurtosis_pipeline  # noqa: E402
+from prism_analytic.engines.pipeline_mc import sample_pipeline  # noqa: E402
+from prism_analytic.engines.skew_core import SkewResult, _run, _skewness  # noqa: E402
+from prism_analytic.graph.pipeline import PipelineSpec, law_key  # noqa: E402
 
 _LEG_X, _LEG_W = np.polynomial.legendre.leggauss(96)
 _Z_MAX = 9.0
@@ -347,6 +354,147 @@ def check(samples: int = 2_000_000, seed: int = 1) -> dict:
     }
 
 
+# -- engine level: the kurtosis core with oracle Stein terms at every max ----------------------
+
+
+class _OracleStein(_KurtosisEngine):
+    """The kurtosis core, every max's covariances given the Stein terms at oracle cumulants.
+
+    Each slot also carries Monte Carlo samples of the node it holds (the same operations as the
+    engine: zeros, copies, maxima, op draws), from which the joint cumulants ``kappa(X_j, D,
+    D)`` (and ``kappa(X_j, D, D, D)``) of every live slot with the new max's input difference
+    are measured. The max's covariance with slot ``j`` gains ``kappa(X_j, D, D) phi(alpha) /
+    (2 theta)`` (+ the n = 3 term), its variance ``kappa(B, D, D) phi(alpha) / theta``, and two
+    maxima of one batch ``kappa(B_g, D_h, D_h) phi_h / (2 theta_h)`` and its mirror. Prototype
+    (class attributes set by :func:`engine_oracle`), normal ops only.
+    """
+
+    slot_rows = ("L", "Xs")
+    samples = 10_000
+    seed = 0
+    mode = "off"  # off | stein3 | stein34 | stein3-cov (covariances only, variance as Clark's)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.Xs = np.zeros((self.cap, self.samples))
+        self.gen_k = 0
+
+    def add(self, slots, m, s, lm) -> None:
+        super().add(slots, m, s, lm)
+        rng = np.random.default_rng([self.seed, self.gen_k])
+        self.gen_k += 1
+        self.Xs[slots] += m[:, None] + s[:, None] * rng.standard_normal((len(slots), self.samples))
+
+    def _terms(self, ia, ib, clark, th2):
+        """``phi(alpha) / theta``, the n = 3 factor and the centred differences of a batch."""
+        t, tc, thph, al, _, _, tie = clark
+        ok = ~tie & (th2 > 0)
+        dens = np.where(ok, thph / th2.clip(min=1e-300), 0.0)
+        e3 = np.where(ok, -al * dens / np.sqrt(th2.clip(min=1e-300)), 0.0)
+        if self.mode != "stein34":
+            e3 = 0.0 * e3
+        d = self.Xs[ia] - self.Xs[ib]
+        return dens, e3, d - d.mean(axis=1, keepdims=True)
+
+    def _kappa(self, x, dc):
+        """``kappa(X_j, D_g, D_g)`` and ``kappa(X_j, D_g, D_g, D_g)`` (rows j, columns g)."""
+        xc = x - x.mean(axis=1, keepdims=True)
+        n = dc.shape[1]
+        k3 = xc @ (dc * dc).T / n
+        k4 = xc @ (dc**3).T / n - 3.0 * (xc @ dc.T / n) * np.mean(dc * dc, axis=1)[None, :]
+        return k3, k4
+
+    def _correct(self, ia, ib, clark, vb, cab, th2):
+        mu, var, extra = super()._correct(ia, ib, clark, vb, cab, th2)
+        if self.mode in ("stein3", "stein34"):
+            dens, e3, dc = self._terms(ia, ib, clark, th2)
+            xb = self.Xs[ib]
+            bc = xb - xb.mean(axis=1, keepdims=True)
+            n = dc.shape[1]
+            k3 = np.mean(bc * dc * dc, axis=1)
+            k4 = np.mean(bc * dc**3, axis=1) - 3.0 * np.mean(bc * dc, axis=1) * np.mean(
+                dc * dc, axis=1
+            )
+            var = np.maximum(var + dens * k3 + e3 * k4 / 3.0, 0.0)
+            del n
+        return mu, var, extra
+
+    def _max_batch(self, ia, ib):
+        C = self.C
+        va, vb, cab = C[ia, ia], C[ib, ib], C[ia, ib]
+        clark = _clark(self.mu[ia], self.mu[ib], va, vb, cab)
+        th2 = va + vb - 2.0 * cab
+        iy = super()._max_batch(ia, ib)
+        self.Xs[iy] = np.maximum(self.Xs[ia], self.Xs[ib])
+        if self.mode == "off":
+            return iy
+        dens, e3, dc = self._terms(ia, ib, clark, th2)
+        k3, k4 = self._kappa(self.Xs, dc)  # (cap, g)
+        add = 0.5 * k3 * dens[None, :] + k4 * e3[None, :] / 6.0  # Cov(X_j, D_g+) extra
+        others = np.setdiff1d(np.arange(self.cap), iy)
+        C[iy[:, None], others[None, :]] += add[others].T
+        C[others[:, None], iy[None, :]] += add[others]
+        # two maxima of the batch: Cov(B_g, D_h+) and Cov(D_g+, B_h)
+        kb3, kb4 = self._kappa(self.Xs[ib], dc)  # (g, g): kappa(B_g, D_h, D_h)
+        pair = 0.5 * kb3 * dens[None, :] + kb4 * e3[None, :] / 6.0
+        blk = pair + pair.T
+        np.fill_diagonal(blk, 0.0)
+        C[iy[:, None], iy[None, :]] += blk
+        return iy
+
+
+def body_spec(p: int, m: int, schedule: str, vpp: int) -> PipelineSpec:
+    """Normal ops at CV 5%, F 1 / B 2 per stage divided by vpp (as ``local_spec``)."""
+    laws = {
+        law_key(ph, s, c): pa.normal(mu / vpp, 0.05 * mu / vpp)
+        for ph, mu in (("F", 1.0), ("B", 2.0))
+        for s in range(p)
+        for c in range(vpp)
+    }
+    return PipelineSpec(p, m, laws, schedule, vpp)
+
+
+CASES = {
+    "il8x8v4": (8, 8, "interleaved", 4),
+    "il16x64v2": (16, 64, "interleaved", 2),
+    "readme16x16v8": (16, 16, "interleaved", 8),
+    "1f1b8x32": (8, 32, "1f1b", 1),
+}
+
+
+def engine_oracle(case: str, samples: int, mc_samples: int, seed: int, modes) -> list[str]:
+    """KS / mean / std of the kurtosis core with and without the oracle Stein terms vs MC."""
+    spec = body_spec(*CASES[case])
+    st = pc._structure(spec.stages, spec.microbatches, spec.schedule, spec.vpp)
+    m_arr, s_arr, lmat = pc._factor_model(spec, st)
+    x = sample_pipeline(spec, mc_samples, np.random.default_rng(seed + 1))
+    ref, _ = kurtosis_pipeline(spec)
+    out = [
+        f"{case}: {spec.n_ops} ops; oracle samples {samples} (seed {seed}), "
+        f"Monte Carlo {mc_samples} (seed {seed + 1}), window {st['window']}"
+    ]
+
+    def line(name, mean, std, skew, secs):
+        law = SkewResult(mean, std, skew, st["window"], spec.n_ops).law()
+        ks = stats.kstest(x, law.cdf).statistic
+        return (
+            f"  {name:22s} KS {ks:.4f}  mean {(mean - x.mean()) / x.std():+.3f} sd  "
+            f"std {std / x.std() - 1:+.2%}  skew {skew:+.3f}  ({secs:.1f} s)"
+        )
+
+    out.append(line("kurtosis_pipeline", ref.mean, ref.std, ref.skew, 0.0))
+    for mode in modes:
+        _OracleStein.samples, _OracleStein.seed, _OracleStein.mode = samples, seed, mode
+        t0 = time.perf_counter()
+        mu, var, k3 = _run(
+            st["gens"], st["preds"], m_arr, s_arr, lmat, st["window"], None, _OracleStein
+        )
+        sd = float(np.sqrt(var))
+        out.append(line(f"oracle {mode}", mu, sd, _skewness(var, k3), time.perf_counter() - t0))
+        print(out[-1], file=sys.stderr, flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line (module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -356,7 +504,20 @@ def main(argv: list[str] | None = None) -> int:
     lo.add_argument("--local-samples", type=int, default=40_000)
     lo.add_argument("--seed", type=int, default=2)
     sub.add_parser("check")
+    en = sub.add_parser("engine")
+    en.add_argument("--case", choices=tuple(CASES), default="il8x8v4")
+    en.add_argument("--samples", type=int, default=10_000, help="oracle samples")
+    en.add_argument("--mc-samples", type=int, default=100_000)
+    en.add_argument("--seed", type=int, default=7)
+    en.add_argument("--modes", nargs="+", default=["off", "stein3-cov", "stein3", "stein34"])
     args = ap.parse_args(argv)
+    if args.cmd == "engine":
+        print(
+            "\n".join(
+                engine_oracle(args.case, args.samples, args.mc_samples, args.seed, args.modes)
+            )
+        )
+        return 0
     if args.cmd == "check":
         print(json.dumps(check(), indent=1))
         return 0
