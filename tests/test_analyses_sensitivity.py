@@ -161,3 +161,92 @@ def test_cli(capsys, tmp_path):
     assert all(c["d_mean_d_var"] > 0 for c in d["classes"] if c["d_mean_d_var"] is not None)
     assert main(["sensitivity", "--preset", "llama3-8b", "--gpus", "64", "--h", "0.9"]) == 2
     assert "--h" in capsys.readouterr().err
+
+
+def _spread(d, lam):
+    # mu + lam (X - mu): the mean-preserving spread the variability perturbation applies
+    mu = float(d.mean())
+    return d.scale(lam).shift((1 - lam) * mu)
+
+
+def _max_then_tiny(n, lam_kernel, lam_tiny, pol):
+    # slowest of n ranks (1 s + LogNormal kernel), then a serial op far narrower than a cell
+    body = StepGraph("rank")
+    body.add_op("fixed", point_mass(1.0))
+    body.add_op(
+        "kernel", _spread(from_scipy(stats.lognorm(s=0.1, scale=0.5)), lam_kernel), ["fixed"]
+    )
+    g = StepGraph("step")
+    g.add_replica_group("ranks", body, n)
+    g.add_op("tiny", _spread(from_scipy(stats.lognorm(s=0.05, scale=2e-4)), lam_tiny), ["ranks"])
+    return predict(g, policy=pol)
+
+
+def test_convex_max_variance_effect_resolved_and_below_resolution_unresolved():
+    # E[max_n (1 + mu + lam (X - mu))] = 1 + mu + lam (E[max_n X] - mu): the derivative in
+    # log lam is E[max_n X] - mu > 0 (quad). The serial tiny op's spread leaves the mean of
+    # the sum exactly unchanged (0): the engine's value for it is lattice noise of either sign
+    n, h = 64, 0.05
+    x = stats.lognorm(s=0.1, scale=0.5)
+    emax = integrate.quad(lambda t: t * n * x.cdf(t) ** (n - 1) * x.pdf(t), 0, 5, limit=200)[0]
+    exact = emax - float(x.mean())
+    for widths in ((5e-5, 1e-4), (1e-4, 2e-4)):
+        raw = []
+        for rw in widths:
+            pol = GridPolicy(rel_width=rw)
+
+            def dmean(k, t, pol=pol):
+                hi, lo = _max_then_tiny(n, *k, pol), _max_then_tiny(n, *t, pol)
+                return (float(hi.mean()) - float(lo.mean())) / (2 * h)
+
+            raw.append(
+                {
+                    "d_mean_d_var": dmean((1 + h, 1), (1 - h, 1)),
+                    "tiny": dmean((1, 1 + h), (1, 1 - h)),
+                }
+            )
+        values, _, why = resolve(*raw)
+        assert values["d_mean_d_var"] == pytest.approx(exact, rel=1e-6) and exact > 0.1
+        assert values["tiny"] is None and "resolution" in why["tiny"]
+        # as a variance effect on the mean it is never reported negative
+        fine, coarse = ({"d_mean_d_var": r["tiny"]} for r in raw)
+        v, _, _ = resolve(fine, coarse)
+        assert v["d_mean_d_var"] is None or v["d_mean_d_var"] >= 0
+
+
+def test_resolve_never_reports_an_excluded_sign():
+    # the optimizer row of llama3-405b at 16,384: -1.51e-7 s on both "lattices" (predict had
+    # coarsened both requested widths to one, so the lattice change was 0); it printed as a
+    # resolved -0.000151 ms
+    same = {"d_mean_d_var": -1.512e-7, "d_p95_d_var": -1.512e-7, "d_p95_d_var_fd": -1.513e-7}
+    values, res, why = resolve(same, dict(same))
+    assert values["d_mean_d_var"] is None and "negative" in why["d_mean_d_var"]
+    assert res["d_mean_d_var"] >= 1.512e-7
+    # a p95 has no such sign rule: with a zero lattice change it needs another floor
+    values, _, why = resolve(same, dict(same), floors={"d_p95_d_var": 1e-7})
+    assert values["d_p95_d_var"] is None and "d_p95_d_var" in why
+    rng = np.random.default_rng(7)
+    signed = ("d_mean_d_mean", "d_p95_d_mean", "d_p95_d_mean_fd", "d_mean_d_var")
+    for _ in range(200):
+        fine = {k: float(rng.normal()) for k in signed}
+        coarse = (
+            fine if rng.random() < 0.5 else {k: v + 0.01 * rng.normal() for k, v in fine.items()}
+        )
+        values, _, why = resolve(fine, coarse)
+        for k in signed:
+            assert values[k] is None or values[k] > 0
+            assert (values[k] is None) == (k in why)
+
+
+def test_sensitivity_doubles_the_lattice_predict_really_uses():
+    # llama3-70b at 1,024 GPUs: predict coarsens both 5e-5 and 1e-4 to one width, so the two
+    # "lattices" were one. The optimizer is a serial op: its spread changes the step mean by
+    # exactly 0, which must come out unresolved (it was a resolved +8.5e-6 s before)
+    r = sensitivity(build_job("llama3-70b", 1024), classes=["optimizer"])
+    fine, coarse = r.rel_widths
+    assert fine > 1e-4 and coarse == pytest.approx(2 * fine)
+    (opt,) = r.classes
+    assert opt.d_mean_d_var is None and "resolution" in opt.unresolved["d_mean_d_var"]
+    for k in ("d_mean_d_mean", "d_p95_d_mean", "d_mean_d_var"):
+        v = getattr(opt, k)
+        assert v is None or v > 0

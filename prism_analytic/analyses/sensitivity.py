@@ -22,6 +22,26 @@ the p95, the disagreement of the implicit rule with finite differences). A value
 not at least twice its resolution is reported as ``None`` with the reason in
 :attr:`ClassSensitivity.unresolved`, instead of a number that is lattice noise.
 
+The two lattices are the ones the engine really uses: ``predict`` coarsens a requested
+``rel_width`` where a replica speed mixture would overflow its cells
+(:func:`~prism_analytic.engines.resolution.resolve_policy`), so the coarse lattice is twice the
+*resolved* fine one (on llama3-405b at 16,384 GPUs both requested widths resolved to the same
+1.55e-4, the "change between lattices" was 0 and lattice noise passed as resolved). A
+derivative whose laws were evaluated on different lattices is left unresolved.
+
+Two further floors enter the resolution (each is a lower bound on the value's error, so the
+resolution stays an estimate, not a guarantee):
+
+* **sign**: the step is built from sums and maxima of independent parts, which is
+  nondecreasing and convex in every part. So a longer class never shortens the step
+  (``d_mean_d_mean``, ``d_p95_d_mean`` and its finite difference are >= 0) and a mean-preserving
+  spread of a class never lowers the step's mean (``d_mean_d_var`` >= 0: ``E[g(mu + lam (X -
+  mu))]`` is convex in ``lam`` with zero slope at 0 for convex ``g``). A value of the excluded
+  sign is at least its own size away from the truth: its resolution is at least ``|value|``.
+* **round-off**: each law's rigorous CDF round-off bound ``r`` (``AnalyticResult.roundoff``)
+  moves a mean by at most ``r`` x its lattice's extent and a quantile by about ``r / density``;
+  divided by the ``2 h`` of the difference.
+
 Also reported per class: the drop in p95 when its variability is removed (``lam = 0``), and its
 **criticality index** ``(d E[step] / d log mean_c) / (class time per GPU per step)``: step
 seconds per second of the class's work. 0: hidden behind other work or off the critical path;
@@ -88,6 +108,15 @@ DERIVATIVE_FIELDS = (
 
 #: A value is resolved when its size is at least this many times its numerical resolution.
 RESOLVED_RATIO = 2.0
+
+#: Fields the model's structure makes >= 0 (see the module notes), with the reason.
+NONNEGATIVE_FIELDS = {
+    "d_mean_d_mean": "a longer class cannot shorten a step of sums and maxima",
+    "d_p95_d_mean": "a longer class cannot shorten a step of sums and maxima",
+    "d_p95_d_mean_fd": "a longer class cannot shorten a step of sums and maxima",
+    "d_mean_d_var": "a mean-preserving spread cannot lower the mean of sums and maxima"
+    " (max is convex)",
+}
 
 
 @dataclass(frozen=True)
@@ -162,7 +191,8 @@ class SensitivityResult:
             f" {self.std_s:.4g} s",
             "elasticities in ms of step statistic per +100% of the class's mean / variability;"
             f" n/r: below the numerical resolution (lattices rel_width {self.rel_widths[0]:g}"
-            f" and {self.rel_widths[1]:g} disagree by more than half the value)",
+            f" and {self.rel_widths[1]:g} disagree by more than half the value, or its sign is"
+            " one the model excludes)",
             f"{'class':<17} {'ms/GPU':>8} {'exposed':>8} {'dMean/dmu':>10} {'dP95/dmu':>9}"
             f" {'dMean/dvar':>10} {'dP95/dvar':>9} {'(FD)':>8} {'dStd/dvar':>9} {'p95 drop':>9}"
             f" {'crit.':>6}",
@@ -180,7 +210,8 @@ class SensitivityResult:
         if n_unres:
             lines.append(
                 f"{n_unres} value(s) unresolved: smaller than twice their numerical resolution"
-                " (see 'unresolved' in --json); a finer --rel-width may resolve them"
+                " or of an excluded sign (see 'unresolved' in --json); a finer --rel-width may"
+                " resolve them"
             )
         return "\n".join(lines)
 
@@ -213,11 +244,26 @@ class SensitivityResult:
         return ax
 
 
-def _raw_derivatives(job: Any, om: Any, c: str, h: float, pol: Any, base: Any) -> dict[str, float]:
-    """Every derivative of class ``c`` with all laws on the one policy ``pol`` (``base``'s)."""
+def _raw_derivatives(
+    job: Any, om: Any, c: str, h: float, pol: Any, base: Any
+) -> tuple[dict[str, float], dict[str, float], set[float]]:
+    """Every derivative of class ``c`` with all laws on the one policy ``pol`` (``base``'s).
+
+    Returns
+    -------
+    values : dict
+        The derivatives (see :data:`DERIVATIVE_FIELDS`).
+    floors : dict
+        Each value's round-off floor (see the module notes).
+    widths : set of float
+        The ``rel_width`` every law was really evaluated on (one element when they share it).
+    """
+    laws = [base]
 
     def predict(g):
-        return _predict(g, policy=pol)
+        r = _predict(g, policy=pol)
+        laws.append(r)
+        return r
 
     # the variability's base through the perturbation path (factor 1), so that it and the
     # perturbed and removed laws are built the same way and differ only by the perturbation
@@ -245,7 +291,7 @@ def _raw_derivatives(job: Any, om: Any, c: str, h: float, pol: Any, base: Any) -
             hi = predict(perturbed_graph(job, om, c, what, 1 + hq))
             lo = predict(perturbed_graph(job, om, c, what, 1 - hq))
         implicit[what] = implicit_quantile_derivative(b, hi, lo, hq, 0.95)
-    return {
+    values = {
         "d_mean_d_mean": d(lambda r: r.mean(), "mean"),
         "d_p95_d_mean": implicit["mean"],
         "d_std_d_mean": d(lambda r: r.std(), "mean"),
@@ -256,10 +302,48 @@ def _raw_derivatives(job: Any, om: Any, c: str, h: float, pol: Any, base: Any) -
         "d_p95_d_mean_fd": d(q, "mean"),
         "p95_drop_without_variability_s": float(q(base_var)) - float(q(removed)),
     }
+    return values, _roundoff_floors(laws, h), {_rel_width(r) for r in laws}
+
+
+def _rel_width(r: Any) -> float:
+    """The ``rel_width`` a result was evaluated on (``predict`` may coarsen the requested one)."""
+    return float(r.diagnostics["policy"]["rel_width"])
+
+
+def _roundoff_floors(laws: list[Any], h: float) -> dict[str, float]:
+    """Error floors from floating-point round-off: a CDF error ``r`` on each of two laws.
+
+    A mean moves by at most ``r`` x the lattice's extent; a quantile by about ``r / density``
+    (density by a symmetric difference over 0.1% of the std, as in the implicit rule).
+    """
+    r = max(float(getattr(x, "roundoff", 0.0)) for x in laws)
+    if not r > 0:
+        return {}
+    base = laws[0]
+    # the engine's mean is a sum over the lattice's points: a CDF error moves it by at most
+    # r x the lattice's extent
+    pts = np.asarray(getattr(base.distribution, "points", [0.0, np.inf]), dtype=float)
+    width = float(pts[-1] - pts[0])
+    q, w = float(base.quantile(0.95)), max(1e-3 * float(base.std()), 1e-12)
+    dens = (float(base.cdf(q + w)) - float(base.cdf(q - w))) / (2 * w)
+    mean_floor = 2 * r * width / (2 * h)
+    q_floor = 2 * r / dens / (2 * h) if dens > 0 else np.inf
+    return {
+        "d_mean_d_mean": mean_floor,
+        "d_mean_d_var": mean_floor,
+        "d_p95_d_mean": q_floor,
+        "d_p95_d_var": q_floor,
+        "d_p95_d_var_fd": q_floor,
+        "d_p95_d_mean_fd": q_floor,
+        "p95_drop_without_variability_s": 2 * r / dens if dens > 0 else np.inf,
+    }
 
 
 def resolve(
-    fine: dict[str, float], coarse: dict[str, float], ratio: float = RESOLVED_RATIO
+    fine: dict[str, float],
+    coarse: dict[str, float],
+    ratio: float = RESOLVED_RATIO,
+    floors: dict[str, float] | None = None,
 ) -> tuple[dict[str, float | None], dict[str, float], dict[str, str]]:
     """Keep the values that the lattice resolves.
 
@@ -269,6 +353,8 @@ def resolve(
         The same quantities computed on the fine and on the coarse lattice.
     ratio : float
         A value is kept when ``|fine| >= ratio * resolution``.
+    floors : dict, optional
+        Further lower bounds on each value's error (e.g. from round-off).
 
     Returns
     -------
@@ -276,10 +362,12 @@ def resolve(
         ``fine``'s values, ``None`` where unresolved.
     resolution : dict
         ``|fine - coarse|``; for the implicit p95 derivatives also at least
-        ``|implicit - finite difference|``.
+        ``|implicit - finite difference|``; at least ``floors``; and, for a field of
+        :data:`NONNEGATIVE_FIELDS` with a negative value, at least ``|value|``.
     reasons : dict
         Why each unresolved value was left out.
     """
+    floors = floors or {}
     pairs = {"d_p95_d_var": "d_p95_d_var_fd", "d_p95_d_mean": "d_p95_d_mean_fd"}
     values: dict[str, float | None] = {}
     res: dict[str, float] = {}
@@ -290,9 +378,20 @@ def resolve(
             r = max(r, abs(v - fine[pairs[k]]))
         if k in pairs.values():
             r = max(r, abs(v - fine[next(a for a, b in pairs.items() if b == k)]))
+        r = max(r, floors.get(k, 0.0))
+        wrong_sign = k in NONNEGATIVE_FIELDS and v < 0
+        if wrong_sign:  # the truth is >= 0, so the error is at least |v|
+            r = max(r, abs(v))
         res[k] = r
         if np.isfinite(v) and np.isfinite(r) and abs(v) >= ratio * r and v != 0:
             values[k] = v
+        elif wrong_sign:
+            values[k] = None
+            reasons[k] = (
+                f"below the numerical resolution: {v:.3g} s is negative, but"
+                f" {NONNEGATIVE_FIELDS[k]}, so its error is at least its size (coarse lattice:"
+                f" {coarse[k]:.3g} s)"
+            )
         else:
             values[k] = None
             reasons[k] = (
@@ -319,10 +418,13 @@ def sensitivity(
     classes : list of str, optional
         Kernel class keys (default: every class with time in the step).
     rel_width : float, optional
-        Grid resolution of the fine lattice (:class:`~prism_analytic.policy.GridPolicy`),
-        default 5e-5 (5x finer than the engine's default); the resolution check uses twice it.
+        Requested grid resolution of the fine lattice
+        (:class:`~prism_analytic.policy.GridPolicy`), default 5e-5 (5x finer than the
+        engine's default); ``predict`` may coarsen it for the graph, and the resolution check
+        uses twice the width really used (both in :attr:`SensitivityResult.rel_widths`).
         ``None``: the engine's default.
     """
+    from ..engines.resolution import resolve_policy
     from ..policy import DEFAULT_POLICY, GridPolicy
     from ..workload.builder import build_step_graph
     from ..workload.mean_model import op_means
@@ -338,18 +440,31 @@ def sensitivity(
     bad = [c for c in classes if c not in keys]
     if bad:
         raise ValueError(f"unknown kernel class {bad[0]!r}; allowed: {keys}")
-    fine_rw = DEFAULT_POLICY.rel_width if rel_width is None else float(rel_width)
-    coarse_rw = min(2 * fine_rw, 0.5)
-    fine_pol, coarse_pol = GridPolicy(rel_width=fine_rw), GridPolicy(rel_width=coarse_rw)
-    base = _predict(build_step_graph(job, means=om), policy=fine_pol)
-    base_coarse = _predict(build_step_graph(job, means=om), policy=coarse_pol)
+    requested = DEFAULT_POLICY.rel_width if rel_width is None else float(rel_width)
+    graph = build_step_graph(job, means=om)
+    # the coarse lattice doubles the lattice predict really uses (it may coarsen the request)
+    fine_pol = resolve_policy(graph, GridPolicy(rel_width=requested))
+    fine_rw = fine_pol.rel_width
+    coarse_pol = resolve_policy(graph, GridPolicy(rel_width=min(2 * fine_rw, 0.5)))
+    coarse_rw = coarse_pol.rel_width
+    base = _predict(graph, policy=fine_pol)
+    base_coarse = _predict(graph, policy=coarse_pol)
     q95 = float(base.quantile(0.95))
     out = []
     labels = dict(KERNEL_CLASSES)
     for c in classes:
-        fine = _raw_derivatives(job, om, c, h, fine_pol, base)
-        coarse = _raw_derivatives(job, om, c, h, coarse_pol, base_coarse)
-        values, res, reasons = resolve(fine, coarse)
+        fine, floors, fine_w = _raw_derivatives(job, om, c, h, fine_pol, base)
+        coarse, _, coarse_w = _raw_derivatives(job, om, c, h, coarse_pol, base_coarse)
+        values, res, reasons = resolve(fine, coarse, floors=floors)
+        if len(fine_w) > 1 or len(coarse_w) > 1 or fine_w == coarse_w:
+            # the differences compare laws on different lattices, or the "two" lattices are
+            # one: no resolution estimate, so nothing is reported as resolved
+            why = (
+                f"no resolution estimate: the laws were evaluated on rel_width {sorted(fine_w)}"
+                f" (fine) and {sorted(coarse_w)} (coarse), not one distinct lattice each"
+            )
+            values = dict.fromkeys(values)
+            reasons = dict.fromkeys(values, why)
         dm_mu = values["d_mean_d_mean"]
         out.append(
             ClassSensitivity(
