@@ -48,7 +48,7 @@ from lattice_closure_study import local_spec  # noqa: E402
 
 import prism_analytic as pa  # noqa: E402
 from prism_analytic.engines import pipeline_core as pc  # noqa: E402
-from prism_analytic.engines.canonical import _clark  # noqa: E402
+from prism_analytic.engines.canonical import _clark, _unit_hermite  # noqa: E402
 from prism_analytic.engines.kurtosis_core import _KurtosisEngine, kurtosis_pipeline  # noqa: E402
 from prism_analytic.engines.pipeline_mc import sample_pipeline  # noqa: E402
 from prism_analytic.engines.skew_core import SkewResult, _run, _skewness  # noqa: E402
@@ -406,7 +406,7 @@ class _OracleStein(_KurtosisEngine):
 
     def _correct(self, ia, ib, clark, vb, cab, th2):
         mu, var, extra = super()._correct(ia, ib, clark, vb, cab, th2)
-        if self.mode in ("stein3", "stein34"):
+        if self.mode in ("stein3", "stein34", "stein3-excess"):
             dens, e3, dc = self._terms(ia, ib, clark, th2)
             xb = self.Xs[ib]
             bc = xb - xb.mean(axis=1, keepdims=True)
@@ -419,11 +419,24 @@ class _OracleStein(_KurtosisEngine):
             del n
         return mu, var, extra
 
+    def _mehler2(self, ia, ib, clark, th2):
+        """The n = 2 Mehler terms the engine is about to add (``q2``: (g, W)), pre-commit."""
+        t, tc, thph, al, _, _, tie = clark
+        hh, live = _unit_hermite(al, thph, tie)
+        inv = np.where(live, 1.0 / np.sqrt(np.where(live, th2, 1.0)), 0.0)
+        r = np.clip((self.M[ia] - self.M[ib]) * inv[:, None], -1.0, 1.0)
+        q2 = (2.0 * hh[:, 0])[:, None] * self.H[:, 0][None, :] * r * r
+        pos = (self.ring + np.arange(len(ia))) % self.W
+        return q2, self.cw.copy(), pos
+
     def _max_batch(self, ia, ib):
         C = self.C
         va, vb, cab = C[ia, ia], C[ib, ib], C[ia, ib]
         clark = _clark(self.mu[ia], self.mu[ib], va, vb, cab)
         th2 = va + vb - 2.0 * cab
+        excess = self.mode == "stein3-excess"
+        if excess:
+            q2, cw_old, pos = self._mehler2(ia, ib, clark, th2)
         iy = super()._max_batch(ia, ib)
         self.Xs[iy] = np.maximum(self.Xs[ia], self.Xs[ib])
         if self.mode == "off":
@@ -431,12 +444,19 @@ class _OracleStein(_KurtosisEngine):
         dens, e3, dc = self._terms(ia, ib, clark, th2)
         k3, k4 = self._kappa(self.Xs, dc)  # (cap, g)
         add = 0.5 * k3 * dens[None, :] + k4 * e3[None, :] / 6.0  # Cov(X_j, D_g+) extra
+        if excess:
+            # the engine's Mehler n = 2 term is this Stein term at the chaos model's kappa3:
+            # replace it (n2[j, g] = s_g sum_l q2[g, l] cw_j,l) instead of adding to it
+            n2 = (cw_old @ q2.T) * self.S[pos][None, :]
+            add = add - n2
         others = np.setdiff1d(np.arange(self.cap), iy)
         C[iy[:, None], others[None, :]] += add[others].T
         C[others[:, None], iy[None, :]] += add[others]
         # two maxima of the batch: Cov(B_g, D_h+) and Cov(D_g+, B_h)
         kb3, kb4 = self._kappa(self.Xs[ib], dc)  # (g, g): kappa(B_g, D_h, D_h)
         pair = 0.5 * kb3 * dens[None, :] + kb4 * e3[None, :] / 6.0
+        if excess:
+            pair = pair - n2[ib]
         blk = pair + pair.T
         np.fill_diagonal(blk, 0.0)
         C[iy[:, None], iy[None, :]] += blk
