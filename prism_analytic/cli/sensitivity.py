@@ -74,8 +74,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--rel-width",
         type=float,
         default=5e-5,
-        help="grid resolution of the fine lattice (default 5e-5); derivatives are also computed"
-        " at twice it, and those that change between the two by more than half their size are"
+        help="grid resolution of the fine lattice (default 5e-5; the engine may coarsen it for"
+        " the job); derivatives are also computed at twice the width used, and those that change"
+        " between the two by more than half their size, or have a sign the model excludes, are"
         " reported unresolved (n/r)",
     )
     p.add_argument("--symbolic", action="store_true", help="print the derived formulae (LaTeX)")
