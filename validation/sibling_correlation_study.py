@@ -438,6 +438,7 @@ class _OracleStein(_KurtosisEngine):
         if excess:
             q2, cw_old, pos = self._mehler2(ia, ib, clark, th2)
         iy = super()._max_batch(ia, ib)
+        C = self.C  # the batch may have grown the slot arrays
         self.Xs[iy] = np.maximum(self.Xs[ia], self.Xs[ib])
         if self.mode == "off":
             return iy
@@ -447,7 +448,8 @@ class _OracleStein(_KurtosisEngine):
         if excess:
             # the engine's Mehler n = 2 term is this Stein term at the chaos model's kappa3:
             # replace it (n2[j, g] = s_g sum_l q2[g, l] cw_j,l) instead of adding to it
-            n2 = (cw_old @ q2.T) * self.S[pos][None, :]
+            n2 = np.zeros((self.cap, len(ia)))  # slots added by a growth carry no residual
+            n2[: len(cw_old)] = (cw_old @ q2.T) * self.S[pos][None, :]
             add = add - n2
         others = np.setdiff1d(np.arange(self.cap), iy)
         C[iy[:, None], others[None, :]] += add[others].T
