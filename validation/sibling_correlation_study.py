@@ -4,7 +4,7 @@ Issue #8 follow-up (results in ``validation/results/sibling_correlation_study.md
 study found that, for adjacent maxima ``M_i = max(A_i, B_i)``, ``M_j`` of one generation, a
 Gaussian model with the *exact* means and covariances of ``(A_i, B_i, A_j, B_j)`` gives a
 correlation ~0.005 lower than the true one, while the input differences ``D = A - B`` are
-leptokurtic. Hypothesis tested here (one, with oracle inputs): the gap comes from the *marginal*
+leptokurtic. First hypothesis tested here (oracle inputs): the gap comes from the *marginal*
 shape of ``D_i`` and ``D_j``, i.e. Mehler's formula with the Hermite coefficients of the
 rectifier taken under ``D``'s true skewness and kurtosis instead of a Gaussian's.
 
@@ -23,11 +23,21 @@ closed form; checked by ``check`` against ``scipy.stats.multivariate_normal`` Mo
 Every quantity is compared with the Monte Carlo truth on the same samples, term by term, so the
 measurement says which of the four terms carries the gap.
 
+The term-by-term measurement put the gap in ``Cov(B, D+)``, which led to a second, oracle model
+(``stein3`` / ``stein34``): the Gaussian model plus the Stein terms of ``Cov(B, D+)`` at the
+exact joint cumulants ``kappa(B, D, D)`` (and ``kappa(B, D, D, D)``). ``engine`` then puts those
+terms (Monte Carlo cumulants carried slot by slot) into the kurtosis core at every max, either
+added to its Mehler covariances (``stein3``) or replacing their n = 2 term, which is the same
+Stein term at the chaos model's cumulant (``stein3-excess``), and judges the makespan against an
+independent Monte Carlo. Oracle prototypes: nothing here is an engine feature.
+
 Usage::
 
     nice python validation/sibling_correlation_study.py local [--case il8x8v4|1f1b8x32]
         [--local-samples N] [--seed S]
     nice python validation/sibling_correlation_study.py check
+    nice python validation/sibling_correlation_study.py engine [--case NAME] [--samples N]
+        [--mc-samples N] [--seed S] [--modes off stein3-cov stein3 stein34 stein3-excess]
 """
 
 from __future__ import annotations
