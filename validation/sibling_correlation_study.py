@@ -387,6 +387,7 @@ class _OracleStein(_KurtosisEngine):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.Xs = np.zeros((self.cap, self.samples))
+        self.diag: list[tuple[np.ndarray, ...]] = []
         self.gen_k = 0
 
     def add(self, slots, m, s, lm) -> None:
@@ -444,7 +445,7 @@ class _OracleStein(_KurtosisEngine):
         va, vb, cab = C[ia, ia], C[ib, ib], C[ia, ib]
         clark = _clark(self.mu[ia], self.mu[ib], va, vb, cab)
         th2 = va + vb - 2.0 * cab
-        excess = self.mode == "stein3-excess"
+        excess = self.mode in ("stein3-excess", "diag")
         if excess:
             q2, cw_old, pos = self._mehler2(ia, ib, clark, th2)
         iy = super()._max_batch(ia, ib)
@@ -462,6 +463,11 @@ class _OracleStein(_KurtosisEngine):
             n2[: len(cw_old)] = (cw_old @ q2.T) * self.S[pos][None, :]
             add = add - n2
         others = np.setdiff1d(np.arange(self.cap), iy)
+        if self.mode == "diag":  # compare, change nothing: live slots' n = 2 vs oracle terms
+            live = np.setdiff1d(others, self.free)
+            stein = 0.5 * k3[live] * dens[None, :]
+            self.diag.append((stein.ravel(), n2[live].ravel(), C[live][:, iy].ravel()))
+            return iy
         C[iy[:, None], others[None, :]] += add[others].T
         C[others[:, None], iy[None, :]] += add[others]
         # two maxima of the batch: Cov(B_g, D_h+) and Cov(D_g+, B_h)
@@ -473,6 +479,19 @@ class _OracleStein(_KurtosisEngine):
         np.fill_diagonal(blk, 0.0)
         C[iy[:, None], iy[None, :]] += blk
         return iy
+
+
+def _diag(st: dict, m_arr: np.ndarray, s_arr: np.ndarray, lmat: np.ndarray) -> str:
+    """The engine's n = 2 Mehler covariance terms against the oracle Stein terms, all maxima."""
+    eng = _OracleStein.for_dag(lmat.shape[1], st["window"], st["gens"], None)
+    eng.run(st["gens"], st["preds"], m_arr, s_arr, lmat)
+    stein, n2, cov = (np.concatenate(x) for x in zip(*eng.diag, strict=True))
+    slope = float(np.dot(stein, n2) / np.dot(n2, n2))
+    return (
+        f"  diag: {len(n2)} (max, live slot) pairs; sum oracle Stein {stein.sum():.4g}, sum "
+        f"engine n=2 {n2.sum():.4g} (sum covariance {cov.sum():.4g}); corr "
+        f"{np.corrcoef(stein, n2)[0, 1]:.3f}, slope oracle on engine {slope:.3f}"
+    )
 
 
 def body_spec(p: int, m: int, schedule: str, vpp: int) -> PipelineSpec:
@@ -517,6 +536,9 @@ def engine_oracle(case: str, samples: int, mc_samples: int, seed: int, modes) ->
     out.append(line("kurtosis_pipeline", ref.mean, ref.std, ref.skew, 0.0))
     for mode in modes:
         _OracleStein.samples, _OracleStein.seed, _OracleStein.mode = samples, seed, mode
+        if mode == "diag":
+            out.append(_diag(st, m_arr, s_arr, lmat))
+            continue
         t0 = time.perf_counter()
         mu, var, k3 = _run(
             st["gens"], st["preds"], m_arr, s_arr, lmat, st["window"], None, _OracleStein
