@@ -37,7 +37,7 @@ Usage::
         [--local-samples N] [--seed S]
     nice python validation/sibling_correlation_study.py check
     nice python validation/sibling_correlation_study.py engine [--case NAME] [--samples N]
-        [--mc-samples N] [--seed S] [--modes off stein3-cov stein3 stein34 stein3-excess]
+        [--mc-samples N] [--seed S] [--modes off stein3-cov stein3 stein34 stein3-excess diag]
 """
 
 from __future__ import annotations
