@@ -14,7 +14,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import sys
 import time
@@ -26,7 +25,7 @@ from prism_analytic.graph import GraphError
 from prism_analytic.validation.scenarios import compact_pipeline, pipeline
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_mc_reference import commit  # noqa: E402
+from bench_report import run_stamp, write_report  # noqa: E402
 
 __all__ = ["CASES", "main"]
 
@@ -49,9 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.samples < 1000:
         parser.error("--samples must be >= 1000")
     lines = [
-        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit()}, load"
-        f" average {os.getloadavg()[0]:.1f} at the start on {os.cpu_count()} CPUs;"
-        f" Monte Carlo {args.samples:,} samples",
+        f"{run_stamp()}; Monte Carlo {args.samples:,} samples",
         "",
         "| pipeline | form | bounds wall s | bounds CPU s | level | lower | MC (99.9% CI) | upper"
         " | lower vs MC | upper vs MC |",
@@ -84,13 +81,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(lines[-1], flush=True)
     lines += ["", f"load average {os.getloadavg()[0]:.1f} at the end"]
     if args.out is not None:
-        cmd = " ".join(["python validation/bench_bounds.py", *(argv or sys.argv[1:])])
-        args.out.write_text(
-            "# bench_bounds: the bounds engine on deep pipelines\n\n```\n"
-            + cmd
-            + "\n```\n\n"
-            + "\n".join(lines)
-            + "\n"
+        write_report(
+            args.out,
+            "bench_bounds: the bounds engine on deep pipelines",
+            "validation/bench_bounds.py",
+            argv or sys.argv[1:],
+            lines,
         )
     return 0
 

@@ -18,7 +18,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import sys
@@ -34,7 +33,7 @@ from prism_analytic.workload.config import ConfigError
 from prism_analytic.workload.presets import MODELS, allowed_gpu_multiple, preset_job
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_mc_reference import commit  # noqa: E402
+from bench_report import run_stamp, write_report  # noqa: E402
 
 __all__ = ["gpu_counts", "bench", "main"]
 
@@ -99,18 +98,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--out", type=Path, help="also write the report here (markdown)")
     args = parser.parse_args(argv)
-    head = (
-        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {commit()}, "
-        f"load average {os.getloadavg()[0]:.1f} at the start on {os.cpu_count()} CPUs"
-    )
-    lines = [head, ""]
+    lines = [run_stamp(), ""]
     lines.append(
         "| preset | GPUs | microbatches | pipeline ops | predict wall s (all) | predict CPU s |"
         + (" verify wall s | verify CPU s |" if args.verify else "")
     )
     lines.append("|---|---|---|---|---|---|" + ("---|---|" if args.verify else ""))
     if not args.json:
-        print(head, flush=True)
+        print(lines[0], flush=True)
     rows = []
     for name in args.presets.split(","):
         for gpus in gpu_counts(allowed_gpu_multiple(name)):
@@ -151,13 +146,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     if args.out is not None:
-        cmd = " ".join(["python validation/bench_scale.py", *(argv or sys.argv[1:])])
-        args.out.write_text(
-            "# bench_scale: analytic compute time by preset and GPU count\n\n```\n"
-            + cmd
-            + "\n```\n\n"
-            + "\n".join(lines)
-            + "\n"
+        write_report(
+            args.out,
+            "bench_scale: analytic compute time by preset and GPU count",
+            "validation/bench_scale.py",
+            argv or sys.argv[1:],
+            lines,
         )
     return 0
 
