@@ -67,8 +67,13 @@ def local_spec(name: str) -> PipelineSpec:
     return PipelineSpec(p, m, laws, sched, vpp)
 
 
-def local(name: str, samples: int, seed: int) -> dict:
-    """The local closure measurement (module docstring) on schedule ``name``."""
+def sample_nodes(name: str, samples: int, seed: int) -> tuple[np.ndarray, dict, tuple]:
+    """Monte Carlo finish times of every node of schedule ``name``, its structure and loadings.
+
+    Returns ``(fin, structure, (means, sds, loadings))`` (the factor model of
+    ``pipeline_core``); ``fin`` has one row per node plus a last row of zeros standing for a
+    missing predecessor.
+    """
     spec = local_spec(name)
     st = pc._structure(spec.stages, spec.microbatches, spec.schedule, spec.vpp)
     m_arr, s_arr, lmat = pc._factor_model(spec, st)
@@ -79,6 +84,13 @@ def local(name: str, samples: int, seed: int) -> dict:
         noise = rng.standard_normal((len(g), samples))
         fin[g] = m_arr[g, None] + s_arr[g, None] * noise
         fin[g] += np.maximum(fin[pred2[g, 0]], fin[pred2[g, 1]])
+    return fin, st, (m_arr, s_arr, lmat)
+
+
+def local(name: str, samples: int, seed: int) -> dict:
+    """The local closure measurement (module docstring) on schedule ``name``."""
+    fin, st, (m_arr, s_arr, lmat) = sample_nodes(name, samples, seed)
+    pred2 = st["pred2"]
     rows = []
     for i in np.flatnonzero(pred2[:, 1] >= 0):
         a, b = fin[pred2[i, 0]], fin[pred2[i, 1]]

@@ -54,7 +54,7 @@ from numpy.polynomial import polynomial as P
 from scipy import optimize, special, stats
 
 sys.path.insert(0, str(Path(__file__).parent))
-from lattice_closure_study import local_spec  # noqa: E402
+from lattice_closure_study import sample_nodes  # noqa: E402
 
 import prism_analytic as pa  # noqa: E402
 from prism_analytic.engines import pipeline_core as pc  # noqa: E402
@@ -228,17 +228,8 @@ SHAPES = ("gauss", "kurt", "skewkurt", "stein3", "stein34")
 
 
 def _sample(name: str, samples: int, seed: int) -> tuple[np.ndarray, dict]:
-    """Every node's finish time on schedule ``name`` (as ``lattice_closure_study.local``)."""
-    spec = local_spec(name)
-    st = pc._structure(spec.stages, spec.microbatches, spec.schedule, spec.vpp)
-    m_arr, s_arr, _ = pc._factor_model(spec, st)
-    n, pred2 = len(st["preds"]), st["pred2"]
-    rng = np.random.default_rng(seed)
-    fin = np.zeros((n + 1, samples))  # row n: a missing predecessor
-    for g in st["gens"]:
-        noise = rng.standard_normal((len(g), samples))
-        fin[g] = m_arr[g, None] + s_arr[g, None] * noise
-        fin[g] += np.maximum(fin[pred2[g, 0]], fin[pred2[g, 1]])
+    """Every node's finish time on schedule ``name`` (``lattice_closure_study.sample_nodes``)."""
+    fin, st, _ = sample_nodes(name, samples, seed)
     return fin, st
 
 
