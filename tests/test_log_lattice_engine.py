@@ -15,18 +15,9 @@ from prism_analytic.distributions.log_lattice_ops import log_lattice_max, log_la
 from prism_analytic.engines import log_lattice_eval
 from prism_analytic.graph import StepGraph
 from prism_analytic.validation.scenarios import SCENARIOS
+from prism_analytic.validation.scenarios import chain_group as _group
 
 LEVELS = np.array([0.5, 0.9, 0.99, 0.999])
-
-
-def _group(n: int, *laws: pa.Distribution, slow: tuple[int, float] | None = None) -> StepGraph:
-    """A barrier over ``n`` copies of a chain of ``laws``."""
-    body = StepGraph("body")
-    for i, law in enumerate(laws):
-        body.add_op(f"op{i}", law, after=[f"op{i - 1}"] if i else [])
-    g = StepGraph("step")
-    g.add_replica_group("ranks", body, n, slow=slow)
-    return g
 
 
 def _contains(result: pa.StepTimeResult, exact: np.ndarray) -> None:

@@ -25,18 +25,10 @@ import prism_analytic as pa
 from prism_analytic.engines import log_lattice_eval
 from prism_analytic.graph import StepGraph
 from prism_analytic.validation.scenarios import SCENARIOS
+from prism_analytic.validation.scenarios import chain_group as _group
 
 LEVELS = np.array([0.5, 0.99, 0.999])
 OUT = Path(__file__).parent / "results" / "heavy_tail_engine.md"
-
-
-def _group(n: int, *laws: pa.Distribution, slow: tuple[int, float] | None = None) -> StepGraph:
-    body = StepGraph("body")
-    for i, law in enumerate(laws):
-        body.add_op(f"op{i}", law, after=[f"op{i - 1}"] if i else [])
-    g = StepGraph("step")
-    g.add_replica_group("ranks", body, n, slow=slow)
-    return g
 
 
 def _nested(outer: int, inner: int, law: pa.Distribution) -> StepGraph:

@@ -13,7 +13,7 @@ import prism_analytic as pa
 from prism_analytic.graph import StepGraph
 from prism_analytic.graph.pipeline import pipeline_step_graph
 
-__all__ = ["Scenario", "SCENARIOS", "scenario", "pipeline"]
+__all__ = ["Scenario", "SCENARIOS", "scenario", "pipeline", "chain_group"]
 
 MS = 1e-3  # scenario latencies are written in milliseconds
 
@@ -60,6 +60,16 @@ def _rank_body(name: str = "rank") -> StepGraph:
     g.add_op("fwd", pa.normal(4 * MS, 0.12 * MS))
     g.add_op("bwd", pa.gamma(8 * MS, 0.4 * MS), after=["fwd"])
     g.add_op("bucket", pa.lognormal(0.5 * MS, 0.1 * MS), after=["bwd"], kind="comm")
+    return g
+
+
+def chain_group(n: int, *laws: pa.Distribution, slow: tuple[int, float] | None = None) -> StepGraph:
+    """A step that is one barrier over ``n`` copies of a chain of ``laws`` (``slow`` copies)."""
+    body = StepGraph("body")
+    for i, law in enumerate(laws):
+        body.add_op(f"op{i}", law, after=[f"op{i - 1}"] if i else [])
+    g = StepGraph("step")
+    g.add_replica_group("ranks", body, n, slow=slow)
     return g
 
 
