@@ -13,11 +13,19 @@ import argparse
 import json
 from typing import Any
 
+from ..workload.config.job import JobConfig
 from ..workload.jobs import apply_overlay, build_job
 from .argtypes import positive_int, sample_count
 from .output import check_plot_path, jsonable, plot_result, progress_printer
 
-__all__ = ["register", "build_job", "apply_overlay", "run_prediction", "METHODS"]
+__all__ = [
+    "register",
+    "build_job",
+    "apply_overlay",
+    "run_prediction",
+    "rare_stall_note",
+    "METHODS",
+]
 
 METHODS = ("analytic", "montecarlo", "bounds")
 
@@ -89,7 +97,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def rare_stall_note(job) -> str | None:
+def rare_stall_note(job: JobConfig) -> str | None:
     """Say which high quantiles the configured rare whole-step stall sets, if any.
 
     The default stall (``variability.hiccups``, measured on the MLPerf logs) strikes well under
