@@ -250,3 +250,7 @@ def test_sensitivity_doubles_the_lattice_predict_really_uses():
     for k in ("d_mean_d_mean", "d_p95_d_mean", "d_mean_d_var"):
         v = getattr(opt, k)
         assert v is None or v > 0
+    # the footer must not advise a finer --rel-width when the engine coarsened the request
+    assert r.requested_rel_width == pytest.approx(5e-5)
+    assert "cannot resolve them" in r.summary() and "may resolve" not in r.summary()
+    assert r.to_dict()["requested_rel_width"] == pytest.approx(5e-5)

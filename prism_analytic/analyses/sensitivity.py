@@ -165,6 +165,7 @@ class SensitivityResult:
     h: float
     classes: tuple[ClassSensitivity, ...]
     rel_widths: tuple[float, float] = (5e-5, 1e-4)
+    requested_rel_width: float | None = None
 
     def ranking(self, by: str = "d_p95_d_var") -> list[str]:
         """Class keys, largest first (unresolved values last)."""
@@ -179,6 +180,7 @@ class SensitivityResult:
             "std_s": self.std_s,
             "h": self.h,
             "rel_widths": list(self.rel_widths),
+            "requested_rel_width": self.requested_rel_width,
             "ranking_by_p95_variability": self.ranking("d_p95_d_var"),
             "ranking_by_p95_drop": self.ranking("p95_drop_without_variability_s"),
             "classes": [asdict(c) for c in self.classes],
@@ -208,10 +210,19 @@ class SensitivityResult:
             )
         n_unres = sum(len(c.unresolved) for c in self.classes)
         if n_unres:
+            asked = self.requested_rel_width
+            if asked is not None and self.rel_widths[0] > asked:
+                # predict coarsened the request to fit its cell budget: asking finer changes nothing
+                hint = (
+                    f"the engine coarsened the requested rel_width {asked:g} to"
+                    f" {self.rel_widths[0]:g} for this graph (cell budget), so a finer"
+                    " --rel-width cannot resolve them"
+                )
+            else:
+                hint = "a finer --rel-width may resolve them"
             lines.append(
                 f"{n_unres} value(s) unresolved: smaller than twice their numerical resolution"
-                " or of an excluded sign (see 'unresolved' in --json); a finer --rel-width may"
-                " resolve them"
+                f" or of an excluded sign (see 'unresolved' in --json); {hint}"
             )
         return "\n".join(lines)
 
@@ -488,4 +499,5 @@ def sensitivity(
         float(h),
         tuple(out),
         (fine_rw, coarse_rw),
+        requested,
     )
