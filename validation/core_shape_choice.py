@@ -15,12 +15,18 @@ engine has it. Cases (classes of :mod:`prism_analytic.engines.core_shape`):
   replicas, and op-by-op 1F1B / interleaved pipelines (cores the engine sees op by op and
   classes by their lattice, as the compact nodes: ``core_shape.lattice_schedule``).
 
-A class gets ``skew`` when the skew core's KS is <= the Gaussian core's, or a tie (a
-difference within the two analytic CDFs' numerical brackets: :func:`skew_not_worse`), on
-every variant of the class. Metrics: KS (``scipy.stats.kstest`` of the sample against the
-analytic CDF), relative errors of p99 and of the spread p99 - p50, mean error in Monte Carlo
-sd. Replica cases sample every
-replica (no pooling) with fewer steps (``--replica-samples``, default 10,000). Usage::
+Rule v2 (the first table): a class gets ``skew`` when the skew core's KS is <= the Gaussian
+core's, or a tie (a difference within the two analytic CDFs' numerical brackets:
+:func:`skew_not_worse`), on every variant of the class. Since reading C (seed 20261203, given
+with ``--seed``) the kurtosis core (:mod:`prism_analytic.engines.kurtosis_core`) is measured
+too, and the v3 criterion (:func:`v3_class`, written in ``validation/results/
+core_shape_choice.md`` before that reading) is applied: a lower worst-case KS, resolved beyond
+Monte Carlo noise and the brackets, and resolvably worse on no variant.
+
+Metrics: KS (``scipy.stats.kstest`` of the sample against the analytic CDF), relative errors
+of p99 and of the spread p99 - p50 (with the Monte Carlo spread's 95% half-width), mean error
+in Monte Carlo sd. Replica cases sample every replica (no pooling) with fewer steps
+(``--replica-samples``, default 10,000). Usage::
 
     nice python validation/core_shape_choice.py [--samples N] [--seed S] [--deep]
         [--only SUBSTRING ...] [--json FILE] [--markdown FILE]
@@ -189,7 +195,10 @@ def measure(case: Case, samples: int, replica_samples: int, seed: int) -> list[d
     q50, q99 = np.quantile(x, [0.5, 0.99])
     mean, sd = float(np.mean(x)), float(np.std(x))
     lo, hi = mc.quantile_bracket(0.99, confidence=0.95)
-    shapes = [s for s in ("normal", "skew", "auto") if s in CORE_SHAPES]
+    lo50, hi50 = mc.quantile_bracket(0.5, confidence=0.95)
+    # the Monte Carlo spread's 95% half-width (the p99 and p50 intervals' half-widths together)
+    spread_ci = float((hi - lo) + (hi50 - lo50)) / 2 / float(q99 - q50)
+    shapes = [s for s in ("normal", "skew", "kurtosis", "auto") if s in CORE_SHAPES]
     rows = []
     for shape in shapes:
         res = pa.predict(graph, "analytic", core_shape=shape)
@@ -212,6 +221,7 @@ def measure(case: Case, samples: int, replica_samples: int, seed: int) -> list[d
                 "seed": seed,
                 "dkw_95": float(mc.diagnostics["dkw_95"]),
                 "p99_ci": float(hi - lo) / 2 / q99,
+                "spread_ci": spread_ci,
                 # the analytic CDF's numerical bracket (grid rounding): its KS is known to +- this
                 "cdf_width": _cdf_width(res.distribution),
                 "replicas": case.replicas,
@@ -237,6 +247,146 @@ def skew_not_worse(normal: dict, skew: dict) -> str:
         return "yes"
     resolution = normal.get("cdf_width", 0.0) + skew.get("cdf_width", 0.0)
     return "tie" if skew["ks"] - normal["ks"] <= resolution else "NO"
+
+
+SHAPES3 = ("normal", "skew", "kurtosis")
+TARGET_KS = 0.03
+TARGET_SPREAD = 0.03
+
+#: The v2 rule (``cur`` of the v3 criterion): the shapes ``auto`` used before reading C.
+V2_RULE: dict[str, str] = {
+    "pipeline-1f1b, symmetric ops": "skew",
+    "pipeline-1f1b, skewed ops": "normal",
+    "pipeline-interleaved, symmetric ops": "normal",
+    "pipeline-interleaved, skewed ops": "normal",
+    "explicit, symmetric ops": "normal",
+    "explicit, skewed ops": "skew",
+}
+
+#: Condition 2 of the v3 criterion (``validation/results/core_shape_choice.md``, written
+#: before reading C): the shapes other than v2's that had the lowest worst-case KS of the
+#: shapes measured in the class on every earlier reading that measured them (A: 20261201,
+#: B: 20261202, B's compact pipelines also with kurtosis).
+EARLIER_LOWEST: dict[str, frozenset[str]] = {
+    "pipeline-1f1b, symmetric ops": frozenset({"kurtosis"}),
+    "pipeline-1f1b, skewed ops": frozenset({"kurtosis"}),
+    "pipeline-interleaved, symmetric ops": frozenset({"kurtosis"}),
+    "pipeline-interleaved, skewed ops": frozenset({"kurtosis"}),
+    "explicit, symmetric ops": frozenset({"skew"}),
+    "explicit, skewed ops": frozenset(),
+}
+
+
+def _band(r: dict) -> float:
+    """How far a KS may be from the true sup distance: DKW half-width plus the CDF bracket."""
+    return r["dkw_95"] + r.get("cdf_width", 0.0)
+
+
+def class_summary(variants: list[dict[str, dict]], shape: str) -> dict:
+    """Worst-case KS with its noise interval, worst spread interval and targets met."""
+    rs = [v[shape] for v in variants]
+    sp_ci = [r.get("spread_ci", 0.0) for r in rs]
+    return {
+        "W": max(r["ks"] for r in rs),
+        "W_lo": max(r["ks"] - _band(r) for r in rs),
+        "W_hi": max(r["ks"] + _band(r) for r in rs),
+        "sp_lo": max(abs(r["spread_err"]) - c for r, c in zip(rs, sp_ci)),
+        "sp_hi": max(abs(r["spread_err"]) + c for r, c in zip(rs, sp_ci)),
+        "sp": max(abs(r["spread_err"]) for r in rs),
+        "met": sum(r["ks"] <= TARGET_KS and abs(r["spread_err"]) <= TARGET_SPREAD for r in rs),
+    }
+
+
+def v3_class(cls: str, variants: list[dict[str, dict]]) -> tuple[str, dict[str, list[bool]]]:
+    """The v3 criterion for one class: ``(picked shape, {candidate: [cond 1..5]})``.
+
+    Conditions (``validation/results/core_shape_choice.md``, "v3 criterion"): 1. resolvably
+    lower worst-case KS than the v2 shape; 2. lowest worst case on the earlier readings
+    (:data:`EARLIER_LOWEST`); 3. resolvably worse on no variant; 4. worst spread error not
+    resolvably larger; 5. at least as many variants meeting both targets.
+    """
+    cur = V2_RULE[cls]
+    summ = {s: class_summary(variants, s) for s in SHAPES3}
+    conds: dict[str, list[bool]] = {}
+    for s in SHAPES3:
+        if s == cur:
+            continue
+        # one sample judges both: their KS difference is known to 2 DKW + the two brackets
+        worse = any(v[s]["ks"] - _band(v[s]) > v[cur]["ks"] + _band(v[cur]) for v in variants)
+        conds[s] = [
+            summ[s]["W_hi"] < summ[cur]["W_lo"],
+            s in EARLIER_LOWEST[cls],
+            not worse,
+            summ[s]["sp_lo"] <= summ[cur]["sp_hi"],
+            summ[s]["met"] >= summ[cur]["met"],
+        ]
+    eligible = [s for s, c in conds.items() if all(c)]
+    if not eligible:
+        return cur, conds
+    eligible.sort(key=lambda s: summ[s]["W"])
+    best = eligible[0]
+    for s in eligible[1:]:  # a cheaper shape not resolvably worse in the worst case wins
+        if SHAPES3.index(s) < SHAPES3.index(best) and not summ[best]["W_hi"] < summ[s]["W_lo"]:
+            best = s
+    return best, conds
+
+
+def _by_class(by_case: dict[str, dict[str, dict]]) -> dict[str, list[dict[str, dict]]]:
+    out: dict[str, list[dict[str, dict]]] = {}
+    for shapes in by_case.values():
+        out.setdefault(shapes["normal"]["class"], []).append(shapes)
+    return out
+
+
+def three_shapes(by_case: dict[str, dict[str, dict]]) -> str:
+    """One line per case: KS, spread error and mean error of the three shapes."""
+    out = [
+        "| class | case | KS normal / skew / kurtosis | spread normal / skew / kurtosis "
+        "| MC spread 95% | p99 normal / skew / kurtosis | mean err (sd) normal / skew / kurtosis "
+        "| kurtosis s | MC DKW 95% |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, sh in by_case.items():
+        rs = [sh[s] for s in SHAPES3]
+        best = min(r["ks"] for r in rs)
+        ks = " / ".join(f"**{r['ks']:.4f}**" if r["ks"] == best else f"{r['ks']:.4f}" for r in rs)
+        out.append(
+            f"| {rs[0]['class']} | {name} | {ks} | "
+            + " / ".join(f"{r['spread_err']:+.2%}" for r in rs)
+            + f" | {rs[0].get('spread_ci', float('nan')):.2%} | "
+            + " / ".join(f"{r['p99_err']:+.3%}" for r in rs)
+            + " | "
+            + " / ".join(f"{r['mean_err_sd']:+.3f}" for r in rs)
+            + f" | {sh['kurtosis']['analytic_s']:.2f} | {rs[0]['dkw_95']:.4f} |"
+        )
+    return "\n".join(out)
+
+
+def v3_table(by_case: dict[str, dict[str, dict]]) -> str:
+    """The v3 criterion applied to every class (its conditions 1-5 for each candidate)."""
+    out = [
+        "| class | variants | v2 shape | worst KS [band] normal / skew / kurtosis "
+        "| worst abs spread normal / skew / kurtosis | both targets met normal / skew / kurtosis "
+        "| candidate: conditions 1-5 | v3 pick |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for cls, variants in _by_class(by_case).items():
+        pick, conds = v3_class(cls, variants)
+        summ = {s: class_summary(variants, s) for s in SHAPES3}
+        worst = " / ".join(
+            f"{summ[s]['W']:.4f} [{summ[s]['W_lo']:.4f}, {summ[s]['W_hi']:.4f}]" for s in SHAPES3
+        )
+        cand = "; ".join(
+            f"{s}: " + "".join("y" if ok else "n" for ok in c) for s, c in conds.items()
+        )
+        out.append(
+            f"| {cls} | {len(variants)} | {V2_RULE[cls]} | {worst} | "
+            + " / ".join(f"{summ[s]['sp']:.2%}" for s in SHAPES3)
+            + " | "
+            + " / ".join(str(summ[s]["met"]) for s in SHAPES3)
+            + f" | {cand} | {pick} |"
+        )
+    return "\n".join(out)
 
 
 def markdown(rows: list[dict]) -> str:
@@ -272,6 +422,8 @@ def markdown(rows: list[dict]) -> str:
     for cls, oks in verdict.items():
         rule = "skew" if all(oks) else "normal"
         out.append(f"| {cls} | {len(oks)} | {sum(oks)} | {rule} | {AUTO_RULE[cls]} |")
+    if all("kurtosis" in shapes for shapes in by_case.values()):
+        out += ["", three_shapes(by_case), "", v3_table(by_case)]
     return "\n".join(out)
 
 
@@ -301,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     for case in cases:
         start = time.perf_counter()
         rows += measure(case, args.samples, args.replica_samples, args.seed)
-        ks = {r["core_shape"]: round(r["ks"], 4) for r in rows[-3:] if r["case"] == case.name}
+        ks = {r["core_shape"]: round(r["ks"], 4) for r in rows[-4:] if r["case"] == case.name}
         print(f"{case.name}: {ks} {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
         if args.json:  # written as it goes: a long run keeps what it finished
             with open(args.json, "w") as fh:
