@@ -26,6 +26,8 @@ def _cmd_agreement(args: argparse.Namespace) -> int:
         list_only=args.list,
         strict=args.strict,
         core_shape=args.core_shape,
+        confirm=args.confirm_noise,
+        confirm_samples=args.confirm_samples,
     )
 
 
@@ -63,6 +65,24 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         metavar="SHAPE",
         help="core_shape of the analytic engine: auto, normal, template, skew or kurtosis "
         "(default: the engine's, auto)",
+    )
+    p.add_argument(
+        "--confirm-noise",
+        action="store_true",
+        help="re-measure once every row whose verdict lies inside Monte Carlo's own noise "
+        "(a comparison whose two sides differ by less than that noise, met or not, and no "
+        "miss outside it) against a larger sample with seed + 1; that verdict stands, pass "
+        "or fail, and a comparison still inside the noise is a miss "
+        "(prism_analytic.validation.confirmation)",
+    )
+    p.add_argument(
+        "--confirm-samples",
+        type=sample_count,
+        default=None,
+        metavar="N",
+        help="samples of each confirmation (default: 10x --samples, at least 1,000,000; "
+        "capped by Monte Carlo's work guard: a row that cannot get more samples than its "
+        "first run is a MISS 'unconfirmed')",
     )
     return p
 

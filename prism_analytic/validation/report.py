@@ -20,7 +20,7 @@ from .agreement import (
     timing,
 )
 
-__all__ = ["format_table", "format_timing", "run", "targets_line"]
+__all__ = ["format_confirmations", "format_table", "format_timing", "run", "targets_line"]
 
 # ----- reporting --------------------------------------------------------------------------------
 _COLUMNS = [
@@ -67,6 +67,8 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         ]
         if r["misses"]:
             cells[-1] += " (" + ", ".join(r["misses"]) + ")"
+        if r.get("confirmation") is not None:  # the row the confirmation rule re-measured
+            cells[-1] += f" [{r['confirmation']['status']}]"
         body.append(cells)
     lines = [_render(header, body)]
     rec = [r for r in rows if r["reconvergent"] and f"ks_{BASELINES[0]}" in r]
@@ -108,6 +110,54 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         ]
     lines += ["", targets_line()]
     return "\n".join(lines)
+
+
+def format_confirmations(rows: Sequence[dict[str, Any]]) -> str:
+    """The rows the confirmation rule re-measured: first verdict, confirmation, final verdict.
+
+    The main table already shows the confirmed metrics of these rows (the confirmed row
+    replaces the first); this lists what the first sample said and how it was confirmed.
+    """
+    body = []
+    for r in rows:
+        conf = r.get("confirmation")
+        if conf is None:
+            continue
+        first = r["first"]
+        confirmed = conf["status"] == "confirmed"
+        body.append(
+            [
+                r["name"],
+                _verdict_cell(first),
+                f"{first['samples']:,} / {first['seed']}",
+                ", ".join(first["noise_decided"]),
+                f"{conf['samples']:,} / {conf['seed']}" if confirmed else "- (MC work guard)",
+                f"{conf['time_s']:.1f}" if confirmed else "-",
+                f"{r['ks']:.4f}",
+                _verdict_cell(r),
+            ]
+        )
+    head = [
+        "scenario",
+        "first verdict",
+        "first n / seed",
+        "inside MC noise",
+        "confirm n / seed",
+        "confirm s",
+        "KS",
+        "confirmed verdict",
+    ]
+    title = (
+        "Confirmation rule (prism_analytic.validation.confirmation): rows whose verdict "
+        "Monte Carlo's noise decided, re-measured once; the confirmed verdict stands"
+    )
+    if not body:
+        return title + "\n\n(no row was decided inside Monte Carlo's noise)"
+    return title + "\n\n" + _render(head, body)
+
+
+def _verdict_cell(row: dict[str, Any]) -> str:
+    return row["verdict"] + (" (" + ", ".join(row["misses"]) + ")" if row["misses"] else "")
 
 
 def targets_line() -> str:
@@ -163,6 +213,8 @@ def run(
     list_only: bool = False,
     strict: bool = False,
     core_shape: str | None = None,
+    confirm: bool = False,
+    confirm_samples: int | None = None,
     out: Any = None,
     err: Any = None,
 ) -> int:
@@ -184,6 +236,10 @@ def run(
         Return 1 when a scenario misses its targets.
     core_shape : str, optional
         Passed to the analytic engine (None: its default).
+    confirm : bool
+        Re-measure the rows Monte Carlo's noise decides (:mod:`.confirmation`).
+    confirm_samples : int, optional
+        Size of those confirmation samples (None: 10x ``samples``, at least 1e6).
     out, err : file-like, optional
         Report and progress streams (default stdout and stderr).
     """
@@ -206,6 +262,8 @@ def run(
         samples,
         seed,
         core_shape=core_shape,
+        confirm=confirm,
+        confirm_samples=confirm_samples,
         progress=lambda line: print(line, file=err, flush=True),
     )
     if as_json:
@@ -214,6 +272,8 @@ def run(
         shape = "" if core_shape is None else f", core_shape {core_shape}"
         print(f"Analytic vs Monte Carlo ({samples:,} samples, seed {seed}{shape})\n", file=out)
         print(format_table(rows), file=out)
+        if confirm:
+            print("\n" + format_confirmations(rows), file=out)
     return 1 if strict and any(r["verdict"] != "PASS" for r in rows) else 0
 
 
