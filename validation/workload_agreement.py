@@ -101,7 +101,7 @@ Usage::
 
     python validation/workload_agreement.py [--samples N] [--presets NAME ...] [--gpus N ...]
                                             [--seed S] [--no-explicit] [--json]
-                                            [--folding | --folding-only]
+                                            [--folding | --folding-only] [--config FILE]
 """  # noqa: E501 (recorded output tables above, kept at their printed width)
 
 from __future__ import annotations
@@ -122,12 +122,8 @@ from prism_analytic.cli.predict import build_job
 from prism_analytic.engines.montecarlo import MonteCarloSettings
 from prism_analytic.engines.predict import predict
 from prism_analytic.graph.pipeline import op_name
-from prism_analytic.workload.builder import (
-    build_step_graph,
-    comm_law,
-    grid_policy,
-    layout_dict,
-)
+from prism_analytic.workload.builder import build_step_graph, grid_policy, layout_dict
+from prism_analytic.workload.comm_noise import CommNoise
 from prism_analytic.workload.mean_model import op_means
 
 __all__ = [
@@ -191,12 +187,15 @@ def evaluate(
     *,
     explicit: bool = True,
     progress: Any = None,
+    config: str | None = None,
 ) -> list[dict[str, Any]]:
     """Rows (one per Monte Carlo mode) comparing analytic and Monte Carlo on one preset job.
 
-    Raises ``ValueError`` (a ``ConfigError``) when the preset cannot use ``gpus``.
+    ``config``: a TOML overlay on the preset (as ``prism predict --config``), e.g. to switch
+    on ``variability.scale``. Raises ``ValueError`` (a ``ConfigError``) when the preset cannot
+    use ``gpus``.
     """
-    job = build_job(preset, gpus)
+    job = build_job(preset, gpus, config)
     lay = layout_dict(job)
     graph = build_step_graph(job)
     dp = graph.node("replicas")["n"]
@@ -241,11 +240,6 @@ def evaluate(
 _SYNC = ("tp", "cp", "ep")
 
 
-def _tier_noise(job: Any, tier: str | None) -> Any:
-    net = job.variability.network
-    return {"inter_node": net.inter_node, "cross_dc": net.cross_dc}.get(tier or "", net.intra_node)
-
-
 def _explicit_layers(
     job: Any, ops: Sequence[Any], layers: int, samples: int, rng: np.random.Generator
 ) -> np.ndarray:
@@ -256,6 +250,7 @@ def _explicit_layers(
     """
     p = job.parallelism
     width, cv = p.tp * p.cp, job.variability.temporal.kernel_cv
+    noise = CommNoise.of(job)  # the builder's instance law (tier, variability.scale, overlap)
     total = np.zeros(samples)
     for _ in range(layers):
         seg = np.zeros((samples, width))
@@ -271,15 +266,31 @@ def _explicit_layers(
             if o.group in _SYNC:
                 total += seg.max(axis=1)
                 seg[:] = 0.0
-            if o.exposed_s > 0:
-                law = comm_law(o.exposed_s, _tier_noise(job, o.tier))
+            law = noise.instance(o)
+            if law.mean() > 0:
                 total += sum(law.sample(samples, rng) for _ in range(o.count))
         total += seg.max(axis=1)
     return total
 
 
+def _body_law(body: Any, phase: str, stage: int) -> Any:
+    """Latency law of the (phase, stage, chunk 0) ops of a replica body.
+
+    The builder makes the body one compact pipeline node (its laws in a ``PipelineSpec``);
+    an op-by-op body has the op itself.
+    """
+    if op_name(phase, stage, 0, 0) in body.nodes:
+        return body.node(op_name(phase, stage, 0, 0))["latency"]
+    (spec,) = (body.node(n)["spec"] for n in body.nodes if "spec" in body.node(n))
+    return spec.law(phase, stage, 0)
+
+
 def folding_check(
-    preset: str, gpus: int = 1024, samples: int = 20_000, seed: int = DEFAULT_SEED
+    preset: str,
+    gpus: int = 1024,
+    samples: int = 20_000,
+    seed: int = DEFAULT_SEED,
+    config: str | None = None,
 ) -> list[dict[str, Any]]:
     """Compare the builder's law of a middle pipeline op with sampling it GPU by GPU.
 
@@ -288,9 +299,12 @@ def folding_check(
 
     Only for pipelines whose ops are not the first or last chunk (pp * vpp > 2) and without
     per-microbatch data-parallel traffic (ZeRO-1 presets): the op is then exactly
-    ``layers_per_chunk`` layers plus the exposed pipeline send.
+    ``layers_per_chunk`` layers plus the exposed pipeline send. Communication is drawn per
+    instance as the builder draws it (:class:`~prism_analytic.workload.comm_noise.CommNoise`:
+    the tier, ``variability.scale``'s per-node event, noise before overlap); ``config`` as in
+    :func:`evaluate`.
     """
-    job = build_job(preset, gpus)
+    job = build_job(preset, gpus, config)
     om, p = op_means(job), job.parallelism
     if om.dp_microbatch or p.pp * (p.vpp if p.schedule == "interleaved" else 1) <= 2:
         raise ValueError(f"{preset}: folding check needs a ZeRO-1 pipeline with middle chunks")
@@ -298,12 +312,13 @@ def folding_check(
     rng = np.random.default_rng(seed)
     rows = []
     for phase, ops in (("F", om.layer_fwd), ("B", om.layer_bwd)):
-        law = body.node(op_name(phase, 1, 0, 0))["latency"]
+        law = _body_law(body, phase, 1)
         t0 = time.perf_counter()
         x = _explicit_layers(job, ops, om.layers_per_chunk, samples, rng)
-        if om.pp_send is not None and om.pp_send.exposed_s > 0:
-            send = comm_law(om.pp_send.exposed_s, _tier_noise(job, om.pp_send.tier))
-            x = x + sum(send.sample(samples, rng) for _ in range(om.pp_send.count))
+        if om.pp_send is not None:
+            send = CommNoise.of(job).instance(om.pp_send)
+            if send.mean() > 0:
+                x = x + sum(send.sample(samples, rng) for _ in range(om.pp_send.count))
         q = np.quantile(x, [0.5, 0.99])
         rows.append(
             {
@@ -441,12 +456,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also check the builder's per-op folding GPU by GPU (tp > 1 presets, smallest --gpus)",
     )
     parser.add_argument("--folding-only", action="store_true", help="only the folding check")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML overlay on every preset (as prism predict --config), e.g. [variability.scale]",
+    )
     args = parser.parse_args(argv)
     folds: list[dict[str, Any]] = []
     if args.folding or args.folding_only:
         for preset in args.presets:
             try:
-                folds += folding_check(preset, min(args.gpus), max(args.samples, 20_000), args.seed)
+                folds += folding_check(
+                    preset, min(args.gpus), max(args.samples, 20_000), args.seed, args.config
+                )
             except ValueError as exc:
                 print(f"folding {preset}: skipped: {exc}", file=sys.stderr, flush=True)
     if args.folding_only:
@@ -463,6 +485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.seed,
                     explicit=not args.no_explicit,
                     progress=lambda s: print(s, file=sys.stderr, flush=True),
+                    config=args.config,
                 )
             except ValueError as exc:
                 print(f"{preset}@{gpus}: skipped: {exc}", file=sys.stderr, flush=True)

@@ -125,10 +125,9 @@ def perturbed_graph(job: Any, om: Any, cls: str, what: str, value: float) -> Ste
     if not value >= 0:
         raise ValueError(f"a variability factor must be >= 0, got {value!r}")
     lam2 = max(value, 1e-4) ** 2  # 1e-4: variance 1e-8 of the original, i.e. removed
-    from ..workload.builder import comm_law, tier_multiplier
+    from ..workload.comm_noise import CommNoise
 
-    net = job.variability.network
-    tiers = {"intra_node": net.intra_node, "inter_node": net.inter_node, "cross_dc": net.cross_dc}
+    noise = CommNoise.of(job)  # the builder's law: tier noise and variability.scale's events
 
     def fn_var(o, c):
         if c != cls:
@@ -137,10 +136,9 @@ def perturbed_graph(job: Any, om: Any, cls: str, what: str, value: float) -> Ste
         if o.kind != "compute" and hidden is not None and hidden > 0 and o.seconds > 0:
             # noise before overlap: max(0, seconds * M - hidden). The builder combines it by
             # its moments, so stand in an un-hidden op with the same mean and lam^2 x variance
-            tier = tiers.get(o.tier or "intra_node", net.intra_node)
-            law = comm_law(o.seconds, tier, hidden)
+            law = noise.instance(o)
             mu, var = float(law.mean()), float(law.var())
-            mult = tier_multiplier(tier)
+            mult = noise.multiplier(o.tier)
             m1, v1 = float(mult.mean()), float(mult.var())
             if mu <= 0 or var <= 0 or v1 <= 0:
                 return o
@@ -202,17 +200,16 @@ def class_moments_per_rank(job: Any, om: Any) -> dict[str, tuple[float, float]]:
     """``{class: (mean, sd)}`` of each class's exposed time per step on one GPU.
 
     Executions as in :func:`class_time_per_rank`, each independent: compute kernels with
-    coefficient of variation ``variability.temporal.kernel_cv``, communication with its
-    tier's noise multiplier. The inputs of the closed-form (i.i.d. ranks) model.
+    coefficient of variation ``variability.temporal.kernel_cv``, communication as the step
+    builder draws one instance (:meth:`~prism_analytic.workload.comm_noise.CommNoise.instance`:
+    its tier's noise multiplier with ``variability.scale``'s per-node event, applied before
+    overlap, so hidden communication adds its slow instances). The inputs of the closed-form
+    (i.i.d. ranks) model.
     """
-    from ..workload.builder import tier_multiplier
+    from ..workload.comm_noise import CommNoise
 
     p, v = job.parallelism, job.variability
-    net = {
-        "intra_node": v.network.intra_node,
-        "inter_node": v.network.inter_node,
-        "cross_dc": v.network.cross_dc,
-    }
+    noise = CommNoise.of(job)
     layers = om.layers_per_chunk * om.chunks_per_stage if p.pp > 1 else job.model.layers
     m = om.microbatches
     mean = {k: 0.0 for k, _ in KERNEL_CLASSES}
@@ -220,14 +217,15 @@ def class_moments_per_rank(job: Any, om: Any) -> dict[str, tuple[float, float]]:
 
     def add(o: Any, times: float, cls: str | None = None) -> None:
         cls = cls or o.op_class
-        e = o.exposed_s if o.kind != "compute" else o.seconds
-        if e <= 0:
-            return
         if o.kind == "compute":
-            mu, sd = e, v.temporal.kernel_cv * e
+            if o.seconds <= 0:
+                return
+            mu, sd = o.seconds, v.temporal.kernel_cv * o.seconds
         else:
-            mult = tier_multiplier(net.get(o.tier or "intra_node", v.network.intra_node))
-            mu, sd = e * float(mult.mean()), e * float(mult.std())
+            law = noise.instance(o)
+            mu, sd = float(law.mean()), float(law.std())
+            if mu <= 0:
+                return
         mean[cls] += times * o.count * mu
         var[cls] += times * o.count * sd * sd
 

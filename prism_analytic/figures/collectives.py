@@ -4,18 +4,25 @@ Measured: Allreduce (Open MPI, Rabenseifner, host buffers, one process per node)
 (``shared/data/collective_latency``), per-iteration time of the slowest rank, normalised by its
 median. Model: the per-node law fitted to 4-16 nodes
 (:func:`~prism_analytic.calibration.collective_noise.fit_node_noise`) raised to the node count
-(``F^N``) for 512 and 2,048 nodes, a prediction, not a fit. Intra-node (NVLink) is the
-workload model's ``variability.network.intra_node`` tier: there is no measured intra-node data,
-and the panel says so.
+(``F^N``) for 512 and 2,048 nodes, a prediction, not a fit. The last panel is the workload
+model's own noise multipliers (defaults, or the ``variability`` passed): intra-node (NVLink),
+for which there is no measured data, and the panel says so, and inter-node for a collective
+over 4, 512 and 2,048 nodes as ``prism predict`` draws it (the tier plus
+``variability.scale``'s per-node event: :func:`~prism_analytic.workload.comm_noise.
+collective_multiplier`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .common import Timer, entry, plt, save
+
+if TYPE_CHECKING:
+    from ..workload.config import VariabilityConfig
 
 NAME = "fig5_collective_latency"
 CLAIM = (
@@ -41,11 +48,27 @@ def _log_x(ax, ticks) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
-def make(out_dir: str | Path, data_root: str | Path | None = None, tiny: bool = False) -> dict:
-    """Measured vs model latency CDFs (normalised by the median) per size and node count."""
+def make(
+    out_dir: str | Path,
+    data_root: str | Path | None = None,
+    tiny: bool = False,
+    *,
+    variability: VariabilityConfig | None = None,
+) -> dict:
+    """Measured vs model latency CDFs (normalised by the median) per size and node count.
+
+    ``variability``: the workload model's
+    :class:`~prism_analytic.workload.config.VariabilityConfig` drawn in the last panel
+    (default: the defaults).
+    """
     from ..calibration.collective_noise import fit_node_noise, load_latencies
     from ..workload.builder import tier_multiplier
+    from ..workload.comm_noise import collective_multiplier
     from ..workload.config import VariabilityConfig
+
+    var = VariabilityConfig() if variability is None else variability
+    if not isinstance(var, VariabilityConfig):
+        raise TypeError(f"variability must be a VariabilityConfig, got {type(var).__name__}")
 
     t = Timer()
     p = plt()
@@ -83,16 +106,20 @@ def make(out_dir: str | Path, data_root: str | Path | None = None, tiny: bool = 
         ax.legend(fontsize=6, loc="lower right")
     # intra-node: the workload model's tier (no measured data)
     ax = axes[-1]
-    net = VariabilityConfig().network
+    net = var.network
     intra = tier_multiplier(net.intra_node)
     x = np.geomspace(0.3, 12, 800)
     ax.plot(
         x, intra.cdf(x), "k-", label=f"model intra-node (NVLink), sigma {net.intra_node.sigma:g}"
     )
-    inter = tier_multiplier(net.inter_node)
-    ax.plot(
-        x, inter.cdf(x), "k--", label=f"model inter-node default, sigma {net.inter_node.sigma:g}"
-    )
+    for style, n in zip((":", "--", "-."), (4, 512, 2048)):
+        # as predict draws a collective over n nodes: the tier and variability.scale's event
+        inter = collective_multiplier(var, n)
+        label = f"model inter-node, {n} nodes, sigma {net.inter_node.sigma:g}"
+        ax.plot(x, inter.cdf(x), "k" + style, label=label)
+        nums[f"inter_node_model_p99_over_p50_{n}"] = float(
+            inter.quantile(0.99) / inter.quantile(0.5)
+        )
     _log_x(ax, (0.3, 0.5, 1, 2, 5, 10))
     ax.set_xlabel("latency / mean (model noise multiplier, log scale)")
     ax.set_ylabel("CDF")

@@ -35,6 +35,7 @@ from .config import JobConfig, ScaleVariability
 __all__ = [
     "COLLECTIVE_EVENT_TIER",
     "ScaleEvents",
+    "collective_event",
     "apply_scale_variability",
     "fat_tree_tiers",
     "group_extent_nodes",
@@ -106,12 +107,29 @@ def _tiers(job: JobConfig) -> int:
     return fat_tree_tiers(group_extent_nodes(job), job.variability.scale.fat_tree_radix)
 
 
+def collective_event(
+    scale: ScaleVariability, tier_factor: float, nodes: int, extent_nodes: int | None = None
+) -> tuple[float, float]:
+    """``(probability, factor)`` of the per-node event on one collective instance.
+
+    For a collective over ``nodes`` nodes whose members lie ``extent_nodes`` nodes apart
+    (default ``nodes``: compact placement), with ``scale`` the job's ``variability.scale``
+    and ``tier_factor`` the inter-node tier's ``tail_factor`` (used when
+    ``node_tail_factor`` is 0). What :func:`scale_factors` computes for a job's data-parallel
+    group, for any node count (figures of a collective alone).
+    """
+    f1 = scale.node_tail_factor or tier_factor
+    tiers = fat_tree_tiers(extent_nodes or nodes, scale.fat_tree_radix)
+    factor = 1.0 + (f1 - 1.0) * scale.node_tail_tier_growth ** (tiers - 1)
+    return _any(scale.node_tail_prob, nodes), factor
+
+
 def _hit_factor(job: JobConfig) -> float:
     """Multiplier of a collective instance hit by a per-node event (tiers included)."""
-    sc = job.variability.scale
-    f1 = sc.node_tail_factor or job.variability.network.inter_node.tail_factor
-    tiers = _tiers(job)
-    return 1.0 + (f1 - 1.0) * sc.node_tail_tier_growth ** (tiers - 1)
+    v = job.variability
+    return collective_event(
+        v.scale, v.network.inter_node.tail_factor, nodes_spanned(job), group_extent_nodes(job)
+    )[1]
 
 
 def scale_factors(job: JobConfig) -> dict[str, float]:
