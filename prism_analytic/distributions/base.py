@@ -322,6 +322,58 @@ class Distribution(ABC):
         out[...] = b
         return out
 
+    def _invert_groups(self, groups: list[np.ndarray], *, upper: bool) -> list[np.ndarray]:
+        """``[self._invert(p, upper=upper) for p in groups]``, bit for bit, in one pass.
+
+        Each group is bisected as its own :meth:`_invert` call would bisect it (the same
+        bracket and steps, stopping once all of its own elements have converged), and each
+        step evaluates the CDF (or SF) once on the unfinished groups together: the same values
+        at a fraction of the calls (a mixture pays its components' per-call overhead per step).
+        The CDF must act elementwise (every law here does), so that the values it returns on
+        the joint array are those it returns on each group's.
+        """
+        arrays = [np.asarray(p, dtype=float) for p in groups]
+        if not arrays:
+            return []
+        sizes = [p.size for p in arrays]
+        p = np.concatenate([q.ravel() for q in arrays])
+        label = np.repeat(np.arange(len(arrays)), sizes)
+        lo, hi = self._bracket_for_inversion() if p.size else (0.0, 0.0)
+        a = np.full(p.shape, lo, dtype=float)
+        b = np.full(p.shape, hi, dtype=float)
+        active = np.array(sizes) > 0
+        for _ in range(2200):  # each group: at most _invert's 2200 steps
+            idx = np.flatnonzero(active[label])
+            if idx.size == 0:
+                break
+            ai, bi = a[idx], b[idx]
+            with np.errstate(invalid="ignore"):  # as in _invert
+                mid = np.where(
+                    np.isfinite(ai) & np.isfinite(bi),
+                    0.5 * (ai + bi),
+                    np.where(
+                        np.isfinite(ai),
+                        ai + np.maximum(1.0, np.abs(ai)),
+                        np.where(np.isfinite(bi), bi - np.maximum(1.0, np.abs(bi)), 0.0),
+                    ),
+                )
+            if upper:
+                go_right = self._sf(mid) > p[idx]
+            else:
+                go_right = self._cdf(mid) < p[idx]
+            ai = np.where(go_right, mid, ai)
+            bi = np.where(go_right, bi, mid)
+            a[idx], b[idx] = ai, bi
+            width = bi - ai
+            done = np.isfinite(width) & (
+                width <= 4 * np.spacing(np.maximum(np.abs(ai), np.abs(bi)))
+            )
+            # a group stops when every one of its elements has converged (as _invert does)
+            pending = np.bincount(label[idx], weights=~done, minlength=len(arrays))
+            active &= pending > 0
+        ends = np.cumsum(sizes)[:-1]
+        return [part.reshape(q.shape) for part, q in zip(np.split(b, ends), arrays, strict=True)]
+
     def _numeric_moments(self, points: int = 20001) -> tuple[float, float]:
         """Mean and variance by integrating the survival function over the bulk.
 

@@ -509,6 +509,30 @@ def lattice_window(
     return h, k_start, k_end
 
 
+def _window_levels(dist: Distribution, tail: float) -> dict[str, Callable[[], np.ndarray]]:
+    """The quantiles :func:`discretize` reads (each ``f()`` returns what its own call gave).
+
+    ``q_tail``/``s_tail``: ``_quantile``/``_isf`` at ``tail``; ``q_mid``: ``_quantile`` at 0.25
+    and 0.75; ``q_bulk``/``s_bulk``: at 1e-9. A law that inverts its CDF by bisection (no closed
+    form: mixtures) gets all five calls' answers from one vectorised bisection per side
+    (:meth:`~.base.Distribution._invert_groups`, the same bits as the separate calls: llama3-405b's
+    hiccup mixture, 5 bisections of ~70 steps, 26 -> 11 ms); any other law is asked call by
+    call, only when a value is read.
+    """
+    cls = type(dist)
+    low = {"q_tail": [tail], "q_mid": [0.25, 0.75], "q_bulk": [1e-9]}
+    high = {"s_tail": [tail], "s_bulk": [1e-9]}
+    if cls._quantile is Distribution._quantile and cls._isf is Distribution._isf:
+        with np.errstate(over="ignore", invalid="ignore"):
+            lows = dist._invert_groups([np.array(v) for v in low.values()], upper=False)
+            highs = dist._invert_groups([np.array(v) for v in high.values()], upper=True)
+        done = dict(zip([*low, *high], [*lows, *highs], strict=True))
+        return {k: (lambda v=v: v) for k, v in done.items()}
+    out = {k: (lambda v=v: dist._quantile(np.array(v))) for k, v in low.items()}
+    out.update({k: (lambda v=v: dist._isf(np.array(v))) for k, v in high.items()})
+    return out
+
+
 def discretize(
     dist: Distribution, h: float, policy: GridPolicy = DEFAULT_POLICY
 ) -> GridDistribution:
@@ -521,13 +545,14 @@ def discretize(
     and quantiles inside it are reported as unresolved.
     """
     tail = policy.tail_mass
-    x_min = float(dist._quantile(np.array([tail]))[0])
-    x_max = float(dist._isf(np.array([tail]))[0])
+    levels = _window_levels(dist, tail)
+    x_min = float(levels["q_tail"]()[0])
+    x_max = float(levels["s_tail"]()[0])
     if not np.isfinite(x_min):
         raise ValueError(f"cannot discretise {dist!r}: its lower tail quantile is not finite")
-    q1, q3 = (float(v) for v in dist._quantile(np.array([0.25, 0.75])))
+    q1, q3 = (float(v) for v in levels["q_mid"]())
     with np.errstate(over="ignore", invalid="ignore"):
-        bulk = float(dist._isf(np.array([1e-9]))[0] - dist._quantile(np.array([1e-9]))[0])
+        bulk = float(levels["s_bulk"]()[0] - levels["q_bulk"]()[0])
     h, k_start, k_end = lattice_window(
         h,
         x_min,
