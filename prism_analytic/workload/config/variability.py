@@ -176,10 +176,16 @@ class ScaleVariability(_Section):
       group fits under one leaf switch; its excess ``factor - 1`` is multiplied by
       ``node_tail_tier_growth`` per extra fat-tree tier the group needs (switches of
       ``fat_tree_radix`` ports; default 64: NVIDIA Quantum-2 QM9700 NDR InfiniBand, 64
-      ports). Fitted on ``collective_latency`` (``calibration.collective_events``): per node
-      and iteration 1-3e-5 at 512-2,048 nodes in one session, 8e-5-1e-4 at 128 nodes in
-      another; delay about 60 us in absolute terms, not growing with tiers (see
-      ``validation/results/collective_noise.md``); off by default.
+      ports). Off by default, and not derivable from ``collective_latency``
+      (``validation/node_tail_defaults.py``, ``validation/results/node_tail_defaults.md``):
+      there the delayed iterations come per node-*second* of collective time (their rate
+      per node-iteration grows as the iteration's length^0.82, 95% [0.61, 1.03]; a constant
+      per-instance probability, what this key means, is exponent 0), 1.43 per node-second
+      pooled (sessions 0-2.44), each an *absolute* delay of mean 167 us: per instance of
+      length T the hit probability grows with T and the factor ``1 + 167 us / T`` shrinks
+      with it, so no constant pair fits instances of different lengths. For Llama 3 405B's
+      data-parallel collectives (0.14-0.29 s over 128 nodes at 16k GPUs) that mechanism
+      adds at most 0.24% of the step's mean and 0.05% sd (every delay added, none hidden).
     * ``rack_throttle_prob`` / ``rack_throttle``: per rack (``rack_gpus`` GPUs) and step,
       a correlated thermal/power throttle slowing the step by the fraction ``rack_throttle``;
       a job over r racks is hit with probability ``1 - (1 - p)^r``. 0 = off.
