@@ -156,7 +156,7 @@ class _Evaluator:
             shape, why = auto_shape(cls)
         else:
             shape, why = self.shape, f"requested core_shape={self.shape!r}"
-        if shape in ("skew", "kurtosis") and not skew_applies:
+        if shape in ("skew", "kurtosis", "cumulant") and not skew_applies:
             shape, why = "normal", why + "; skew core not applicable here (factors or core_method)"
         return {"shape": shape, "shape_reason": why, "core_class": cls}
 
@@ -211,11 +211,13 @@ class _Evaluator:
         from .core_shape import pipeline_class
 
         pick = self._shape(pipeline_class(spec), plain and self.core_method == "clark-mehler")
-        if pick["shape"] in ("skew", "kurtosis"):
+        if pick["shape"] in ("skew", "kurtosis", "cumulant"):
             if pick["shape"] == "skew":
                 from .skew_core import cached_skew_pipeline as cached
-            else:  # the skew core plus a fourth-cumulant correction of every max
+            elif pick["shape"] == "kurtosis":  # the skew core + a fourth-cumulant correction
                 from .kurtosis_core import cached_kurtosis_pipeline as cached
+            else:  # a third-cumulant closure of every max (cumulant_core.py)
+                from .cumulant_core import cached_cumulant_pipeline as cached
 
             # keyed by the whole op laws, not only their moments: these cores read the laws'
             # third cumulants (normal and lognormal ops of equal moments shared one entry)
@@ -281,13 +283,19 @@ class _Evaluator:
 
         laws = [law for _, law in dag.nodes(data="law")]
         pick = self._shape(explicit_class(laws, m), self.core_method == "clark-mehler")
-        if pick["shape"] in ("skew", "kurtosis"):
+        if pick["shape"] in ("skew", "kurtosis", "cumulant"):
             # Clark-Mehler on full differences, third cumulant, Pearson III (skew_core.py);
-            # "kurtosis" adds a fourth-cumulant correction of every max (kurtosis_core.py)
+            # "kurtosis" adds a fourth-cumulant correction of every max (kurtosis_core.py);
+            # "cumulant" closes every max with propagated third cumulants (cumulant_core.py)
+            from .cumulant_core import cumulant_makespan
             from .kurtosis_core import kurtosis_makespan
             from .skew_core import skew_makespan, third_cumulant
 
-            run = skew_makespan if pick["shape"] == "skew" else kurtosis_makespan
+            run = {
+                "skew": skew_makespan,
+                "kurtosis": kurtosis_makespan,
+                "cumulant": cumulant_makespan,
+            }[pick["shape"]]
             k3 = {e: third_cumulant(law) for e, law in dag.nodes(data="law")}
             sk = run(dag, mean, std, window=self.window, kappa3=k3)
             self.report.cores.append(

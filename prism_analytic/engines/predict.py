@@ -21,7 +21,7 @@ __all__ = ["predict", "METHODS", "MAX_GRID_NODES", "grid_nodes", "check_grid_siz
 
 METHODS = ("analytic", "bounds", "montecarlo")
 CORE_METHODS = ("clark-mehler", "clark", "independent")
-CORE_SHAPES = ("auto", "normal", "template", "skew", "kurtosis")
+CORE_SHAPES = ("auto", "normal", "template", "skew", "kurtosis", "cumulant")
 
 
 #: Nodes the grid engines evaluate one by one (a pipeline node counts as one in ``analytic``;
@@ -104,7 +104,7 @@ def predict(
         Method for irreducible cores (analytic only).
     window : int, optional
         Residual window of the Clark-Mehler form (None: its default).
-    core_shape : {"auto", "normal", "template", "skew", "kurtosis"}
+    core_shape : {"auto", "normal", "template", "skew", "kurtosis", "cumulant"}
         Shape of a core's makespan: ``"normal"``: Gaussian; ``"template"``: the
         independence-propagated shape mapped onto the canonical mean and standard deviation
         (explicit cores only; better spread on deep 1F1B pipelines, worse on interleaved
@@ -113,7 +113,9 @@ def predict(
         ``core_method="clark-mehler"`` only, on plain pipelines and explicit cores;
         factor-conditioned pipelines keep their mixture); ``"kurtosis"``: the skew core with
         a fourth-cumulant (Gram-Charlier) correction of every max (:mod:`~.kurtosis_core`,
-        same scope; an estimate). ``"auto"`` (default): per core,
+        same scope; an estimate); ``"cumulant"``: a third-cumulant closure of every max
+        (:mod:`~.cumulant_core`, same scope, opt-in, slower: seconds at 4,096 ops; an
+        estimate). ``"auto"`` (default): per core,
         ``"skew"`` or ``"normal"`` by the measured rule of :mod:`~.core_shape`. Every entry of
         ``diagnostics["cores"]`` says the ``shape`` used, its ``core_class`` and
         ``shape_reason``.

@@ -1,0 +1,427 @@
+"""Third-cumulant closure core: every max closed with the joint third cumulants it propagates.
+
+Why. On deep tied lattices the Clark-Mehler cores under-state the correlation of sibling maxima:
+Stein's ``Cov(X, max(A, B)) = Cov(X, B) + Cov(X, D+)`` (``D = A - B``) has a second-order term
+``kappa(X, D, D) phi(alpha) / (2 theta)``, which Clark-Mehler carries only as its n = 2 Mehler
+term at a He2-chaos estimate of ``kappa(X, D, D)`` that barely tracks the truth (correlation
+0.15 / -0.04 with Monte Carlo on interleaved lattices; ``validation/results/
+sibling_correlation_study.md``); the exact term added after the core had set its residual
+weights helped two cases and broke two.
+
+What. No residual model. Each live node carries its mean, its covariance with every live node
+(``C``) and its joint third cumulant with every pair of live nodes (``K``, ``L x L x L``). A max
+``Y = B + f(D)``, ``f = (.)+``, ``B`` the larger-mean input, is closed around a Gram-Charlier law
+of ``D`` (its skewness from ``K``): every live ``X_j`` is split as ``beta_j D + e_j`` with
+``e_j`` uncorrelated with ``D``; the terms in ``D`` alone are exact moments of the rectifier
+under that law (:func:`rectifier_marginals`), those in ``e_j`` first-order Stein terms in the
+third cumulants ``kappa(e_j, D, D) = kappa(X_j, D, D) - beta_j kappa3(D)``::
+
+    Cov(Y, X_j)        = Cov(B, X_j) + beta_j Cov(f, D) + kappa(e_j, D, D) E[f''] / 2
+    kappa(Y, X_j, X_l) = kappa(B, X_j, X_l) + beta_j beta_l kappa(f, D, D)
+                         + beta_j kappa(f, D, e_l) + beta_l kappa(f, D, e_j)
+                         + E[f'] kappa(D, e_j, e_l)
+    kappa(f, D, e)     = kappa(e, D, D) (2 E[f'] - E[D] E[f'']) / 2
+    kappa(f, f, X_j)   = beta_j kappa(f, f, D) + kappa(e_j, D, D) (E[f'] - E[f] E[f''])
+
+(``Var Y`` and ``kappa3(Y)``, ``kappa(Y, Y, X_j)`` by multilinearity from the same terms). With
+jointly normal inputs every formula is exact. Ops add their own variance and third cumulant
+(``K[i, i, i]``) exactly. So the third cumulant ``kappa(X_j, D, D)`` that the covariances need is
+the one the closure propagates (against Monte Carlo on interleaved 8 x 8 x vpp 4 and 1F1B 8 x 32
+it correlates 0.96 / 0.98 with the truth, slope 1.01 / 1.04; ``validation/
+cumulant_closure_study.py diag``), and covariances, variances and third cumulants come from one
+model. The makespan gets the Pearson III law of its mean, std and ``K[sink, sink, sink]``.
+
+The mean of each max also needs ``D``'s excess kurtosis (a difference of tied maxima is
+leptokurtic; Clark's ``E[max]`` is high without it, ``lattice_closure_study.md``), which third
+cumulants do not carry. It is taken from the kurtosis core's He2-chaos estimate
+(:meth:`~.kurtosis_core._KurtosisEngine.excess_kurtosis`, run on the same DAG) and enters *only*
+the mean of each max (Gram-Charlier ``E[D+]``): letting it into the variance and covariance terms
+too raised the makespan's std by 5-10% on the prototype bench (``validation/results/
+cumulant_closure_study.md``). That split was chosen on two bench cases and then checked on five
+others and on the agreement grid; it is an estimate, not a bound, checked against Monte Carlo
+(``tests/test_cumulant_core.py``, the results file).
+
+Cost: O(L^2) per max for ``L`` live nodes, one Python step per op (about 0.5 ms an op at 16
+stages: 2-3 s for a 4,096-op interleaved body), plus the kurtosis core's run. Opt-in only
+(``core_shape="cumulant"``); shared factors are not supported (the analytic engine routes such
+cores elsewhere, as for the skew core).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from typing import Any, ClassVar
+
+import networkx as nx
+import numpy as np
+from scipy import special
+
+from .blas_threads import single_blas_thread
+from .kurtosis_core import MAX_KURTOSIS, _KurtosisEngine
+from .skew_core import SkewResult, _cached_pipeline, _makespan, _pipeline, clear_cache
+
+__all__ = [
+    "MAX_SKEW_D",
+    "rectifier_marginals",
+    "cumulant_makespan",
+    "cumulant_pipeline",
+    "cached_cumulant_pipeline",
+    "clear_cache",
+]
+
+#: Largest |skewness| of an input difference given to the Gram-Charlier law (the density stays
+#: close to non-negative in the range that matters; makespan-scale skews are ~0.1).
+MAX_SKEW_D = 1.0
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+# theta^2 below this fraction of Var A + Var B: an exact tie of the inputs' random parts.
+_TIE_RTOL = 1e-12
+
+
+def rectifier_marginals(dm: float, th: float, g1: float = 0.0, g2: float = 0.0) -> dict[str, float]:
+    """Moments of ``f = D+`` and its joint cumulants with ``D``, ``D`` Gram-Charlier.
+
+    ``D = dm + th Z`` with ``Z``'s density ``phi(z) (1 + g1 He3(z) / 6 + g2 He4(z) / 24)``.
+    Partial moments ``int_c^inf z^n p(z) dz`` (``c = -dm / th``) follow from ``J_n = int_c^inf
+    z^n phi`` (``J_n = c^(n-1) phi(c) + (n - 1) J_(n-2)``); for ``c < 0`` the mirror ``f = D +
+    (-D)+`` is evaluated instead, so every moment is a small tail quantity (no cancellation).
+
+    Parameters
+    ----------
+    dm, th : float
+        Mean and standard deviation (> 0) of ``D``.
+    g1, g2 : float
+        Skewness and excess kurtosis of ``D``.
+
+    Returns
+    -------
+    dict
+        ``P = P(D > 0)``, ``dens0`` (density of ``D`` at 0), ``Ef``, ``Vf``, ``CfD = Cov(f, D)``,
+        ``kfDD = kappa(f, D, D)``, ``kffD = kappa(f, f, D)``, ``k3f = kappa3(f)``.
+
+    Examples
+    --------
+    >>> r = rectifier_marginals(0.0, 1.0)
+    >>> round(r["Ef"], 6), round(r["Vf"], 6)  # 1 / sqrt(2 pi), 1/2 - 1 / (2 pi)
+    (0.398942, 0.340845)
+    """
+    if not (math.isfinite(dm) and math.isfinite(th) and th > 0):
+        raise ValueError(f"rectifier_marginals: need finite dm and th > 0, got {dm!r}, {th!r}")
+    c = -dm / th
+    if c < 0:
+        m = rectifier_marginals(-dm, th, -g1, g2)
+        vd, k3d = th * th, g1 * th**3
+        cov_hd = -m["CfD"]  # h = (-D)+: Cov(h, D) = -Cov(h, -D)
+        k_hdd, k_hhd = m["kfDD"], -m["kffD"]
+        return {
+            "P": 1.0 - m["P"],
+            "dens0": m["dens0"],
+            "Ef": dm + m["Ef"],
+            "Vf": vd + 2.0 * cov_hd + m["Vf"],
+            "CfD": vd + cov_hd,
+            "kfDD": k3d + k_hdd,
+            "kffD": k3d + 2.0 * k_hdd + k_hhd,
+            "k3f": k3d + 3.0 * k_hdd + 3.0 * k_hhd + m["k3f"],
+        }
+    phi = _INV_SQRT_2PI * math.exp(-0.5 * c * c)
+    j = [float(special.ndtr(-c)), phi]
+    for n in range(2, 8):
+        j.append(c ** (n - 1) * phi + (n - 1) * j[n - 2])
+    pm = [
+        j[n]
+        + g1 / 6.0 * (j[n + 3] - 3.0 * j[n + 1])
+        + g2 / 24.0 * (j[n + 4] - 6.0 * j[n + 2] + 3.0 * j[n])
+        for n in range(4)
+    ]
+
+    def ey(a: int, b: int) -> float:  # E[((z - c)+)^a z^b]
+        return sum(math.comb(a, k) * (-c) ** (a - k) * pm[k + b] for k in range(a + 1))
+
+    m1 = ey(1, 0)
+    he3, he4 = c**3 - 3.0 * c, c**4 - 6.0 * c * c + 3.0
+    return {
+        "P": pm[0],
+        "dens0": phi * (1.0 + g1 * he3 / 6.0 + g2 * he4 / 24.0) / th,
+        "Ef": th * m1,
+        "Vf": th * th * (ey(2, 0) - m1 * m1),
+        "CfD": th * th * ey(1, 1),
+        "kfDD": th**3 * (ey(1, 2) - m1),
+        "kffD": th**3 * (ey(2, 1) - 2.0 * m1 * ey(1, 1)),
+        "k3f": th**3 * (ey(3, 0) - 3.0 * m1 * ey(2, 0) + 2.0 * m1**3),
+    }
+
+
+class _G2Recorder(_KurtosisEngine):
+    """The kurtosis core, recording the excess kurtosis it gives each max node's ``D``.
+
+    Its ``G2`` slot row holds, per slot, that value and a flag "made by a max in this
+    generation"; after each generation's ops are added, the flagged slots' values are stored
+    by node (``g2_node``). Intermediate maxima of nodes with more than two inputs are not kept.
+    """
+
+    slot_rows = ("L", "G2")
+
+    def __init__(self, *args: Any, gens: list[np.ndarray] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.G2 = np.zeros((self.cap, 2))
+        self._gens = gens or []
+        self._k = 0
+        n = sum(len(g) for g in self._gens)
+        self.g2_node = np.zeros(n)
+        self._last = np.zeros(0)
+
+    def excess_kurtosis(self, ia: np.ndarray, ib: np.ndarray, th2: np.ndarray) -> np.ndarray:
+        self._last = super().excess_kurtosis(ia, ib, th2)
+        return self._last
+
+    def _max_batch(self, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
+        iy = super()._max_batch(ia, ib)
+        self.G2[iy, 0] = self._last
+        self.G2[iy, 1] = 1.0
+        return iy
+
+    def add(self, slots: np.ndarray, m: np.ndarray, s: np.ndarray, lm: np.ndarray) -> None:
+        super().add(slots, m, s, lm)
+        if self._k < len(self._gens):
+            nodes = np.asarray(self._gens[self._k], dtype=np.intp)
+            fresh = self.G2[slots, 1] > 0
+            self.g2_node[nodes[fresh]] = self.G2[slots[fresh], 0]
+        self._k += 1
+        self.G2[slots, 1] = 0.0
+
+
+class _CumulantEngine:
+    """Mean, covariance and third-cumulant tensor over the live nodes (module docstring).
+
+    Has the interface :func:`~.skew_core._run` drives (``for_dag``, ``run``, ``kappa3``,
+    ``last``, ``op_loadings``), so the skew core's pipeline driver, truncation and cache serve
+    this core too.
+    """
+
+    shape: ClassVar[str] = "cumulant"
+
+    @classmethod
+    def for_dag(
+        cls, n_factors: int, window: int, gens: list[np.ndarray], k3_arr: np.ndarray | None
+    ) -> _CumulantEngine:
+        """An engine for one DAG (``k3_arr``: its ops' third cumulants, by node index)."""
+        if n_factors:
+            raise ValueError("cumulant core: shared factors are not supported (condition on them)")
+        return cls(window, k3_arr)
+
+    def __init__(self, window: int, k3_arr: np.ndarray | None = None, cap: int = 16) -> None:
+        self.window = window
+        self.k3_arr = None if k3_arr is None else np.where(np.isfinite(k3_arr), k3_arr, 0.0)
+        self.cap = cap
+        self.mu = np.zeros(cap)
+        self.C = np.zeros((cap, cap))
+        self.K = np.zeros((cap, cap, cap))
+        self.free = list(range(cap - 1, -1, -1))
+        self.active: set[int] = set()
+        self.g2 = np.zeros(0)
+        self.last = -1
+        self.n_max = 0
+
+    # -- slots -----------------------------------------------------------------------------
+    def _grow(self) -> None:
+        old, new = self.cap, 2 * self.cap
+        mu, C, K = np.zeros(new), np.zeros((new, new)), np.zeros((new, new, new))
+        mu[:old], C[:old, :old], K[:old, :old, :old] = self.mu, self.C, self.K
+        self.mu, self.C, self.K = mu, C, K
+        self.free = list(range(new - 1, old - 1, -1)) + self.free
+        self.cap = new
+
+    def _alloc(self) -> int:
+        if not self.free:
+            self._grow()
+        s = self.free.pop()
+        self.active.add(s)
+        return s
+
+    def _release(self, s: int) -> None:
+        self.active.discard(s)
+        self.free.append(s)
+
+    def _zeros(self) -> int:
+        s = self._alloc()
+        self.mu[s] = 0.0
+        self.C[s, :], self.C[:, s] = 0.0, 0.0
+        self.K[s], self.K[:, s], self.K[:, :, s] = 0.0, 0.0, 0.0
+        return s
+
+    def _copy(self, src: int) -> int:
+        s = self._alloc()
+        self.mu[s] = self.mu[src]
+        self.C[s, :] = self.C[src, :]
+        self.C[:, s] = self.C[:, src]  # reads the row just written: the diagonal is right
+        self.K[s] = self.K[src]
+        self.K[:, s] = self.K[:, src]
+        self.K[:, :, s] = self.K[:, :, src]
+        return s
+
+    # -- the max ---------------------------------------------------------------------------
+    def _max(self, a: int, b: int, g2: float) -> int:
+        """A new slot holding ``max(X_a, X_b)``; ``b`` the larger-mean input."""
+        self.n_max += 1
+        C = self.C
+        th2 = C[a, a] + C[b, b] - 2.0 * C[a, b]
+        if th2 <= _TIE_RTOL * (C[a, a] + C[b, b]):  # tied random parts: the larger mean
+            return self._copy(b)
+        y = self._alloc()
+        C, K = self.C, self.K  # (after a possible growth)
+        idx = np.fromiter(sorted(self.active - {y}), dtype=np.intp)
+        ib = int(np.searchsorted(idx, b))
+        th = math.sqrt(th2)
+        dm = self.mu[a] - self.mu[b]
+        c = C[a, idx] - C[b, idx]  # Cov(D, X_j)
+        kb = K[b][np.ix_(idx, idx)]
+        kd = K[a][np.ix_(idx, idx)] - kb  # kappa(D, X_j, X_l)
+        kdd = kd[int(np.searchsorted(idx, a))] - kd[ib]  # kappa(D, D, X_j)
+        k3d_raw = kdd[int(np.searchsorted(idx, a))] - kdd[ib]
+        g1 = float(np.clip(k3d_raw / th**3, -MAX_SKEW_D, MAX_SKEW_D))
+        k3d = g1 * th**3
+        r = rectifier_marginals(dm, th, g1, 0.0)
+        if g2 > 0:  # D's kurtosis enters the mean only (module docstring)
+            ef = rectifier_marginals(dm, th, g1, min(g2, MAX_KURTOSIS))["Ef"]
+        else:
+            ef = r["Ef"]
+        p, dens = r["P"], r["dens0"]
+        beta = c / th2
+        ke = kdd - beta * k3d  # kappa(e_j, D, D)
+        cov = C[b, idx] + beta * r["CfD"] + 0.5 * ke * dens
+        var = C[b, b] + 2.0 * (cov[ib] - C[b, b]) + r["Vf"]
+        kfde = 0.5 * ke * (2.0 * p - dm * dens)  # kappa(f, D, e_j)
+        bk = np.outer(beta, ke)
+        kdee = kd - np.outer(beta, beta) * k3d - bk - bk.T  # kappa(D, e_j, e_l)
+        bf = np.outer(beta, kfde)
+        kf = np.outer(beta, beta) * r["kfDD"] + bf + bf.T + p * kdee  # kappa(f, X_j, X_l)
+        kff = beta * r["kffD"] + ke * (p - r["Ef"] * dens)  # kappa(f, f, X_j)
+        ky = kb + kf
+        kyy = K[b, b, idx] + 2.0 * kf[ib] + kff
+        self.mu[y] = self.mu[b] + ef
+        C[y, idx] = cov
+        C[idx, y] = cov
+        C[y, y] = max(var, 0.0)
+        K[y][np.ix_(idx, idx)] = ky
+        K[idx[:, None], y, idx[None, :]] = ky
+        K[idx[:, None], idx[None, :], y] = ky
+        K[y, y, idx] = kyy
+        K[y, idx, y] = kyy
+        K[idx, y, y] = kyy
+        K[y, y, y] = K[b, b, b] + 3.0 * kf[ib, ib] + 3.0 * kff[ib] + r["k3f"]
+        return y
+
+    def _max_of(self, slots: list[int], g2: float) -> int:
+        """Pairwise max in increasing-mean order; ``g2`` for the last (the node's own) max."""
+        slots = sorted(slots, key=lambda s: self.mu[s])
+        acc = slots[0]
+        for k, s in enumerate(slots[1:], start=2):
+            a, b = (acc, s) if self.mu[acc] <= self.mu[s] else (s, acc)
+            new = self._max(a, b, g2 if k == len(slots) else 0.0)
+            if k > 2:
+                self._release(acc)  # intermediate maxima of > 2-input nodes
+            acc = new
+        return acc
+
+    # -- driver ----------------------------------------------------------------------------
+    def run(self, gens, preds, m_arr, s_arr, lmat) -> tuple[float, float, int]:
+        """``(mean, variance, n_max)`` of the makespan; the sink stays in slot :attr:`last`."""
+        n = len(preds)
+        self.g2 = _chaos_g2(gens, preds, m_arr, s_arr, lmat, self.window, self.k3_arr)
+        with single_blas_thread():
+            remaining = np.zeros(n, dtype=int)
+            for ps in preds:
+                for q in ps:
+                    remaining[q] += 1
+            is_sink = remaining == 0
+            slot = np.full(n, -1, dtype=np.intp)
+            k3 = self.k3_arr
+            for gen in gens:
+                for i in gen:
+                    ps = preds[i]
+                    if not ps:
+                        s = self._zeros()
+                    elif len(ps) == 1:
+                        s = self._copy(int(slot[ps[0]]))
+                    else:
+                        s = self._max_of([int(slot[q]) for q in ps], float(self.g2[i]))
+                    self.mu[s] += m_arr[i]
+                    self.C[s, s] += s_arr[i] ** 2
+                    if k3 is not None:
+                        self.K[s, s, s] += k3[i]
+                    slot[i] = s
+                    for q in ps:
+                        remaining[q] -= 1
+                        if remaining[q] == 0:
+                            self._release(int(slot[q]))
+            sinks = [int(slot[i]) for i in np.flatnonzero(is_sink)]
+            self.last = self._max_of(sinks, 0.0) if len(sinks) > 1 else sinks[0]
+        return float(self.mu[self.last]), float(self.C[self.last, self.last]), self.n_max
+
+    def kappa3(self, slot: int) -> float:
+        """Third cumulant of the node in ``slot``."""
+        return float(self.K[slot, slot, slot])
+
+    def op_loadings(self, gens: list[np.ndarray], n: int) -> np.ndarray:
+        """Zeros: the ops' third cumulants are already in ``K`` (nothing to add at the sink)."""
+        return np.zeros(n)
+
+
+def _chaos_g2(gens, preds, m_arr, s_arr, lmat, window, k3_arr) -> np.ndarray:
+    """Each node's ``D`` excess kurtosis by the kurtosis core (0 where the node is no max)."""
+    base = _KurtosisEngine.for_dag(lmat.shape[1], window, gens, k3_arr)
+    rec = _G2Recorder(lmat.shape[1], window, base._k3_seq, base.R, gens=gens)
+    rec.run(gens, preds, m_arr, s_arr, lmat)
+    return rec.g2_node
+
+
+def cumulant_makespan(
+    graph: nx.DiGraph,
+    mean: Mapping[Hashable, float],
+    std: Mapping[Hashable, float],
+    *,
+    window: int | None = None,
+    kappa3: Mapping[Hashable, float] | None = None,
+) -> SkewResult:
+    """Mean, std and skewness of a DAG's makespan by the third-cumulant closure (an estimate).
+
+    Parameters
+    ----------
+    graph, mean, std, window, kappa3
+        As :func:`~.skew_core.skew_makespan` (``window``: the kurtosis core's, which supplies
+        each max's excess kurtosis); no shared-factor loadings.
+
+    Returns
+    -------
+    SkewResult
+
+    Raises
+    ------
+    ValueError
+        As :func:`~.skew_core.skew_makespan`.
+
+    Examples
+    --------
+    >>> g = nx.DiGraph([("a", "c"), ("b", "c")])  # one max of independent normals: exact
+    >>> r = cumulant_makespan(g, dict(a=1.0, b=1.0, c=0.0), dict(a=1.0, b=1.0, c=0.0))
+    >>> round(r.mean, 5)
+    1.56419
+    """
+    return _makespan(_CumulantEngine, graph, mean, std, None, window, kappa3)  # type: ignore[arg-type]
+
+
+def cumulant_pipeline(
+    spec: Any, *, window: int | None = None, cap: int | None = None
+) -> tuple[SkewResult, dict[str, Any]]:
+    """The closure on a plain compact pipeline (no shared factors).
+
+    Truncation, extrapolation, returns and errors as :func:`~.skew_core.skew_pipeline`.
+    """
+    return _pipeline(_CumulantEngine, "cumulant_pipeline", spec, window, cap)  # type: ignore[arg-type]
+
+
+def cached_cumulant_pipeline(
+    key: tuple, spec: Any, window: int | None
+) -> tuple[SkewResult, dict[str, Any]]:
+    """:func:`cumulant_pipeline`, cached by ``key`` and the window (the skew core's cache)."""
+    return _cached_pipeline(_CumulantEngine, "cumulant_pipeline", key, spec, window)  # type: ignore[arg-type]
