@@ -82,21 +82,26 @@ def test_identity_perturbation_gives_the_builder_graph_with_scale_on():
     assert want["B s0 c0"][1] > 10 * quiet["B s0 c0"][1]
 
 
-def test_class_moments_include_the_event_and_noise_before_overlap():
-    base, job = _fsdp_jobs()
+def test_class_moments_include_the_event():
+    # mixtral's expert dispatch/combine: exposed inter-node all-to-all inside every layer
+    base = build_job("mixtral-8x22b", 1024)
+    job = merge_config(base, {"variability": {"scale": SCALE}})
     om = op_means(job)
+    layers = om.layers_per_chunk * om.chunks_per_stage
     rng = np.random.default_rng(2)
     tier = job.variability.network.inter_node
     mean = var = 0.0
-    for o in om.dp_microbatch:
-        if o.op_class != "allgather":
+    for o in (*om.layer_fwd, *om.layer_bwd):
+        if o.op_class != "alltoall":
             continue
-        x = _draw(rng, o.seconds, o.hidden_s, tier, nodes_spanned(job), *SCALE.values())
-        mean += om.microbatches * o.count * x.mean()
-        var += om.microbatches * o.count * x.var()
-    mu, sd = class_moments_per_rank(job, om)["allgather"]
-    assert mu == pytest.approx(mean, rel=0.03) and sd == pytest.approx(np.sqrt(var), rel=0.03)
-    assert mu > 20 * class_moments_per_rank(base, om)["allgather"][0]
+        assert o.tier == "inter_node" and o.exposed_s > 0
+        x = _draw(rng, o.exposed_s, 0.0, tier, nodes_spanned(job), *SCALE.values())
+        times = layers * om.microbatches * o.count
+        mean += times * x.mean()
+        var += times * x.var()
+    mu, sd = class_moments_per_rank(job, om)["alltoall"]
+    assert mu == pytest.approx(mean, rel=0.01) and sd == pytest.approx(np.sqrt(var), rel=0.03)
+    assert sd > 2 * class_moments_per_rank(base, om)["alltoall"][1]
 
 
 def test_collective_multiplier_is_the_jobs_collective_law():
