@@ -712,22 +712,27 @@ class _Engine:
     def _advance(self, state, gens, preds, m_arr, s_arr, lmat):
         """Propagate the generations ``gens`` (in order) from ``state``, updated in place."""
         remaining, slot, sinks = state
+        # The per-node bookkeeping runs on Python lists: indexing a numpy array by one scalar
+        # costs ~5x a list's (llama3-405b's 4,096 ops: 16 -> 8 ms); written back at the end.
+        rem = remaining.tolist()
+        n_pred = [len(q) for q in preds]
         for gen in gens:
-            srcs = [i for i in gen if not preds[i]]
-            ones = [i for i in gen if len(preds[i]) == 1]
-            multi = [i for i in gen if len(preds[i]) >= 2]
+            gl = gen.tolist() if isinstance(gen, np.ndarray) else [int(i) for i in gen]
+            srcs = [i for i in gl if not n_pred[i]]
+            ones = [i for i in gl if n_pred[i] == 1]
+            multi = [i for i in gl if n_pred[i] >= 2]
             if srcs:
                 slot[srcs] = self.zeros(len(srcs))
             if ones:
                 # The last consumer of a node takes its slot over; others get a copy.
-                move = [i for i in ones if remaining[preds[i][0]] == 1]
-                cp = [i for i in ones if remaining[preds[i][0]] != 1]
+                move = [i for i in ones if rem[preds[i][0]] == 1]
+                cp = [i for i in ones if rem[preds[i][0]] != 1]
                 for i in move:
                     slot[i] = slot[preds[i][0]]
                     slot[preds[i][0]] = -1
                 if cp:
                     slot[cp] = self.copy(slot[[preds[i][0] for i in cp]])
-            if multi and all(len(preds[i]) == 2 for i in multi):
+            if multi and all(n_pred[i] == 2 for i in multi):
                 # two inputs each (every pipeline op): the increasing-mean order of sorted(),
                 # ties in input order, without a Python sort per node
                 first = np.array([preds[i][0] for i in multi], dtype=np.intp)
@@ -753,13 +758,21 @@ class _Engine:
                     rnd += 1
                 slot[multi] = [acc[i] for i in multi]
             self.add(slot[gen], m_arr[gen], s_arr[gen], lmat[gen])
-            for i in gen:
+            # Each input loses a pending successor; one left with none frees its slot, in the
+            # order the counts reach zero (the free list's order decides later slots).
+            done = []
+            for i in gl:
                 for p in preds[i]:
-                    remaining[p] -= 1
-                    if remaining[p] == 0 and slot[p] >= 0:
-                        self.release([slot[p]])
-                        slot[p] = -1
-            sinks += [i for i in gen if remaining[i] == 0]
+                    rem[p] -= 1
+                    if rem[p] == 0:
+                        done.append(p)
+            if done:
+                held = slot[done]
+                keep = held >= 0  # a slot handed over to a single successor is not freed
+                self.release(held[keep])
+                slot[np.asarray(done, dtype=np.intp)[keep]] = -1
+            sinks += [i for i in gl if rem[i] == 0]
+        remaining[:] = rem
 
     def _sink_max(self, slot, sinks):
         """Final max over sinks, pairwise in increasing-mean order."""
