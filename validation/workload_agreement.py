@@ -77,22 +77,26 @@ nothing there; the explicit rows do.
 The builder's folding, checked GPU by GPU (``--folding-only``: a middle pipeline op, forward
 and backward, of the 1,024-GPU job, sampled with every compute kernel its own lognormal draw
 on each of the tp * cp = 8 GPUs, the slowest GPU taken at every tp collective and each
-collective one shared draw; 20,000 samples)::
+collective one shared draw; 20,000 samples; re-run 2026-11-30 after the body became one compact
+pipeline node, which the check had stopped reading)::
 
     preset       GPUs   op  tp*cp  layers  KS      mean err  std err  p50 err  p99 err  cv (explicit)
     -----------  -----  --  -----  ------  ------  --------  -------  -------  -------  -------------
-    llama3-70b   1,024  F   8      4       0.1039  -0.000%   -1.23%   +0.025%  -0.878%  0.292%
-    llama3-70b   1,024  B   8      4       0.0455  -0.001%   +0.05%   +0.014%  -0.302%  0.222%
-    llama3-405b  1,024  F   8      1       0.0535  -0.004%   -2.08%   +0.031%  +0.004%  0.484%
-    llama3-405b  1,024  B   8      1       0.0281  -0.002%   +0.77%   +0.025%  -0.115%  0.420%
+    llama3-70b   1,024  F   8      4       0.1221  -0.001%   -1.53%   +0.029%  -1.104%  0.328%
+    llama3-70b   1,024  B   8      4       0.0661  -0.001%   +0.63%   +0.016%  -0.477%  0.233%
+    llama3-405b  1,024  F   8      1       0.0705  -0.004%   -2.90%   +0.036%  +0.105%  0.524%
+    llama3-405b  1,024  B   8      1       0.0367  -0.002%   +0.53%   +0.026%  -0.061%  0.425%
 
-The op-level fold has the right mean (|err| < 0.005%) and nearly the right spread (std -2.1% to
-+0.8%) but not the exact shape (KS 0.03-0.10): the rare intra-node tail of the tp collectives
+The op-level fold has the right mean (|err| < 0.005%) and nearly the right spread (std -2.9% to
++0.6%) but not the exact shape (KS 0.04-0.12): the rare intra-node tail of the tp collectives
 (0.1% at 2x, several per chunk) is mixed into one lognormal body. So the op's own p99 is up to
-0.9% low (70b forward: 16 tp collectives per chunk, so 1.6% of chunks hit one 2x tail, a jump of
-0.34 ms or 1.6% of the op's 20.6 ms, which the lognormal smears out); the op's CV is only
-0.2-0.5%. At step level thousands of such ops are summed and maxed and the shape error is
-diluted, but it is a builder approximation the engine agreement above cannot see. Not covered by
+1.1% low (70b forward: 16 tp collectives per chunk of 0.34 ms each, so 1.6% of chunks hit one
+2x tail, a jump of 0.34 ms or 2.0% of the op's 17.4 ms, which the lognormal smears out); the
+op's CV is only 0.2-0.5%. At step level thousands of such ops are summed and maxed and the shape
+error is diluted, but it is a builder approximation the engine agreement above cannot see.
+Communication is drawn per instance as the builder draws it (tier, ``variability.scale``'s
+per-node event, noise before overlap); ``--config FILE`` overlays e.g. ``[variability.scale]``
+on every preset (mixtral-8x22b's inter-node all-to-all then carries the event). Not covered by
 any check here: per-stage (instead of per-replica) persistent speeds, which a StepGraph cannot
 express (a persistent factor shared by the ops of one stage is a correlation across ops; only a
 replica group carries a ``speed``).
