@@ -15,6 +15,20 @@ the run's first / a later evaluation pause (MLPerf ``eval_stop``), and ``a exp(-
 a warm-up transient of the first logged steps. The runs share the parameters; their
 Kalman-filter log likelihoods are summed and maximised.
 
+Shared level shape
+------------------
+Runs of one job follow the *same* slow curve over the optimizer steps (MLPerf GB200: every
+run dips ~0.7% over its first ~40 steps, then rises ~1.3% to its end, at 512 and 1,024 GPUs
+alike). A per-run random walk fitted to that curve is much larger than the runs' own
+differences say: fitted on pairwise differences of aligned runs, the random walk is 2e-6 to
+5e-5 per step at 512-1,536 GPUs against 3.7-4.7e-4 in the model without the shape
+(``validation/results/calibration_body_shape.md``). The random walk's spread over a run then
+inflates the predicted p99/p50 and its interval. So the trend may be replaced by a shared
+curve ``s(i)``: a natural cubic regression spline of the step index (patsy ``cr``, centred:
+the diffuse level takes the constant; linear beyond the calibration's longest run), with
+its degrees of freedom chosen by BIC on :data:`SHAPE_DFS`; it is adopted where its BIC beats
+the model with the trend, and the random walk is tested again on top of it.
+
 Identifiability (each reported, never a number where it is not)
 ---------------------------------------------------------------
 * warm-up: ``tau`` on the grid :data:`WARMUP_TAUS` (steps); likelihood-ratio test of
@@ -41,17 +55,61 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import patsy
 from scipy import optimize, stats
 
 from .result import CalibrationError, FittedParameter
 
-__all__ = ["BodyFit", "WARMUP_TAUS", "fit_step_body", "simulate_body"]
+__all__ = ["BodyFit", "LevelShape", "SHAPE_DFS", "WARMUP_TAUS", "fit_step_body", "simulate_body"]
 
 #: Decay lengths (optimizer steps) tried for the warm-up transient.
 WARMUP_TAUS = (2.0, 5.0, 10.0, 20.0, 50.0)
 #: Names of the full parameter vector (log scale for the two standard deviations; the trend
 #: per 100 steps, for conditioning).
 NAMES = ("log_sigma_e", "log_sigma_l", "first_pause", "later_pause", "warmup", "trend_per_100")
+#: Degrees of freedom tried for the shared level shape (each capped at one per 10 steps of
+#: the longest run, so a knot interval spans >= 10 steps).
+SHAPE_DFS = (4, 6, 8, 10, 12, 16, 20, 24)
+
+
+@dataclass(frozen=True)
+class LevelShape:
+    """A shared level curve over the optimizer steps (see the module notes).
+
+    Attributes
+    ----------
+    df : int
+        Degrees of freedom of the spline (chosen by BIC).
+    last_step : float
+        Longest calibration run's last step index (the spline is linear beyond it).
+    coef : ndarray
+        Spline coefficients (relative units).
+    cov : ndarray
+        Their covariance (block of the final fit's inverse observed information).
+    """
+
+    df: int
+    last_step: float
+    coef: np.ndarray
+    cov: np.ndarray
+
+    def basis(self, steps: np.ndarray) -> np.ndarray:
+        """Spline columns at step indices ``steps`` (the calibration's knots)."""
+        return shape_basis(steps, self.df, self.last_step)
+
+    def __call__(self, steps: np.ndarray) -> np.ndarray:
+        """The curve (relative to the run level) at ``steps``."""
+        return self.basis(steps) @ self.coef
+
+
+def shape_basis(steps: np.ndarray, df: int, last_step: float) -> np.ndarray:
+    """Centred natural cubic regression spline columns of the step index (patsy ``cr``)."""
+    steps = np.asarray(steps, dtype=float)
+    # the knots depend on the data patsy sees: fix them on the calibration's step grid
+    grid = np.arange(int(last_step) + 1, dtype=float)
+    spec = f"cr(i, df={df}, constraints='center', lower_bound=0, upper_bound={last_step!r}) - 1"
+    info = patsy.dmatrix(spec, {"i": grid}).design_info
+    return np.asarray(patsy.build_design_matrices([info], {"i": steps})[0])
 
 
 @dataclass(frozen=True)
@@ -73,6 +131,8 @@ class BodyFit:
         What is reported (relative units, with intervals and identifiability).
     tests : dict
         Log likelihoods and the likelihood-ratio tests of warm-up, trend and drift.
+    shape : LevelShape or None
+        The shared level curve where BIC adopted it (the trend is then left out).
     """
 
     theta: np.ndarray
@@ -81,6 +141,7 @@ class BodyFit:
     tau: float
     parameters: list[FittedParameter]
     tests: dict
+    shape: LevelShape | None = None
 
     @property
     def sigma_e(self) -> float:
@@ -112,16 +173,25 @@ class BodyFit:
 
         Draws are multivariate normal in :data:`NAMES` coordinates (standard deviations on
         the log scale) over the active components with a finite covariance; the others
-        keep their fitted value.
+        keep their fitted value. The shape's coefficients are drawn from their own block of
+        the covariance (their cross-covariance with the rest is left out).
         """
         x = np.tile(self.theta, (reps, 1))
+        shape = None
+        if self.shape is not None:
+            shape = np.tile(self.shape.coef, (reps, 1))
         if rng is not None:
             ok = self.active & np.isfinite(np.diag(self.cov))
             if ok.any():
                 x[:, ok] = rng.multivariate_normal(
                     self.theta[ok], self.cov[np.ix_(ok, ok)], reps, method="eigh"
                 )
+            sh = self.shape
+            if sh is not None and np.all(np.isfinite(sh.cov)):
+                shape = rng.multivariate_normal(sh.coef, sh.cov, reps, method="eigh")
         return {
+            "shape": self.shape,
+            "shape_coef": shape,
             "sigma_e": np.exp(x[:, 0]),
             "sigma_l": np.exp(x[:, 1]) if self.active[1] else np.zeros(reps),
             "first": x[:, 2],
@@ -246,6 +316,7 @@ def fit_step_body(
     stalls: np.ndarray | None = None,
     *,
     confidence: float = 0.95,
+    shape: bool = True,
 ) -> BodyFit:
     """Fit the body model of the module notes to per-run relative residuals.
 
@@ -258,6 +329,8 @@ def fit_step_body(
         Steps left out as missing values (the stalls of the event fit).
     confidence : float
         Level of the intervals and of the identifiability tests.
+    shape : bool
+        Try the shared level shape (module notes); False gives the model without it.
 
     Returns
     -------
@@ -307,17 +380,41 @@ def fit_step_body(
     use_drift = p_drift < alpha
     if not use_drift:
         theta, ll = th_flat, ll_flat
+    nobs = int(np.isfinite(y).sum())
+    shape_tests: dict = {"bic_without_shape": _bic(ll, len(theta) - (not use_drift), nobs)}
+    shape_fit = None
+    if shape:
+        cols = [x] + [warm[:, None]] * use_warm
+        shape_fit = _fit_shape(y, np.column_stack(cols), run, nobs, shape_tests)
+    if shape_fit is not None:  # the shared curve replaces the trend; drift tested again
+        use_trend = False
+        like, theta, ll, last = shape_fit
+        shape_tests["drift_lr_without_shape"], shape_tests["drift_pvalue_without_shape"] = (
+            lr_drift,
+            p_drift,
+        )
+        th_flat, ll_flat = like.fit(theta, drift=False, polish_only=True)
+        lr_drift, p_drift = _lr_pvalue(ll, ll_flat, 1, boundary=True)
+        use_drift = p_drift < alpha
+        if not use_drift:
+            theta, ll = th_flat, ll_flat
     cov = like.cov(theta, drift=use_drift)
     # place the estimate in the full order of NAMES
     active = np.array([True, use_drift, 1 in pauses, 2 in pauses, use_warm, use_trend])
     slots = [0, 1] + [1 + j for j in pauses] + [4] * use_warm + [5] * use_trend
     full = np.zeros(len(NAMES))
     full_cov = np.full((len(NAMES), len(NAMES)), np.nan)
-    full[slots] = theta
-    full_cov[np.ix_(slots, slots)] = cov
+    full[slots] = theta[: len(slots)]
+    full_cov[np.ix_(slots, slots)] = cov[: len(slots), : len(slots)]
+    level_shape = None
+    if shape_fit is not None:
+        k = len(slots)
+        df = shape_tests["shape_df"]
+        level_shape = LevelShape(df, last, theta[k:], cov[k:, k:])
     if not use_drift:
         full[1] = -np.inf
     tests = {
+        **shape_tests,
         "loglike": ll,
         "warmup_tau_steps": tau,
         "warmup_amplitude_at_best_tau": float(th_full[-2]),
@@ -335,7 +432,69 @@ def fit_step_body(
     full_model_cov = _Likelihood(y, np.column_stack([x, warm, trend]), run).cov(th_full)
     n_flag = (int(exog[:, 1].sum()), int(exog[:, 2].sum()))
     parameters = _report(full, full_cov, active, th_full, full_model_cov, tests, n_flag, confidence)
-    return BodyFit(full, full_cov, active, tau, parameters, tests)
+    parameters.append(_shape_parameter(level_shape, tests, shape))
+    return BodyFit(full, full_cov, active, tau, parameters, tests, level_shape)
+
+
+def _bic(loglike: float, k: int, nobs: int) -> float:
+    return -2.0 * loglike + k * math.log(nobs)
+
+
+def _fit_shape(
+    y: np.ndarray, x: np.ndarray, run: np.ndarray, nobs: int, tests: dict
+) -> tuple[_Likelihood, np.ndarray, float, float] | None:
+    """The shared level shape of lowest BIC, or None where the model without it is better.
+
+    ``x``: the other regressors (pauses, warm-up). Records the BIC of every ``df`` tried in
+    ``tests``. Returns ``(likelihood, theta, loglike, last_step)``; ``theta`` ends with the
+    spline coefficients.
+    """
+    steps = np.empty(len(y))
+    for r in np.unique(run):
+        steps[run == r] = np.arange(int(np.sum(run == r)))
+    last = float(steps.max())
+    best = None
+    by_df = {}
+    for df in SHAPE_DFS:
+        if df > last / 10:
+            break
+        X = np.column_stack([x, shape_basis(steps, df, last)])
+        like = _Likelihood(y, X, run)
+        # start from least squares: the coefficients are linear, only the two sds are not
+        th, ll = like.fit(_start(y, X), polish_only=True)
+        # with and without the random walk (a vanishing walk must not cost its parameter)
+        th0, ll0 = like.fit(th, drift=False, polish_only=True)
+        by_df[df] = min(_bic(ll, len(th), nobs), _bic(ll0, len(th) - 1, nobs))
+        if best is None or by_df[df] < by_df[best[0]]:
+            best = (df, like, th, ll) if ll > ll0 else (df, like, th0, ll0)
+    tests["shape_bic_by_df"] = by_df
+    if best is None or by_df[best[0]] >= tests["bic_without_shape"]:
+        tests["shape_df"] = None
+        return None
+    tests["shape_df"] = best[0]
+    return best[1], best[2], best[3], last
+
+
+def _shape_parameter(shape: LevelShape | None, tests: dict, tried: bool) -> FittedParameter:
+    key = "body.level_shape_df"
+    if not tried:
+        return FittedParameter(key, None, None, False, "not tried (shape=False)")
+    bics = ", ".join(f"{df}: {b:.1f}" for df, b in tests.get("shape_bic_by_df", {}).items())
+    how = (
+        "shared level curve over the optimizer steps, natural cubic spline (patsy cr) with"
+        f" df by BIC ({bics or 'no df fits the run length'}; without it"
+        f" {tests['bic_without_shape']:.1f})"
+    )
+    if shape is None:
+        return FittedParameter(key, None, None, False, how + "; not adopted (BIC)")
+    return FittedParameter(
+        key,
+        float(shape.df),
+        None,
+        True,
+        how + f"; adopted, replaces the trend; drift LR p = {tests['drift_pvalue']:.2g}"
+        f" with it ({tests['drift_pvalue_without_shape']:.2g} without)",
+    )
 
 
 def _report(
@@ -430,7 +589,8 @@ def simulate_body(draws: dict, lengths: list[int], rng: np.random.Generator) -> 
     ----------
     draws : dict
         Arrays ``sigma_e``, ``sigma_l``, ``trend``, ``warmup`` (one value per simulated
-        dataset) and the scalar ``tau`` (:meth:`BodyFit.draw`).
+        dataset), the scalar ``tau`` and, optionally, ``shape`` (a :class:`LevelShape`) with
+        ``shape_coef`` (its coefficients, one row per dataset) (:meth:`BodyFit.draw`).
     lengths : list of int
         Steps per run; the runs are concatenated in this order.
     rng : numpy.random.Generator
@@ -442,6 +602,7 @@ def simulate_body(draws: dict, lengths: list[int], rng: np.random.Generator) -> 
     """
     se, sl = np.asarray(draws["sigma_e"]), np.asarray(draws["sigma_l"])
     trend, warm = np.asarray(draws["trend"]), np.asarray(draws["warmup"])
+    shape, coef = draws.get("shape"), draws.get("shape_coef")
     reps = len(se)
     parts = []
     for n in lengths:
@@ -449,5 +610,7 @@ def simulate_body(draws: dict, lengths: list[int], rng: np.random.Generator) -> 
         level = np.cumsum(rng.normal(0.0, 1.0, (reps, n)) * sl[:, None], axis=1)
         x = level + rng.normal(0.0, 1.0, (reps, n)) * se[:, None]
         x = x + trend[:, None] * i + warm[:, None] * np.exp(-i / draws["tau"])
+        if shape is not None:  # the shared curve, linear beyond the calibration's runs
+            x = x + coef @ shape.basis(i).T
         parts.append(x)
     return np.concatenate(parts, axis=1)
