@@ -349,13 +349,19 @@ def _clark(mu_a, mu_b, v_a, v_b, c_ab):
     """
     th2 = v_a + v_b - 2.0 * c_ab
     tie = th2 <= _TIE_RTOL * (v_a + v_b)
-    th = np.sqrt(np.where(tie, 1.0, th2))
     dmu = mu_a - mu_b
-    al = np.where(tie, 0.0, dmu / th)
-    t_hi = (dmu >= 0).astype(float)
-    t = np.where(tie, t_hi, special.ndtr(al))
-    tc = np.where(tie, 1.0 - t_hi, special.ndtr(-al))
-    thph = np.where(tie, 0.0, th * _INV_SQRT_2PI * np.exp(-0.5 * al * al))
+    if not np.any(tie):  # the same values without the tie branches (np.where's other side)
+        th = np.sqrt(th2)
+        al = dmu / th
+        t, tc = special.ndtr(al), special.ndtr(-al)
+        thph = th * _INV_SQRT_2PI * np.exp(-0.5 * al * al)
+    else:
+        th = np.sqrt(np.where(tie, 1.0, th2))
+        al = np.where(tie, 0.0, dmu / th)
+        t_hi = (dmu >= 0).astype(float)
+        t = np.where(tie, t_hi, special.ndtr(al))
+        tc = np.where(tie, 1.0 - t_hi, special.ndtr(-al))
+        thph = np.where(tie, 0.0, th * _INV_SQRT_2PI * np.exp(-0.5 * al * al))
     mu = mu_a * t + mu_b * tc + thph
     # Var written around the inputs (no E[X^2] - E[X]^2 cancellation of large means).
     var = v_a * t + v_b * tc + dmu * dmu * t * tc + dmu * thph * (tc - t) - thph * thph
@@ -535,7 +541,8 @@ class _Engine:
         C[:, iy] = rows.T
         C[iy[:, None], iy] = blk
         self.mu[iy] = mu
-        self.fa[iy] = t[:, None] * self.fa[ia] + tc[:, None] * self.fa[ib]
+        if self.nf:  # (no shared factors: fa has no columns)
+            self.fa[iy] = t[:, None] * self.fa[ia] + tc[:, None] * self.fa[ib]
         return iy
 
     def _commit_batch(
@@ -848,8 +855,10 @@ def _unit_hermite(
     x = -al
     he_prev, he = np.zeros(g), np.ones(g)
     for k in range(HERMITE_ORDER - 1):
-        hh[:, k] = he / _FACT[k]
-        he_prev, he = he, x * he - k * he_prev
+        hh[:, k] = he
+        if k < HERMITE_ORDER - 2:  # (the last order's successor is not needed)
+            he_prev, he = he, x * he - k * he_prev
+    hh /= _FACT  # column by column: he / n!, as dividing each column on its own
     norm = np.sqrt(np.sum(_FACT * hh * hh, axis=1))
     live = (thph > 0) & (norm > 0)  # no residual at an exact tie or a total underflow
     if tie is not None:
