@@ -28,6 +28,7 @@ from pathlib import Path
 from prism_analytic.engines.crosscheck import verify
 from prism_analytic.engines.pipeline_core import clear_caches
 from prism_analytic.engines.predict import predict
+from prism_analytic.engines.skew_core import clear_cache as clear_shape_cache
 from prism_analytic.workload.builder import build_step_graph
 from prism_analytic.workload.config import ConfigError
 from prism_analytic.workload.presets import MODELS, allowed_gpu_multiple, preset_job
@@ -61,9 +62,10 @@ def bench(preset: str, gpus: int, repeat: int = 2, check: bool = False) -> dict:
     times, cpu = [], []
     for _ in range(repeat):
         # every call cold: a fresh graph (its laws memoise their numeric moments) and no
-        # schedule or makespan reused from the last call
+        # schedule or makespan reused from the last call (Gaussian, skew or kurtosis core)
         graph = build_step_graph(job)
         clear_caches()
+        clear_shape_cache()
         t0, c0 = time.perf_counter(), time.process_time()
         res = predict(graph)
         times.append(time.perf_counter() - t0)
