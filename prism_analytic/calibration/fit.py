@@ -33,6 +33,12 @@ Fixed per-step cost and a part growing with the data-parallel group
 Goodness of fit compares the measured per-run-normalised p90/p50 and p99/p50 with the
 prediction's, and reports the count of steps above 1.5x the median against the predicted
 count's Poisson 95% interval.
+
+Steps directly after an evaluation pause (MLPerf ``eval_stop``) are left out of the median,
+the stall count and the ratios (the step law has no pauses; the step-event fit models
+them), and facts a log states about its job (global batch, microbatches, sequence length,
+GPU count) must match the job given (:func:`.log_job.check_logs_match_job`): a calibration of
+the wrong job would otherwise return a number, silently off.
 """
 
 from __future__ import annotations
@@ -45,7 +51,8 @@ import numpy as np
 from scipy import stats
 
 from .intervals import garwood, poisson_interval
-from .logs import StepLog, StepLogError, per_run_normalised, pool_logs
+from .log_job import check_logs_match_job
+from .logs import StepLog, StepLogError, per_run_normalised, pool_logs, without_pauses
 from .result import (
     CalibrationError,
     CalibrationResult,
@@ -312,6 +319,9 @@ def calibrate_to_logs(
         raise CalibrationError(f"stall_threshold must be > 1, got {stall_threshold!r}")
     if not 0 < confidence < 1:
         raise CalibrationError(f"confidence must be in (0, 1), got {confidence!r}")
+    check_logs_match_job(job, logs)
+    all_logs = logs
+    logs = without_pauses(logs)  # steps after an evaluation pause are not draws of the law
     pooled = pool_logs(logs)
     norm = per_run_normalised(logs)
     if len(np.unique(pooled.times_s)) < 3:
@@ -387,7 +397,7 @@ def calibrate_to_logs(
     params += _not_identified_from_one_size()
     goodness = _goodness(_shape_law(tuned, law, shape, evaluate), norm, pooled.n, seed, law)
     goodness["shape"] = shape
-    goodness.update(_after_pause(logs))
+    goodness.update(_after_pause(all_logs))
     goodness["measured_p90_over_p50_ci"] = r90_ci
     goodness["measured_p90_over_p50"] = r90
     event_fit = None
@@ -399,7 +409,7 @@ def calibrate_to_logs(
         own = _with(own, {"variability": {"temporal": {"step_jitter_s": 0.0}}})
         own_law = _shape_law(own, evaluate(own), shape, evaluate)
         event_fit = fit_step_events(
-            logs,
+            all_logs,
             job.gpus,
             confidence=confidence,
             n_gof=event_gof_refits,
@@ -414,6 +424,7 @@ def calibrate_to_logs(
             "median_s": target,
             "median_ci_s": (m_lo, m_hi),
             "steps": pooled.n,
+            "steps_after_eval_pause_left_out": sum(lg.n for lg in all_logs) - pooled.n,
             "runs": len(logs),
             "sources": [lg.source for lg in logs],
         },
@@ -510,8 +521,10 @@ def _body_identifiability(
 def _after_pause(logs: list[StepLog]) -> dict:
     """The first steps after an evaluation pause, relative to their run's median.
 
-    Reported, not modelled: the step model has no evaluation pauses, so these steps count
-    as stalls when they exceed the stall threshold.
+    Reported, not modelled in the step law (``[training.evaluation]`` holds their cost in run
+    time): they are left out of the stall count and the quantile ratios
+    (:func:`~.logs.without_pauses`), so a slow first step after evaluation is not fitted as
+    a stall.
     """
     ratios = np.concatenate(
         [lg.times_s[lg.after_pause] / np.median(lg.times_s) for lg in logs if lg.n]
@@ -605,9 +618,11 @@ def check_against_logs(
     ``body_mode`` and ``stall_dispersion``; the engine's step jitter is left out of its
     body unless ``body_mode="none"``: the fitted body replaces it).
     """
-    pooled = pool_logs(logs)
+    check_logs_match_job(job, logs)
+    steady = without_pauses(logs)  # steps after an evaluation pause are not draws of the law
+    pooled = pool_logs(steady)
     law = evaluate(job)
-    norm = per_run_normalised(logs)
+    norm = per_run_normalised(steady)
     med = float(np.median(pooled.times_s))
     out = {
         "job": job.name,
@@ -679,8 +694,9 @@ def calibrate_sizes(
         raise CalibrationError("the jobs must differ in size (GPU count)")
     key = keys.pop()
     meds, ses = [], []
-    for _, logs in cases:
-        pooled = pool_logs(logs)
+    for job, logs in cases:
+        check_logs_match_job(job, logs)
+        pooled = pool_logs(without_pauses(logs))
         meds.append(float(np.median(pooled.times_s)))
         lo, hi = _bootstrap_ci(pooled.times_s, _median, n_resamples, 0.6827, seed)
         ses.append(max((hi - lo) / 2, 1e-6 * meds[-1]))

@@ -102,6 +102,7 @@ def read_mllog(text: str, source: str, drop_first: int = 2) -> StepLog:
     pause: list[bool] = []
     meta: dict = {}
     pending_pause = False
+    interval_stats = 0  # tracked_stats without a per-step time (e.g. throughput averages)
     for lineno, line in enumerate(text.splitlines(), 1):
         i = line.find(_MARK)
         if i < 0:
@@ -121,11 +122,22 @@ def read_mllog(text: str, source: str, drop_first: int = 2) -> StepLog:
             times.append(float(t))
             pause.append(pending_pause)
             pending_pause = False
+        elif key == "tracked_stats" and isinstance(value, dict) and "throughput" in value:
+            interval_stats += 1
         elif key == "eval_stop":
             pending_pause = True
         elif key in _META_KEYS and value is not None:
             meta[key] = value
     if not times:
+        if interval_stats:
+            # a throughput is an average over the steps since the previous record: its spread
+            # is not a step's, so it is not turned into step times here
+            raise StepLogError(
+                f"{source}: {interval_stats} 'tracked_stats' records carry only 'throughput'"
+                " (an average over several steps), no per-step value.train_step_time; give"
+                " per-step times instead (a CSV with a step_time_s column, or a JSON list),"
+                " or calibrate to the rate with --tokens-per-s"
+            )
         raise StepLogError(
             f"{source}: no step records (expected ':::MLLOG' lines with key 'tracked_stats'"
             " and value.train_step_time)"
@@ -275,6 +287,20 @@ def pool_logs(logs: list[StepLog], *, min_steps: int = MIN_STEPS) -> StepLog:
             f"too few steps to fit: {pooled.n} after dropping warm-up (need >= {min_steps})"
         )
     return pooled
+
+
+def without_pauses(logs: list[StepLog]) -> list[StepLog]:
+    """The runs with the steps directly after an evaluation pause left out.
+
+    Those steps are slow for a known reason at known positions (the training state is
+    rebuilt after evaluation; ``[training.evaluation]`` holds their cost), not draws of the
+    step law, so stall counts and quantile ratios are taken without them.
+    """
+    out = []
+    for lg in logs:
+        keep = ~np.asarray(lg.after_pause, dtype=bool)
+        out.append(StepLog(lg.source, lg.times_s[keep], lg.meta))
+    return out
 
 
 def per_run_normalised(logs: list[StepLog]) -> np.ndarray:
