@@ -15,9 +15,10 @@ was run on the suite (``prism agreement --confirm-noise``):
    noise is decided: neither is ever re-run. Passing rows are re-run like missing ones, so the
    rule can take a PASS away as well as give one.
 2. A noise-decided row is re-measured ONCE: the same analytic answers against a new Monte Carlo
-   sample of :func:`confirmation_samples` (10x the requested samples, at least 1,000,000) with
-   the independent seed :func:`confirmation_seed` (the suite's seed + 1). That row, metrics and
-   verdict, replaces the first, whether it passes or fails; the first is kept under ``first``.
+   sample of :func:`confirmation_samples` (10x the requested samples, at least 1,000,000;
+   capped by Monte Carlo's work guard like the first run) with the independent seed
+   :func:`confirmation_seed` (the suite's seed + 1). That row, metrics and verdict, replaces
+   the first, whether it passes or fails; the first is kept under ``first``.
 3. The confirmed verdict is strict (:func:`confirmed_misses`): a comparison still inside the
    (smaller) noise is a miss labelled ``unresolved (within MC noise)``, even where it is met.
 4. Where Monte Carlo's work guard (``affordable_samples``) does not allow a larger sample than
