@@ -176,6 +176,21 @@ class _KurtosisEngine(_FullEngine):
         self._k3_seq = op_k3 if skewed else None
         self._k3_at = 0
 
+    def _rebind(self, fresh: _FullEngine) -> bool:
+        """Take over ``fresh``'s op third cumulants (False: another op window or other ops).
+
+        The ops added so far must have the same third cumulants in ``fresh``'s DAG, else the
+        shared start would not be that DAG's.
+        """
+        if not isinstance(fresh, _KurtosisEngine) or fresh.R != self.R:
+            return False
+        if self.R:
+            done = self._k3_seq[: self._k3_at]
+            if not np.array_equal(fresh._k3_seq[: self._k3_at], done):
+                return False
+            self._k3_seq = fresh._k3_seq
+        return super()._rebind(fresh)
+
     def add(self, slots: np.ndarray, m: np.ndarray, s: np.ndarray, lm: np.ndarray) -> None:
         super().add(slots, m, s, lm)
         if not self.R:

@@ -38,6 +38,7 @@ with this module's estimate of that skewness did not fix (tried, not kept).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
@@ -164,6 +165,10 @@ class _FullEngine(_Engine):
     shape: ClassVar[str] = "skew"
     #: Attributes holding one row per slot besides the canonical state (``(cap, k)`` arrays).
     slot_rows: ClassVar[tuple[str, ...]] = ()
+    #: Whether the pipeline driver may propagate two truncated schedules' common start once
+    #: and copy the engine (:func:`_forked`); a subclass with per-DAG state of its own sets
+    #: False or extends :meth:`_rebind`.
+    forkable: ClassVar[bool] = True
 
     @classmethod
     def for_dag(
@@ -181,6 +186,14 @@ class _FullEngine(_Engine):
         self.TAU = np.zeros(self.W)
         self.last = -1  # the slot written last: the sink once run() is over
         self.tape: list[tuple] = []
+
+    def _rebind(self, fresh: _FullEngine) -> bool:
+        """Continue, after a shared start, as the engine ``fresh`` (built for another DAG).
+
+        Takes over ``fresh``'s per-DAG inputs; False when they differ in a way that would have
+        changed the shared start (nothing to take over here).
+        """
+        return True
 
     def _grow(self) -> None:
         old = self.cap
@@ -393,6 +406,13 @@ def _run(
     """
     eng = engine.for_dag(lmat.shape[1], window, gens, k3_arr)
     mu, var, _ = eng.run(gens, preds, m_arr, s_arr, lmat)
+    return _finish_run(eng, gens, preds, mu, var, k3_arr)
+
+
+def _finish_run(
+    eng: Any, gens: list, preds: list, mu: float, var: float, k3_arr: np.ndarray | None
+) -> tuple[float, float, float]:
+    """:func:`_run`'s result from an engine that has propagated the whole DAG."""
     with single_blas_thread():
         k3 = eng.kappa3(eng.last)
     if k3_arr is not None and np.any(k3_arr != 0):
@@ -549,7 +569,9 @@ def _pipeline(
         info = {"ops": spec.n_ops, "evaluated_microbatches": [spec.microbatches]}
         return SkewResult(mu, math.sqrt(var), _skewness(var, k3), w, spec.n_ops), info
     m1, m2 = cut
-    r1, r2 = (direct(spec.with_microbatches(m)) for m in (m1, m2))
+    r1, r2 = _forked(engine, spec, (m1, m2), window, k3_law) or [
+        direct(spec.with_microbatches(m)) for m in (m1, m2)
+    ]
     blocks = (spec.microbatches - m2) / (m2 - m1)
     d = [b - a for a, b in zip(r1[:3], r2[:3], strict=True)]
     mu = r2[0] + blocks * d[0]
@@ -564,6 +586,70 @@ def _pipeline(
         "kappa3_increment_per_block": d[2],
     }
     return SkewResult(mu, math.sqrt(var), _skewness(var, k3), r2[3], spec.n_ops), info
+
+
+def _forked(
+    engine: type[_FullEngine],
+    spec: Any,
+    sizes: tuple[int, int],
+    window: int | None,
+    k3_law: Mapping[str, float],
+) -> list[tuple[float, float, float, int]] | None:
+    """``direct`` at two microbatch counts, their common first generations propagated once.
+
+    A longer schedule begins like a shorter one (:func:`~.canonical.shared_generations`:
+    llama3-70b at 32 GPUs, m = 200 and 204, shares 1,980 of its 2,006 and 2,046 generations),
+    so those generations go through one engine, which is then copied, and each schedule
+    continues from its own copy, as :meth:`~.canonical._Engine.run_forked` does for the
+    Gaussian core. Each schedule sees exactly the state, and performs exactly the operations,
+    of its own :func:`_run`: the results are bit-identical to two separate evaluations. None
+    when the engine cannot be forked or the two engines would differ from the start (another
+    window, op window or op third cumulants).
+    """
+    from . import pipeline_core as pc
+    from .canonical import shared_generations
+
+    if not getattr(engine, "forkable", False):  # (the cumulant core's engine is no _FullEngine)
+        return None
+    dags, engines, k3s, wins = [], [], [], []
+    for m in sizes:
+        st = pc._structure(spec.stages, m, spec.schedule, spec.vpp)
+        m_arr, s_arr, lmat = pc._factor_model(spec.with_microbatches(m), st)
+        w = st["window"] if window is None else _window(st["gens"], st["preds"], window)
+        k3_arr = np.array([k3_law[k] for k in st["keys"]])
+        dags.append((st["gens"], st["preds"], m_arr, s_arr, lmat))
+        engines.append(engine.for_dag(lmat.shape[1], w, st["gens"], k3_arr))
+        k3s.append(k3_arr)
+        wins.append(w)
+    shared = shared_generations(dags)
+    if wins[0] != wins[1] or shared == 0:
+        return None
+    pre = np.concatenate([np.asarray(g, dtype=np.intp) for g in dags[0][0][:shared]])
+    if not np.array_equal(k3s[0][pre], k3s[1][pre]):
+        return None
+    base = engines[0]
+    gens0, preds0, m0, s0, l0 = dags[0]
+    with single_blas_thread():
+        state = base._begin(preds0)
+        base._advance(state, gens0[:shared], preds0, m0, s0, l0)
+    out = []
+    for (gens, preds, m_arr, s_arr, lmat), fresh, k3_arr, w in zip(
+        dags, engines, k3s, wins, strict=True
+    ):
+        # the tape's records are never changed once written: the copy shares them
+        eng = copy.deepcopy(base, {id(base.tape): list(base.tape)})
+        if not eng._rebind(fresh):
+            return None
+        with single_blas_thread():
+            own = eng._begin(preds)
+            # prefix nodes: identical successors, so identical remaining counts and slots
+            own[0][pre] = state[0][pre]
+            own[1][pre] = state[1][pre]
+            own[2].extend(state[2])
+            eng._advance(own, gens[shared:], preds, m_arr, s_arr, lmat)
+            mu, var, _ = eng._end(own, None)
+        out.append((*_finish_run(eng, gens, preds, mu, var, k3_arr), w))
+    return out
 
 
 #: Pipeline results of every engine (this module's and :mod:`.kurtosis_core`'s), keyed by
