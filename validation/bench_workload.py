@@ -22,28 +22,44 @@ tp 8, pp 16, vpp 8, dp 512, 16 microbatches, a 4,096-op pipeline body):
   the analytic error is no larger than that half-width.
 
 Measured (``python validation/bench_workload.py --out validation/results/bench_workload``,
-2026-11-30 20:57 UTC, commit e4d0ac9 + this file's fresh-graph cold timing, load average
-1.0 -> 1.3 on 2 CPUs)::
+2026-11-30 23:08 UTC, commit d9b0066 (a clean clone: no uncommitted work of others), load
+average 4.3 -> 4.6 on 2 CPUs, i.e. every process got about half a core: read the CPU times)::
 
-    analytic first call of the process: 0.309 s wall, 0.308 s CPU
-    analytic cold (fresh graph, caches cleared, best of 3): 0.271 s wall, 0.271 s CPU
-    analytic warm (pipeline makespan cached): 0.111 s wall, 0.111 s CPU
-    Monte Carlo, 1,000 samples, every replica explicit: 25.4 s wall, 25.2 s CPU
-    ratio Monte Carlo / analytic: cold 94x wall, 93x CPU; warm 229x wall, 228x CPU
+    analytic first call of the process: 0.612 s wall, 0.303 s CPU
+    analytic cold (fresh graph, caches cleared, best of 3): 0.524 s wall, 0.258 s CPU
+    analytic warm (pipeline makespan cached): 0.202 s wall, 0.101 s CPU
+    Monte Carlo, 1,000 samples, every replica explicit: 56.0 s wall, 26.4 s CPU
+    ratio Monte Carlo / analytic: cold 107x wall, 102x CPU; warm 278x wall, 261x CPU
 
-(The process's first call: 82x; a run a minute earlier: 94x cold, 223x warm. Earlier runs
-the same day reused the graph for the cold repeats, so its laws' memoised moments made "cold"
-~10% faster: 0.257 s, 103x at load 2.8; 0.403 s wall / 0.268 s CPU, 100x at load 4.3.)
+Quantiles are bit-identical to the previous session's (the accuracy table is unchanged). Before
+and after this session's cuts at the same load (cold predict, process CPU, best of 6 per round,
+4 alternating rounds, load 4.5): commit a5ad1ec 0.265-0.309 s, d9b0066 0.233-0.256 s (about
+-13%; at the Monte Carlo's 26.4 s CPU: 100x -> 113x). The previous session's figures (load
+1.0 -> 1.3): cold 0.271 s CPU (93x), warm 0.111 s (228x), Monte Carlo 25.2 s CPU.
 
-Accuracy (seconds; reference 16,384 samples, seed 1): the analytic error is +0.0011 to
-+0.0017 s at p5-p90 (about the pipeline body's known +1.5 body-sd Clark-Mehler bias, +0.0012 s,
-0.02% of the step), -0.0001 at p95 and -0.0014 at p99; the 1,000-sample run's 95% half-widths
-are 0.005-0.012 s at p5-p95 and 0.038 s at p99 (its actual errors +0.004 ... -0.015 s). At
-every level the analytic error is 3x (p75) to 100x (p95) smaller than that half-width; at
-p5-p75 it is about the reference's own 99% half-width (0.0016-0.0020 s). The 1,000x goal is
-not met: the cold analytic path is dominated by the canonical-form core (286 generations of batched
-numpy calls, ~0.15 s CPU, overhead-bound: a residual window of 32 instead of 512 saves only
-0.06 s) and by the step grid (discretising mixtures by bisection, FFT convolutions, ~0.12 s).
+Where the cold time goes (cProfile and line timings, llama3-405b at 65,536 GPUs, CPU seconds
+scaled to an idle box):
+
+1. the canonical-form core, ~0.13 s: 284 batched maxima (one per topological generation of
+   the 4,096-op interleaved body, 16 at a time), ~150 numpy calls each. With a residual
+   window of 16 instead of 512 it still takes ~0.085 s: two thirds is per-call overhead; the
+   Mehler sums over the window are ~0.03 s. Cut here (bit-identical): successor bookkeeping
+   on Python lists (16 -> 8 ms), ring writes by slice, M gathered once, Clark's max without
+   the tie branches when there is no tie (core alone, same load: 0.131-0.138 s -> 0.118-0.127 s).
+2. the FFT convolutions of the step's series part, ~0.03 s (6 grid sums, 2^17-2^18-point
+   transforms: the bracket's cell count sets the length, and the round-off bound needs powers
+   of two).
+3. discretising the laws, ~0.05 s: the hiccup mixture's five bisections now run as two grouped
+   passes with the same bits (26 -> 11 ms); the exposed-communication laws' CDF and SF on
+   ~150,000 cells, ~0.02 s.
+4. numeric moments of the replica speed factor (slowest of 128 GPUs) and of its log, two
+   20,001-point integrals, ~0.025 s.
+5. pipeline moments and structure, ~0.02 s: spec moments once per distinct law (256 keys,
+   6 laws: 11 ms -> < 1 ms), the schedule's levels (~0.01 s, cached by size in use).
+
+The 1,000x goal is not met (102-113x cold, 261x warm). No single cost above is more than half
+of the time, so 10x needs the core not to walk 4,096 ops (the periodic structure of item 4
+of issue #8) and the grid side to drop its fixed costs (items 2-4), not more tuning.
 
 Earlier (other commits, other model defaults, wall times only): 0.78 s vs 65.0 s (83x, idle);
 0.36 s warm vs 113.5 s under load 8 (314x warm, 121x cold).
