@@ -180,10 +180,11 @@ class _FullEngine(_Engine):
     def __init__(self, n_factors: int, window: int, cap: int = 32) -> None:
         super().__init__(n_factors, window, cap)
         self.G = np.eye(self.W)
-        # per residual: weight s (std of s * unit residual), E[g^3] and E[U g^2] of the unit one
+        # per residual: weight s (std of s * unit residual), and Clark's alpha and whether it is
+        # live, from which E[g^3] and E[U g^2] of the unit one follow (:meth:`rectifier`)
         self.S = np.zeros(self.W)
-        self.GAM = np.zeros(self.W)
-        self.TAU = np.zeros(self.W)
+        self.AL = np.zeros(self.W)
+        self.LIVE = np.zeros(self.W, dtype=bool)
         self.last = -1  # the slot written last: the sink once run() is over
         self.tape: list[tuple] = []
 
@@ -291,31 +292,43 @@ class _FullEngine(_Engine):
         clark = _clark(self.mu[ia], self.mu[ib], va, vb, cab)
         t, tc, thph, al, _, _, tie = clark
         mu, var, extra = self._correct(ia, ib, clark, vb, cab, th2)
-        rows = t[:, None] * C[ia] + tc[:, None] * C[ib]
+        # the inputs' covariance rows, gathered once (C is not written before the end)
+        ca, cb = C[ia], C[ib]
+        rows = t[:, None] * ca + tc[:, None] * cb
         self.tape.append(("m", iy.copy(), ia.copy(), ib.copy(), t))
         hh, live = _unit_hermite(al, thph, tie)
         rv = live.astype(float)
         # The new residual's direction is that of the full difference A - B (earlier residuals
         # included), normalised by theta: inv = 1 / theta, r = Corr(D_l, D_new).
         inv = np.where(live, 1.0 / np.sqrt(np.where(live, th2, 1.0)), 0.0)  # 1 / theta
-        dc = C[ia] - C[ib]  # Cov(D_new, X_j) for every slot j
-        ar = np.arange(g)
+        dc = ca - cb  # Cov(D_new, X_j) for every slot j
         blk, s, pos, r, r12 = self._commit_batch(
             iy, ia, ib, t, tc, va, vb, cab, var, rows, hh, rv, dc, inv, cov_dirs=True
         )
         self._finish(iy, rows, extra)
         self.S[pos] = s
-        self.GAM[pos], self.TAU[pos] = _rectifier_moments(al, live)
-        r12[ar, ar] = 1.0
-        self.G[pos, :] = r
-        self.G[:, pos] = r.T
-        self.G[np.ix_(pos, pos)] = r12
+        self.AL[pos], self.LIVE[pos] = al, live
+        np.fill_diagonal(r12, 1.0)
+        G = self.G
+        G[pos, :] = r
+        G[:, pos] = r.T
+        G[pos[:, None], pos] = r12  # (np.ix_ costs ~10 us a call)
         C[iy, :] = rows
         C[:, iy] = rows.T
-        C[np.ix_(iy, iy)] = blk
+        C[iy[:, None], iy] = blk
         self.mu[iy] = mu
-        self.fa[iy] = t[:, None] * self.fa[ia] + tc[:, None] * self.fa[ib]
+        if self.nf:  # (no shared factors: fa has no columns)
+            self.fa[iy] = t[:, None] * self.fa[ia] + tc[:, None] * self.fa[ib]
         return iy
+
+    def rectifier(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(E[g^3], E[U g^2])`` of the window's unit residuals (:func:`_rectifier_moments`).
+
+        Computed when asked (the sink's :meth:`kappa3`), for the whole window at once, rather
+        than for every batch of maxima: the same elementwise operations on the same alphas,
+        so the same values (0 where no residual was ever written).
+        """
+        return _rectifier_moments(self.AL, self.LIVE)
 
     def kappa3(self, slot: int) -> float:
         """Third cumulant of the node in ``slot`` (module docstring).
@@ -329,7 +342,8 @@ class _FullEngine(_Engine):
         if big == 0:
             return 0.0
         m = self.M[slot]  # Cov(X, U_k) = Cov(Gaussian part, U_k)
-        own = float(np.sum(6.0 * x * m**2 + 3.0 * w**2 * m * self.TAU + w**3 * self.GAM))
+        gam, tau = self.rectifier()
+        own = float(np.sum(6.0 * x * m**2 + 3.0 * w**2 * m * tau + w**3 * gam))
         keep = np.flatnonzero(np.abs(x) >= _KEEP_RTOL * big)
         a = self.G[np.ix_(keep, keep)] * x[keep][None, :]  # G X: tr((G X)^3) is the triple sum
         cross = 8.0 * (float(np.sum((a @ a) * a.T)) - float(np.sum(x[keep] ** 3)))
