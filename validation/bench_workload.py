@@ -37,15 +37,15 @@ and after this session's cuts at the same load (cold predict, process CPU, best 
 -13%; at the Monte Carlo's 26.4 s CPU: 100x -> 113x). The previous session's figures (load
 1.0 -> 1.3): cold 0.271 s CPU (93x), warm 0.111 s (228x), Monte Carlo 25.2 s CPU.
 
-Where the cold time goes (cProfile and line timings, llama3-405b at 65,536 GPUs, CPU seconds
-scaled to an idle box):
+Where the cold time goes (cProfile, line timings and timeit of the parts, llama3-405b at
+65,536 GPUs; approximate CPU seconds, read at loads 1-5, of the ~0.25 s cold total):
 
 1. the canonical-form core, ~0.13 s: 284 batched maxima (one per topological generation of
-   the 4,096-op interleaved body, 16 at a time), ~150 numpy calls each. With a residual
+   the 4,096-op interleaved body, 16 at a time), ~100-150 numpy calls each. With a residual
    window of 16 instead of 512 it still takes ~0.085 s: two thirds is per-call overhead; the
    Mehler sums over the window are ~0.03 s. Cut here (bit-identical): successor bookkeeping
    on Python lists (16 -> 8 ms), ring writes by slice, M gathered once, Clark's max without
-   the tie branches when there is no tie (core alone, same load: 0.131-0.138 s -> 0.118-0.127 s).
+   the tie branches when there is no tie (core alone, same load: 0.130-0.138 s -> 0.117-0.127 s).
 2. the FFT convolutions of the step's series part, ~0.03 s (6 grid sums, 2^17-2^18-point
    transforms: the bracket's cell count sets the length, and the round-off bound needs powers
    of two).
@@ -57,9 +57,10 @@ scaled to an idle box):
 5. pipeline moments and structure, ~0.02 s: spec moments once per distinct law (256 keys,
    6 laws: 11 ms -> < 1 ms), the schedule's levels (~0.01 s, cached by size in use).
 
-The 1,000x goal is not met (102-113x cold, 261x warm). No single cost above is more than half
-of the time, so 10x needs the core not to walk 4,096 ops (the periodic structure of item 4
-of issue #8) and the grid side to drop its fixed costs (items 2-4), not more tuning.
+The 1,000x goal is not met (102-113x cold, 261x warm). The core is about half of the time and
+the rest is spread over fixed costs of the grid side, so 10x needs the core not to walk 4,096
+ops (the periodic structure, item 4 of issue #8) and the grid side to shed most of items 2-4;
+what is left to tuning is a few tens of percent.
 
 Earlier (other commits, other model defaults, wall times only): 0.78 s vs 65.0 s (83x, idle);
 0.36 s warm vs 113.5 s under load 8 (314x warm, 121x cold).
