@@ -348,8 +348,16 @@ def calibrate_to_logs(
             s_lo, s_hi = _bootstrap_ci(excess, _median, n_resamples, confidence, seed)
             s_how = "median excess over the run median; percentile bootstrap"
         else:
-            s_lo, s_hi = float(excess.min()), float(excess.max())
-            s_how = f"median excess over the run median; observed range ({k} stalls)"
+            # one or two stalls: an observed range would be an interval of width ~0; the
+            # exact chi-square interval of an exponential mean states what k stalls allow
+            a = 1.0 - confidence
+            total = float(excess.sum())
+            s_lo = 2 * total / float(stats.chi2.ppf(1 - a / 2, 2 * k))
+            s_hi = 2 * total / float(stats.chi2.ppf(a / 2, 2 * k))
+            s_how = (
+                f"median excess over the run median ({k} stall(s)); interval: exact chi-square"
+                f" {confidence:.0%} interval of an exponential mean (assumes exponential sizes)"
+            )
         params += [
             FittedParameter(
                 "variability.hiccups.probability",
@@ -658,6 +666,9 @@ def check_against_logs(
             seed=seed,
             body_mode=body_mode,
             stall_dispersion=stall_dispersion,
+            # seconds-valued events are relative to the predicted median, not to the
+            # within-run law's (which lacks the run's slowest-replica factor)
+            median_s=None,
         )
     return out
 
