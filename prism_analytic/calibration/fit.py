@@ -668,7 +668,7 @@ def check_against_logs(
             stall_dispersion=stall_dispersion,
             # seconds-valued events are relative to the predicted median, not to the
             # within-run law's (which lacks the run's slowest-replica factor)
-            median_s=None,
+            median_s=law.p50_s,
         )
     return out
 

@@ -569,6 +569,7 @@ def predict_events(
     seed: int = 0,
     body_mode: str = "fitted",
     stall_dispersion: float | None = None,
+    median_s: float | None = None,
 ) -> dict:
     """Per-run-normalised p90/p50, p99/p50 and steps above 1.5x at another size.
 
@@ -596,6 +597,14 @@ def predict_events(
     stall_dispersion : float, optional
         Dispersion of the per-run stall rate (gamma variance; :mod:`.stall_dispersion`).
         Default: the calibration's value where it was identified, else one common rate.
+    median_s : float, optional
+        The predicted median step at the target size (default ``body.p50_s``). The pause
+        costs and stall sizes are seconds: their size relative to the step is set by this
+        median, and ``body`` is rescaled to it. ``body`` is a *within-run* law (persistent
+        GPU speed spread removed, :func:`.fit.check_against_logs`), whose median lacks the
+        run's slowest-replica factor (MLPerf 1,024 GPUs: 7.18 s against a predicted median of
+        8.50 s); taking its median as the scale made every second-valued cost 18% too large
+        relative to the step.
 
     Returns
     -------
@@ -614,6 +623,15 @@ def predict_events(
     if body_mode not in BODY_MODES:
         raise CalibrationError(f"body_mode must be one of {BODY_MODES}, got {body_mode!r}")
     alpha, alpha_from = _dispersion(fit, stall_dispersion)
+    if median_s is None:
+        median_s = float(body.p50_s)
+    elif not (
+        isinstance(median_s, int | float)
+        and not isinstance(median_s, bool)
+        and math.isfinite(median_s)
+        and median_s > 0
+    ):
+        raise CalibrationError(f"median_s must be a positive number of seconds, got {median_s!r}")
     mode = body_mode if fit.body is not None else "none"
     runs = [lg for lg in logs if lg.n]
     if not runs:
@@ -638,7 +656,7 @@ def predict_events(
         q1 = 1.0 - (1.0 - par["q"]) ** (1.0 / fit.gpus)
         q_g = 1.0 - (1.0 - q1) ** gpus
         n = len(exog)
-        t = _body_times(fit, body, mode, lengths, reps, boot, rng, par)
+        t = _body_times(fit, body, mode, lengths, reps, boot, rng, par, float(median_s))
         t = t + np.outer(par["first"], exog[:, 1]) + np.outer(par["later"], exog[:, 2])
         rate = np.broadcast_to(q_g[:, None], (reps, n))
         if alpha:  # a gamma multiplier per run and dataset: stalls cluster in runs
@@ -713,24 +731,27 @@ def _body_times(
     boot: bool,
     rng: np.random.Generator,
     par: dict,
+    median_s: float,
 ) -> np.ndarray:
     """Simulated step times (seconds) before pauses and stalls, shape ``(reps, n)``.
 
-    With a fitted body its pause costs (relative at the calibration size, converted to
-    seconds there) replace the mixture's in ``par``.
+    The step's scale is ``median_s`` (the engine's law is rescaled to it). With a fitted
+    body its pause costs (relative at the calibration size, converted to seconds there)
+    replace the mixture's in ``par``.
     """
     n = sum(lengths)
+    scale = median_s / float(body.p50_s)
     if mode == "none":
-        return body.sample(reps * n, rng).reshape(reps, n)
+        return body.sample(reps * n, rng).reshape(reps, n) * scale
     bf = fit.body
     draws = bf.draw(reps, rng if boot else None)
     par["first"] = draws["first"] * fit.median_s
     par["later"] = draws["later"] * fit.median_s
     if mode == "fitted":
-        return body.p50_s * (1.0 + simulate_body(draws, lengths, rng))
+        return median_s * (1.0 + simulate_body(draws, lengths, rng))
     extra = np.sqrt(np.maximum(draws["sigma_e"] ** 2 - fit.engine_sd_rel**2, 0.0))
     rel = simulate_body({**draws, "sigma_e": extra}, lengths, rng)
-    return body.sample(reps * n, rng).reshape(reps, n) * (1.0 + rel)
+    return body.sample(reps * n, rng).reshape(reps, n) * scale * (1.0 + rel)
 
 
 # --------------------------------------------------------------------------------------
