@@ -534,7 +534,11 @@ def _window_levels(dist: Distribution, tail: float) -> dict[str, Callable[[], np
 
 
 def discretize(
-    dist: Distribution, h: float, policy: GridPolicy = DEFAULT_POLICY
+    dist: Distribution,
+    h: float,
+    policy: GridPolicy = DEFAULT_POLICY,
+    *,
+    with_moments: bool = True,
 ) -> GridDistribution:
     """Discretise an exact distribution from its CDF and SF on the lattice ``k * h``.
 
@@ -542,7 +546,9 @@ def discretize(
     does not coarsen the lattice beyond what the bulk can bear (16 times the requested spacing
     or 1e-3 of the interquartile range): the mass beyond the window becomes explicit atoms
     (the lower side keeps it at the top point, the upper side at +inf), never silently dropped,
-    and quantiles inside it are reported as unresolved.
+    and quantiles inside it are reported as unresolved. The grid carries the law's exact mean
+    and variance unless ``with_moments`` is False (for a caller that drops them: numeric
+    moments of a law without closed forms cost a 20,001-point integral).
     """
     tail = policy.tail_mass
     levels = _window_levels(dist, tail)
@@ -576,7 +582,7 @@ def discretize(
         below=float(cdf[0]),
         above=float(sf[-1]),
         policy=policy,
-        moments=(dist.mean(), dist.var()),
+        moments=(dist.mean(), dist.var()) if with_moments else None,
         tail_index=dist.tail_index,
     )
 

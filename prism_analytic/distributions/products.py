@@ -9,10 +9,12 @@ few FFTs, whatever the spread of S relative to X.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .base import Distribution
-from .grid import GridDistribution, convolve_grids, to_grid
+from .grid import GridDistribution, convolve_grids, discretize
 
 __all__ = ["scale_mixture"]
 
@@ -23,6 +25,15 @@ class _LogOf(Distribution):
     def __init__(self, base: Distribution) -> None:
         self.base = base
         self.is_exact = base.is_exact
+
+    @property
+    def tail_index(self) -> float:
+        """No power tail (``inf``).
+
+        P(log S > t) = P(S > e^t) decays exponentially in t even for a power-tailed S; the
+        default would integrate log S's moments numerically only to find them finite.
+        """
+        return math.inf
 
     @property
     def support(self) -> tuple[float, float]:
@@ -85,7 +96,8 @@ def scale_mixture(body: GridDistribution, speed: Distribution) -> GridDistributi
     # Relative resolution: each log-lattice rounding costs one cell of relative width.
     delta = policy.rel_width / 4.0
     x_log = _relattice(body, np.log, delta)
-    s_log = to_grid(_LogOf(speed), delta, policy)
+    # the product's moments are not kept (_relattice drops them): skip log S's numeric moments
+    s_log = discretize(_LogOf(speed), delta, policy, with_moments=False)
     product = convolve_grids(x_log, s_log)
     mean = body.mean() * speed.mean()
     h = max(body.h * s_min, policy.rel_width * mean / 4.0)
