@@ -210,3 +210,14 @@ def test_pause_steps_are_not_stalls_and_one_stall_has_a_real_interval(tmp_path):
     size = next(p for p in res.parameters if p.key == "variability.hiccups.size_s")
     lo, hi = size.interval
     assert lo < size.value < hi and hi / lo > 30  # chi-square with 2 degrees of freedom
+
+
+def test_interleaved_ranks_are_refused(tmp_path):
+    t = draw_steps(3.0, 30, seed=5)
+    a = write_mllog(tmp_path / "a.txt", t, prefix="0: ").read_text().splitlines()
+    b = write_mllog(tmp_path / "b.txt", t, prefix="8: ").read_text().splitlines()
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text("\n".join(x for pair in zip(a, b, strict=True) for x in pair))
+    with pytest.raises(StepLogError, match="several ranks are interleaved.*grep '\\^0: '"):
+        read_step_log(mixed)
+    assert read_step_log(tmp_path / "a.txt").n == 28  # one rank's file reads as before

@@ -10,7 +10,11 @@ Formats
   records with ``value.train_step_time``; ``global_batch_size``,
   ``gradient_accumulation_steps``, ``max_sequence_length`` and ``submission_platform`` are
   kept as job metadata; a step that follows an ``eval_stop`` record is flagged
-  (:attr:`StepLog.after_pause`).
+  (:attr:`StepLog.after_pause`). A launcher's rank label before the mark (``0: :::MLLOG``)
+  is allowed; step records of several ranks interleaved in one file are refused (each step
+  would count more than once). ``metadata.step`` is not read (it counts samples in some
+  logs, steps in others); records carrying only ``throughput`` (an average over several
+  steps) are refused by name.
 * CSV: a header with one of the columns :data:`CSV_COLUMNS` (seconds), or a single unnamed
   column of numbers.
 * JSON: a list of numbers; a list of objects with a key of :data:`CSV_COLUMNS`; an object
@@ -26,6 +30,7 @@ import csv
 import io
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +51,8 @@ CSV_COLUMNS = ("step_time_s", "step_time", "train_step_time", "seconds", "time_s
 #: Fewest steps (after dropping warm-up) that a fit accepts.
 MIN_STEPS = 20
 _MARK = ":::MLLOG "
+#: a launcher's rank label before the MLLOG mark (``srun --label``: ``"12: :::MLLOG {...}"``)
+_RANK = re.compile(r"^\s*(\d+)\s*:\s*$")
 _META_KEYS = (
     "global_batch_size",
     "gradient_accumulation_steps",
@@ -103,6 +110,7 @@ def read_mllog(text: str, source: str, drop_first: int = 2) -> StepLog:
     meta: dict = {}
     pending_pause = False
     interval_stats = 0  # tracked_stats without a per-step time (e.g. throughput averages)
+    ranks: dict[str, int] = {}  # rank label -> first line with a step record
     for lineno, line in enumerate(text.splitlines(), 1):
         i = line.find(_MARK)
         if i < 0:
@@ -119,6 +127,16 @@ def read_mllog(text: str, source: str, drop_first: int = 2) -> StepLog:
         if key == "tracked_stats" and isinstance(value, dict) and "train_step_time" in value:
             t = value["train_step_time"]
             _check_times([t], f"{source}:{lineno}")
+            label = _RANK.match(line[:i])
+            if label:
+                ranks.setdefault(label.group(1), lineno)
+                if len(ranks) > 1:
+                    (r0, l0), (r1, l1) = list(ranks.items())[:2]
+                    raise StepLogError(
+                        f"{source}: step records of several ranks are interleaved (rank {r0}"
+                        f" from line {l0}, rank {r1} at line {l1}): every step would count"
+                        f" more than once; keep one rank's lines (e.g. grep '^{r0}: ')"
+                    )
             times.append(float(t))
             pause.append(pending_pause)
             pending_pause = False
