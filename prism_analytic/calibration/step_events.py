@@ -610,7 +610,9 @@ def predict_events(
     -------
     dict
         Measured statistics; ``*_point_95%`` intervals (fitted parameters, sampling only) and
-        ``*_bootstrap_95%`` (parameters from the bootstrap refits too); the predicted mean
+        ``*_bootstrap_95%`` (parameters from the bootstrap refits too), ``*_posterior_95%``
+        (stall rate and size from their posteriors, :func:`_posterior_draws`; its count
+        interval is the posterior predictive, ``count_inside_posterior``); the predicted mean
         count above 1.5x with its Poisson interval and, with a dispersion, its negative
         binomial interval (``count_negbin_95``); ``p99_inside`` (bootstrap interval),
         ``count_inside`` (Poisson interval of the point estimate's mean count) and
@@ -651,8 +653,13 @@ def predict_events(
         "stall_dispersion_from": alpha_from,
     }
     lengths = [lg.n for lg in runs]
-    for label, boot in (("point", False), ("bootstrap", True)):
-        par = _draws(fit, reps, boot, rng)
+    labels = [("point", False), ("bootstrap", True)] + [("posterior", True)] * (fit.stalls > 0)
+    for label, boot in labels:
+        par = (
+            _posterior_draws(fit, reps, rng)
+            if label == "posterior"
+            else _draws(fit, reps, boot, rng)
+        )
         q1 = 1.0 - (1.0 - par["q"]) ** (1.0 / fit.gpus)
         q_g = 1.0 - (1.0 - q1) ** gpus
         n = len(exog)
@@ -700,7 +707,30 @@ def predict_events(
     if alpha:
         n_lo, n_hi = out["count_negbin_95"]
         out["count_inside_negbin"] = bool(n_lo <= k_meas <= n_hi)
+    post = f"count_above_1p5x_posterior_{confidence:.0%}"
+    if post in out:
+        out["count_inside_posterior"] = bool(out[post][0] <= k_meas <= out[post][1])
+    else:
+        out[post] = None
+        out["count_posterior_note"] = "no stall at the calibration size: no size to predict from"
     return out
+
+
+def _posterior_draws(fit: EventFit, reps: int, rng: np.random.Generator) -> dict:
+    """Stall rate and size drawn from their posteriors (Jeffreys priors), pauses fitted.
+
+    ``k`` stalls in ``n`` steps: rate ``q ~ Gamma(k + 1/2, 1/n)`` (Jeffreys prior of a Poisson
+    rate); exponential mean size ``s ~ InvGamma(k, total excess)`` (Jeffreys prior ``1/s``).
+    With one stall the size's posterior has no mean: the predictive count then carries what
+    one stall cannot say about the size, which the bootstrap (every resample holds the same
+    stall) cannot. Needs ``k >= 1``.
+    """
+    k, n = fit.stalls, fit.n_steps
+    total = float(np.sum(fit.stall_excess)) * fit.median_s
+    par = _draws(fit, reps, False, rng)
+    par["q"] = np.minimum(rng.gamma(k + 0.5, 1.0 / n, reps), 1.0)
+    par["s"] = total / rng.gamma(k, 1.0, reps)
+    return par
 
 
 BODY_MODES = ("fitted", "engine", "none")
