@@ -626,18 +626,19 @@ class _Engine:
         # BLAS on one thread (run() holds single_blas_thread): 4-5x faster than einsum's
         # loops at 16 x 512 x 128; a threaded BLAS on a busy 2-core box was 5-10x slower.
         rows += s[:, None] * (q @ self.cw.T)
-        P = self.P
-        prow = t[:, None] * P[ia] + tc[:, None] * P[ib]
+        if not cov_dirs:  # (the skew engine never reads the Gram matrix P: not kept there)
+            P = self.P
+            prow = t[:, None] * P[ia] + tc[:, None] * P[ib]
+            pblk = t[None, :] * prow[:, ia] + tc[None, :] * prow[:, ib]
+            P[iy, :] = prow
+            P[:, iy] = prow.T
+            P[iy[:, None], iy] = pblk  # (np.ix_ costs ~10 us a call)
         # Within the batch: new residual directions r12 and their Mehler covariance.
         r12 = np.clip((dd[:, ia] - dd[:, ib]) * inv[:, None] * inv[None, :], -1.0, 1.0)
         m12 = _mehler(coef, hh, r12)
         blk = t[None, :] * rows[:, ia] + tc[None, :] * rows[:, ib]
         blk += s[None, :] * (cwl @ q.T + s[:, None] * m12)
         np.fill_diagonal(blk, var)
-        pblk = t[None, :] * prow[:, ia] + tc[None, :] * prow[:, ib]
-        P[iy, :] = prow
-        P[:, iy] = prow.T
-        P[iy[:, None], iy] = pblk  # (np.ix_ costs ~10 us a call)
         # New residuals enter the ring, evicting the oldest.
         pos = (self.ring + np.arange(g)) % self.W
         # the same columns as a slice where they do not wrap (strided fancy writes cost ~4x)

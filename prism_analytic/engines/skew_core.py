@@ -205,6 +205,12 @@ class _FullEngine(_Engine):
             grown[:old] = rows
             setattr(self, name, grown)
 
+    def _mats(self) -> tuple[np.ndarray, ...]:
+        # Only C: this engine's residual directions come from the covariances (``cov_dirs``),
+        # so the Gram matrix P of the linear parts is never read; it is not kept up to date
+        # by zeros / copy / add (it stays 0: _commit_batch only mixes its rows).
+        return (self.C,)
+
     # A tape of the slot operations, for the sink's linear loadings on every op (reverse mode).
     def zeros(self, k: int) -> np.ndarray:
         new = super().zeros(k)
