@@ -398,6 +398,47 @@ def diag(case: str, samples: int, seed: int) -> str:
 GRID_SHAPES = ("normal", "skew", "kurtosis", "cumulant")
 
 
+def readme_job(samples: int, seed: int) -> list[str]:
+    """The README main job's own body (llama3-405b at 65,536 GPUs): the four shapes vs MC.
+
+    As ``lattice_closure_study.py readme-job`` (same body, samples and seed), plus this core.
+    """
+    from prism_analytic.engines.cumulant_core import cumulant_pipeline
+    from prism_analytic.engines.skew_core import skew_pipeline
+    from prism_analytic.graph import PIPELINE, REPLICA
+    from prism_analytic.workload.builder import build_step_graph
+    from prism_analytic.workload.jobs import build_job
+
+    def body(sg):
+        for _, d in sg.graph.nodes(data=True):
+            if d["type"] == PIPELINE:
+                return d["spec"]
+            if d["type"] == REPLICA and (found := body(d["body"])) is not None:
+                return found
+        return None
+
+    spec = body(build_step_graph(build_job("llama3-405b", 65536)))
+    x = sample_pipeline(spec, samples, np.random.default_rng(seed))
+    mu, sd, _ = pc.pipeline_makespan(spec)
+    laws = {"normal": (stats.norm(mu, sd), mu, sd, 0.0)}
+    runs = (("skew", skew_pipeline), ("kurtosis", kurtosis_pipeline))
+    for name, run in (*runs, ("cumulant", cumulant_pipeline)):
+        t0 = time.perf_counter()
+        r, _ = run(spec)
+        laws[name] = (r.law(), r.mean, r.std, time.perf_counter() - t0)
+    out = [
+        f"body {spec.stages} x {spec.microbatches} {spec.schedule} vpp {spec.vpp}, "
+        f"{spec.n_ops} ops; {samples} samples, seed {seed}"
+    ]
+    for name, (law, mean, std, secs) in laws.items():
+        ks = stats.kstest(x, law.cdf).statistic
+        out.append(
+            f"{name}: KS {ks:.4f}, mean {(mean - x.mean()) / x.std():+.3f} sd, "
+            f"std {std / x.std() - 1:+.2%} ({secs:.1f} s)"
+        )
+    return out
+
+
 def grid(deep: bool, only: list[str] | None, samples: int, json_path: str | None) -> str:
     """``lattice_closure_study.py grid`` (same cases, seed, Monte Carlo) with ``cumulant`` too."""
     import lattice_closure_study as lcs
@@ -460,10 +501,15 @@ def main(argv: list[str] | None = None) -> int:
     gr.add_argument("--deep", action="store_true")
     gr.add_argument("--only", nargs="+", metavar="SUBSTRING")
     gr.add_argument("--json", metavar="FILE")
+    rj = sub.add_parser("readme-job")
+    rj.add_argument("--samples", type=int, default=20_000)
+    rj.add_argument("--seed", type=int, default=5)
     rd = sub.add_parser("render")
     rd.add_argument("files", nargs="+")
     args = ap.parse_args(argv)
-    if args.cmd == "grid":
+    if args.cmd == "readme-job":
+        print("\n".join(readme_job(args.samples, args.seed)))
+    elif args.cmd == "grid":
         print(grid(args.deep, args.only, args.samples, args.json))
     elif args.cmd == "render":
         import json

@@ -33,7 +33,7 @@ seed, and that verdict stands, pass or fail (the rule, written down before it wa
 Usage::
 
     prism agreement [--samples N] [--seed S] [--only NAME ...] [--json]
-                    [--core-shape auto|normal|template|skew|kurtosis] [--strict]
+                    [--core-shape auto|normal|template|skew|kurtosis|cumulant] [--strict]
                     [--confirm-noise [--confirm-samples N]]
     prism agreement --timing [--json]      # replica-count independence of cost
     prism agreement --list
