@@ -302,7 +302,8 @@ def pool_logs(logs: list[StepLog], *, min_steps: int = MIN_STEPS) -> StepLog:
     )
     if pooled.n < min_steps:
         raise StepLogError(
-            f"too few steps to fit: {pooled.n} after dropping warm-up (need >= {min_steps})"
+            f"too few steps to fit: {pooled.n} after dropping warm-up (and, for the median and"
+            f" stall fit, the steps right after an evaluation pause); need >= {min_steps}"
         )
     return pooled
 
