@@ -22,20 +22,20 @@ tp 8, pp 16, vpp 8, dp 512, 16 microbatches, a 4,096-op pipeline body):
   the analytic error is no larger than that half-width.
 
 Measured (``python validation/bench_workload.py --out validation/results/bench_workload``,
-2026-11-30 23:08 UTC, commit d9b0066 (a clean clone: no uncommitted work of others), load
-average 4.3 -> 4.6 on 2 CPUs, i.e. every process got about half a core: read the CPU times)::
+2026-11-30 23:16 UTC, commit acd95f5 (a clean clone: no uncommitted work of others), load
+average 5.2 -> 4.4 on 2 CPUs, i.e. every process got about half a core: read the CPU times)::
 
-    analytic first call of the process: 0.612 s wall, 0.303 s CPU
-    analytic cold (fresh graph, caches cleared, best of 3): 0.524 s wall, 0.258 s CPU
-    analytic warm (pipeline makespan cached): 0.202 s wall, 0.101 s CPU
-    Monte Carlo, 1,000 samples, every replica explicit: 56.0 s wall, 26.4 s CPU
-    ratio Monte Carlo / analytic: cold 107x wall, 102x CPU; warm 278x wall, 261x CPU
+    analytic first call of the process: 0.569 s wall, 0.277 s CPU
+    analytic cold (fresh graph, caches cleared, best of 3): 0.320 s wall, 0.237 s CPU
+    analytic warm (pipeline makespan cached): 0.086 s wall, 0.086 s CPU
+    Monte Carlo, 1,000 samples, every replica explicit: 41.9 s wall, 25.6 s CPU
+    ratio Monte Carlo / analytic: cold 131x wall, 108x CPU; warm 486x wall, 298x CPU
 
 Quantiles are bit-identical to the previous session's (the accuracy table is unchanged). Before
 and after this session's cuts at the same load (cold predict, process CPU, best of 6 per round,
-4 alternating rounds, load 4.5): commit a5ad1ec 0.265-0.309 s, d9b0066 0.233-0.256 s (about
--13%; at the Monte Carlo's 26.4 s CPU: 100x -> 113x). The previous session's figures (load
-1.0 -> 1.3): cold 0.271 s CPU (93x), warm 0.111 s (228x), Monte Carlo 25.2 s CPU.
+4 alternating rounds, load 4.4-5.1): commit a5ad1ec 0.277-0.296 s, acd95f5 0.235-0.250 s
+(about -15%; at the Monte Carlo's 25.6 s CPU: 92x -> 109x). The previous session's figures
+(load 1.0 -> 1.3): cold 0.271 s CPU (93x), warm 0.111 s (228x), Monte Carlo 25.2 s CPU.
 
 Where the cold time goes (cProfile, line timings and timeit of the parts, llama3-405b at
 65,536 GPUs; approximate CPU seconds, read at loads 1-5, of the ~0.25 s cold total):
@@ -52,12 +52,13 @@ Where the cold time goes (cProfile, line timings and timeit of the parts, llama3
 3. discretising the laws, ~0.05 s: the hiccup mixture's five bisections now run as two grouped
    passes with the same bits (26 -> 11 ms); the exposed-communication laws' CDF and SF on
    ~150,000 cells, ~0.02 s.
-4. numeric moments of the replica speed factor (slowest of 128 GPUs) and of its log, two
-   20,001-point integrals, ~0.025 s.
+4. numeric moments of the replica speed factor (slowest of 128 GPUs), a 20,001-point
+   integral, ~0.012 s (its mean sets the product's spacing); the same integral for its log,
+   whose moments the product dropped, is no longer computed (~0.01 s, cold and warm).
 5. pipeline moments and structure, ~0.02 s: spec moments once per distinct law (256 keys,
    6 laws: 11 ms -> < 1 ms), the schedule's levels (~0.01 s, cached by size in use).
 
-The 1,000x goal is not met (102-113x cold, 261x warm). The core is about half of the time and
+The 1,000x goal is not met (108-109x cold, 298x warm, CPU). The core is about half of the time and
 the rest is spread over fixed costs of the grid side, so 10x needs the core not to walk 4,096
 ops (the periodic structure, item 4 of issue #8) and the grid side to shed most of items 2-4;
 what is left to tuning is a few tens of percent.
