@@ -221,3 +221,17 @@ def test_interleaved_ranks_are_refused(tmp_path):
     with pytest.raises(StepLogError, match="several ranks are interleaved.*grep '\\^0: '"):
         read_step_log(mixed)
     assert read_step_log(tmp_path / "a.txt").n == 28  # one rank's file reads as before
+
+
+def test_milliseconds_column_and_a_unit_slip(tmp_path):
+    t = draw_steps(9.0, 30, jitter=0.002, seed=6)
+    ms = write_csv(tmp_path / "ms.csv", 1000 * t, column="step_time_ms")
+    np.testing.assert_allclose(read_step_log(ms).times_s, t[2:], rtol=1e-6)
+    slip = write_csv(tmp_path / "slip.csv", 1000 * t, column="step_time")  # ms read as s
+    job = load_config(_job_file(tmp_path, 16))
+
+    def evaluate(j) -> PredictedLaw:  # at efficiency 0.001 the median is 4,500 s
+        return _stub_law(9.0 * 0.5 / j.hardware.efficiency.for_precision("bf16"))
+
+    with pytest.raises(CalibrationError, match="in seconds .* milliseconds"):
+        calibrate_to_logs(job, [read_step_log(slip)], evaluate=evaluate, n_resamples=100)

@@ -128,7 +128,7 @@ def solve_gemm_efficiency(
 
     x0 = float(job.hardware.efficiency.for_precision(job.training.precision))
     y0, law0 = stat(x0)
-    x1 = min(1.0, x0 * y0 / target_s)
+    x1 = min(1.0, max(1e-3, x0 * y0 / target_s))  # the same bounds as every later step
     y1, law1 = stat(x1)
     for _ in range(max_iter):
         if abs(y1 / target_s - 1.0) < rtol:
@@ -149,6 +149,14 @@ def solve_gemm_efficiency(
         y1, law1 = stat(x1)
     if abs(y1 / target_s - 1.0) < 10 * rtol:
         return x1, law1
+    if x1 <= 1e-3 and y1 < target_s:
+        # a step far slower than any plausible efficiency allows: units or job, not the GPUs
+        raise CalibrationError(
+            f"target {statistic} step {target_s:.6g} s is unreachable: even at GEMM efficiency"
+            f" 0.001 the predicted {statistic} is {y1:.6g} s; check that the step times are"
+            " in seconds (a CSV 'step_time' column in milliseconds reads 1000x too slow) and"
+            " that the job is the logged one (GPU count, batch, sequence length)"
+        )
     raise CalibrationError(f"GEMM efficiency search did not converge (last {x1:.6g})")
 
 

@@ -15,8 +15,8 @@ Formats
   would count more than once). ``metadata.step`` is not read (it counts samples in some
   logs, steps in others); records carrying only ``throughput`` (an average over several
   steps) are refused by name.
-* CSV: a header with one of the columns :data:`CSV_COLUMNS` (seconds), or a single unnamed
-  column of numbers.
+* CSV: a header with one of the columns :data:`CSV_COLUMNS` (seconds) or
+  :data:`MS_COLUMNS` (milliseconds), or a single unnamed column of numbers (seconds).
 * JSON: a list of numbers; a list of objects with a key of :data:`CSV_COLUMNS`; an object
   with ``"step_times_s"`` (list) and optional ``"job"`` metadata; or the straggler-trace
   result files (``step_t_base``: ``{step: seconds}``, Lin et al. OSDI'25).
@@ -48,6 +48,8 @@ __all__ = [
 
 #: Column / key names accepted for a step time in seconds.
 CSV_COLUMNS = ("step_time_s", "step_time", "train_step_time", "seconds", "time_s")
+#: Column / key names accepted for a step time in milliseconds (divided by 1000 on reading).
+MS_COLUMNS = ("step_time_ms", "train_step_time_ms")
 #: Fewest steps (after dropping warm-up) that a fit accepts.
 MIN_STEPS = 20
 _MARK = ":::MLLOG "
@@ -168,12 +170,13 @@ def _from_csv(text: str, source: str, drop_first: int) -> StepLog:
     if not rows:
         raise StepLogError(f"{source}: empty CSV, no step records")
     header = [c.strip().lower() for c in rows[0]]
-    col = next((header.index(c) for c in CSV_COLUMNS if c in header), None)
+    col = next((header.index(c) for c in CSV_COLUMNS + MS_COLUMNS if c in header), None)
+    scale = 1e-3 if col is not None and header[col] in MS_COLUMNS else 1.0
     if col is None:
         if len(header) != 1:
             raise StepLogError(
                 f"{source}: no step-time column; name one of {', '.join(CSV_COLUMNS)}"
-                " (seconds) in the header"
+                f" (seconds) or {', '.join(MS_COLUMNS)} (milliseconds) in the header"
             )
         col, body = 0, rows
         try:
@@ -185,7 +188,7 @@ def _from_csv(text: str, source: str, drop_first: int) -> StepLog:
     times = []
     for k, r in enumerate(body, 2 if body is not rows else 1):
         try:
-            times.append(float(r[col]))
+            times.append(float(r[col]) * scale)
         except (ValueError, IndexError):
             raise StepLogError(
                 f"{source}: row {k} has no numeric step time in column {col + 1}"
@@ -228,12 +231,14 @@ def _from_json(text: str, source: str, drop_first: int) -> StepLog:
         times = []
         for i, x in enumerate(data):
             if isinstance(x, dict):
-                key = next((c for c in CSV_COLUMNS if c in x), None)
+                key = next((c for c in CSV_COLUMNS + MS_COLUMNS if c in x), None)
                 if key is None:
                     raise StepLogError(
-                        f"{source}: item {i} has none of the keys {', '.join(CSV_COLUMNS)}"
+                        f"{source}: item {i} has none of the keys"
+                        f" {', '.join(CSV_COLUMNS + MS_COLUMNS)}"
                     )
-                times.append(x[key])
+                ms = key in MS_COLUMNS and isinstance(x[key], int | float)
+                times.append(x[key] * 1e-3 if ms else x[key])
             else:
                 times.append(x)
     else:
