@@ -405,7 +405,8 @@ def calibrate_to_logs(
             True,
             f"predicted median step matched to the measured {target:.6g} s; interval: the"
             f" median's {confidence:.0%} percentile bootstrap ({m_lo:.6g}, {m_hi:.6g} s)"
-            " mapped through the model",
+            " mapped through the model, given the stalls and jitter fitted here (their"
+            " uncertainty is not carried into it: the jitter's mean acts as a per-step cost)",
         ),
     )
     if check_body:
