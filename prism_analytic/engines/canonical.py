@@ -701,11 +701,7 @@ class _Engine:
     def _begin(self, preds):
         """Initial ``(remaining successors, slot, sinks)`` of a DAG's propagation."""
         n = len(preds)
-        remaining = np.zeros(n, dtype=int)
-        for ps in preds:
-            for p in ps:
-                remaining[p] += 1
-        return remaining, np.full(n, -1, dtype=np.intp), []
+        return _successor_counts(preds), np.full(n, -1, dtype=np.intp), []
 
     def _end(self, state, groups):
         slot, sinks = state[1], state[2]
@@ -792,6 +788,12 @@ class _Engine:
         return self.mu[acc], self.C[acc, acc], self.n_max
 
 
+def _successor_counts(preds: list) -> np.ndarray:
+    """Number of successors of each node, given each node's predecessor list."""
+    flat = np.fromiter((p for ps in preds for p in ps), dtype=np.intp)
+    return np.bincount(flat, minlength=len(preds)).astype(int)
+
+
 def shared_generations(dags) -> int:
     """Number of leading topological generations that all ``dags`` have in common, op for op.
 
@@ -801,13 +803,7 @@ def shared_generations(dags) -> int:
     same latency (mean, sd, loadings) in every DAG: the propagation of those generations is then
     the same computation in every DAG, and :meth:`_Engine.run_forked` may do it once.
     """
-    succ = []
-    for _, preds, *_ in dags:
-        count = np.zeros(len(preds), dtype=int)
-        for ps in preds:
-            for p in ps:
-                count[p] += 1
-        succ.append(count)
+    succ = [_successor_counts(preds) for _, preds, *_ in dags]
     gens0, preds0, m0, s0, l0 = dags[0]
     for k, gen in enumerate(gens0):
         idx = np.asarray(gen, dtype=np.intp)
