@@ -75,10 +75,15 @@ def _structure(p: int, m: int, schedule: str, vpp: int) -> dict[str, Any]:
     keys = [f"{n[0]} s{n[1]} c{n[3]}" for n in order]
     width = max(len(g) for g in gens)
     n_res = sum(max(len(q) - 1, 0) for q in preds) + len(order)
-    # mean path: the ops' predecessors as two index columns (-1: none)
+    # mean path: the ops' predecessors as two index columns (-1: none; at most two per op)
+    n_pred = np.fromiter((len(q) for q in preds), dtype=np.intp, count=len(preds))
+    if n_pred.size and n_pred.max() > 2:
+        raise ValueError(f"schedule ops have at most two predecessors, got {n_pred.max()}")
+    start = np.cumsum(n_pred) - n_pred
+    flat = np.fromiter((i for q in preds for i in q), dtype=np.intp, count=int(n_pred.sum()))
     pred2 = np.full((len(order), 2), -1, dtype=np.intp)
-    for i, q in enumerate(preds):
-        pred2[i, : len(q)] = q
+    pred2[n_pred >= 1, 0] = flat[start[n_pred >= 1]]
+    pred2[n_pred >= 2, 1] = flat[start[n_pred >= 2] + 1]
     return {
         "order": order,
         "gens": gens,
