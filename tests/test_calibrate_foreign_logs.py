@@ -235,3 +235,22 @@ def test_milliseconds_column_and_a_unit_slip(tmp_path):
 
     with pytest.raises(CalibrationError, match="in seconds .* milliseconds"):
         calibrate_to_logs(job, [read_step_log(slip)], evaluate=evaluate, n_resamples=100)
+
+
+def test_overlay_of_another_precision_is_refused_in_check(tmp_path, capsys):
+    """A BF16 fit merged into an FP8 job changes nothing: --check says so instead."""
+    job = _job_file(tmp_path, 16)
+    fp8 = tmp_path / "fp8.toml"
+    text = job.read_text().replace('precision = "bf16"', 'precision = "fp8"')
+    fp8.write_text(text.replace("a100-sxm-80gb", "h100-sxm-80gb"))  # an A100 has no FP8
+    fit = tmp_path / "fit.toml"
+    fit.write_text("[hardware.efficiency]\ngemm = 0.6\n")
+    log = write_mllog(tmp_path / "r.txt", draw_steps(9.0, 30, seed=7))
+    args = ["calibrate", "--overlay", str(fit), "--steps", str(log), "--check", "--json"]
+    assert main(["calibrate", "--config", str(fp8), *args[1:]]) == 2
+    assert "hardware.efficiency.gemm_fp8: the calibration would change nothing" in (
+        capsys.readouterr().err
+    )
+    from prism_analytic.calibration.overlay_job import check_overlay_gemm
+
+    check_overlay_gemm(merge_config(load_config(job), fit), [fit])  # BF16 job: it applies

@@ -75,6 +75,9 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     if args.steps:
         logs = [read_step_log(f, drop_first=args.drop_first) for f in args.steps]
         if args.check:
+            from ..calibration.overlay_job import check_overlay_gemm
+
+            check_overlay_gemm(job, args.overlay or [])
             events = None
             if args.events_from:  # step events fitted at another size, predicted at this one
                 from ..calibration import fit_step_events
