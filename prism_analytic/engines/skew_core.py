@@ -611,11 +611,11 @@ def _pipeline(
 def _forked(
     engine: type[_FullEngine],
     spec: Any,
-    sizes: tuple[int, int],
+    sizes: tuple[int, ...],
     window: int | None,
     k3_law: Mapping[str, float],
 ) -> list[tuple[float, float, float, int]] | None:
-    """``direct`` at two microbatch counts, their common first generations propagated once.
+    """``direct`` at several microbatch counts, their common first generations propagated once.
 
     A longer schedule begins like a shorter one (:func:`~.canonical.shared_generations`:
     llama3-70b at 32 GPUs, m = 200 and 204, shares 1,980 of its 2,006 and 2,046 generations),
@@ -642,10 +642,10 @@ def _forked(
         k3s.append(k3_arr)
         wins.append(w)
     shared = shared_generations(dags)
-    if wins[0] != wins[1] or shared == 0:
+    if len(set(wins)) > 1 or shared == 0:
         return None
     pre = np.concatenate([np.asarray(g, dtype=np.intp) for g in dags[0][0][:shared]])
-    if not np.array_equal(k3s[0][pre], k3s[1][pre]):
+    if any(not np.array_equal(k3s[0][pre], k[pre]) for k in k3s[1:]):
         return None
     base = engines[0]
     gens0, preds0, m0, s0, l0 = dags[0]
