@@ -254,3 +254,26 @@ def test_overlay_of_another_precision_is_refused_in_check(tmp_path, capsys):
     from prism_analytic.calibration.overlay_job import check_overlay_gemm
 
     check_overlay_gemm(merge_config(load_config(job), fit), [fit])  # BF16 job: it applies
+
+
+def test_mass_beyond_the_grid_is_unbounded_not_nan():
+    """A stall far beyond a narrow body can sit in the engine's top atom (quantile nan):
+    the goodness of fit says the ratio is unbounded above instead of comparing with nan."""
+    from prism_analytic.calibration.fit import _goodness
+
+    class _Atom:  # 0.5% of the mass beyond the grid, like a 30 s stall on a 0.03 s-wide body
+        def quantile(self, q):
+            q = np.asarray(q, dtype=float)
+            return np.where(q < 0.995, 10.0 * np.exp(0.002 * stats.norm.ppf(q / 0.995)), np.nan)
+
+        def sf(self, x):
+            return 0.005 + 0.995 * stats.norm.sf(np.log(np.asarray(x) / 10.0) / 0.002)
+
+    law = PredictedLaw(10.3, 10.0, 10.03, np.inf, 1.0, result=_Atom())
+    x = law.sample(2000, np.random.default_rng(0))
+    assert not np.isnan(x).any() and np.mean(np.isinf(x)) == pytest.approx(0.005, abs=0.004)
+    norm = np.exp(np.random.default_rng(1).normal(0, 0.002, 200))
+    g = _goodness(law, norm, 200, seed=0)
+    lo, hi = g["predicted_p99_over_p50_sampling_95"]
+    assert np.isfinite(lo) and hi == np.inf and lo <= g["measured_p99_over_p50"] <= hi
+    assert g["predicted_mass_beyond_grid"] == pytest.approx(0.005, abs=0.002)

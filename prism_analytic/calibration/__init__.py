@@ -1,6 +1,8 @@
 """Calibration of the stochastic step-time model to measured logs and published throughput.
 
 * :mod:`.logs`: step-log readers (MLPerf ``:::MLLOG``, CSV, JSON, straggler-trace results).
+* :mod:`.log_job`: facts a log states (batch, microbatches, sequence length, GPUs) checked
+  against the job given; :mod:`.overlay_job`: an overlay's GEMM key against the job's.
 * :mod:`.result`: what a calibration returns (parameters with intervals, the law, the overlay).
 * :mod:`.fit`: the fit (GEMM efficiency on the *predicted* median/mean, stalls, goodness of
   fit, identifiability).

@@ -84,6 +84,8 @@ def predicted_law(job: Any) -> PredictedLaw:
 
     result, _, _ = run_prediction(job, method="analytic")
     q = np.asarray(result.quantile([0.5, 0.9, 0.99]), dtype=float)
+    # an upper level in the grid's top atom (the engine gives nan) lies beyond the grid
+    q[1:] = np.nan_to_num(q[1:], nan=np.inf, posinf=np.inf)
     return PredictedLaw(float(result.mean()), q[0], q[1], q[2], float(result.std()), result=result)
 
 
@@ -573,6 +575,13 @@ def _shape_law(job: Any, law: PredictedLaw, shape: str, evaluate: Callable) -> P
     return evaluate(_with(job, {"variability": {"spatial": {"cv": 0.0, "slow_fraction": 0.0}}}))
 
 
+def _level(x: np.ndarray, q: float) -> float:
+    """``np.quantile(x, q)``, inf where it interpolates between infinite values."""
+    with np.errstate(invalid="ignore"):
+        v = float(np.quantile(x, q))
+    return np.inf if np.isnan(v) else v
+
+
 def _goodness(
     law: PredictedLaw, norm: np.ndarray, n: int, seed: int, full: PredictedLaw | None = None
 ) -> dict:
@@ -581,28 +590,28 @@ def _goodness(
     Quantile ratios come from ``law`` (the shape law); the count of steps above 1.5x the
     median from ``full`` (the whole prediction; default ``law``): rare stalls are additive
     seconds, so their size relative to the median must use the real median.
+
+    Draws beyond the engine's grid are +inf (:meth:`PredictedLaw.sample`): a ratio that
+    lands on them is unbounded above (inf, not nan), and ``predicted_mass_beyond_grid``
+    says how much of the law that is.
     """
     full = law if full is None else full
     rng = np.random.default_rng(seed + 1)
     reps = 400
     draws = law.sample(reps * n, rng).reshape(reps, n)
     med = np.median(draws, axis=1, keepdims=True)
-    r90 = np.quantile(draws / med, 0.9, axis=1)
-    r99 = np.quantile(draws / med, 0.99, axis=1)
+    with np.errstate(invalid="ignore"):  # inf - inf inside an interpolation: above the grid
+        r90 = np.nan_to_num(np.quantile(draws / med, 0.9, axis=1), nan=np.inf, posinf=np.inf)
+        r99 = np.nan_to_num(np.quantile(draws / med, 0.99, axis=1), nan=np.inf, posinf=np.inf)
     p_over = float(full.result.sf(1.5 * full.p50_s))
     count_mean = p_over * n
     return {
         "predicted_p90_over_p50": law.p90_s / law.p50_s,
         "predicted_p99_over_p50": law.p99_s / law.p50_s,
         "measured_p99_over_p50": float(np.quantile(norm, 0.99)),
-        "predicted_p99_over_p50_sampling_95": (
-            float(np.quantile(r99, 0.025)),
-            float(np.quantile(r99, 0.975)),
-        ),
-        "predicted_p90_over_p50_sampling_95": (
-            float(np.quantile(r90, 0.025)),
-            float(np.quantile(r90, 0.975)),
-        ),
+        "predicted_p99_over_p50_sampling_95": (_level(r99, 0.025), _level(r99, 0.975)),
+        "predicted_p90_over_p50_sampling_95": (_level(r90, 0.025), _level(r90, 0.975)),
+        "predicted_mass_beyond_grid": float(np.mean(~np.isfinite(draws))),
         "measured_steps_above_1p5x_median": int(np.sum(norm > 1.5)),
         "predicted_steps_above_1p5x_median": count_mean,
         "predicted_count_poisson_95": poisson_interval(count_mean),

@@ -58,7 +58,12 @@ class PredictedLaw:
     def sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
         """Independent steps drawn from the law (inverse CDF)."""
         u = rng.uniform(1e-12, 1 - 1e-12, size)
-        return np.asarray(self.result.quantile(u), dtype=float)
+        x = np.array(self.result.quantile(u), dtype=float)
+        # a level inside the grid's tail atoms has no finite quantile (the engine gives nan:
+        # e.g. a stall far beyond a narrow step body): it lies beyond the grid, so +-inf
+        bad = np.isnan(x)
+        x[bad] = np.where(u[bad] > 0.5, np.inf, -np.inf)
+        return x
 
 
 @dataclass
