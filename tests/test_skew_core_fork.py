@@ -11,9 +11,9 @@ from prism_analytic.engines.skew_core import _FullEngine, skew_pipeline
 from prism_analytic.graph.pipeline import PipelineSpec, law_key
 
 
-def _spec(schedule: str, p: int, m: int, vpp: int, family) -> PipelineSpec:
+def _spec(schedule: str, p: int, m: int, vpp: int, family, slope: float = 0.1) -> PipelineSpec:
     laws = {
-        law_key(ph, s, c): family(mu / vpp * (1 + 0.1 * s), 0.2 * mu / vpp)
+        law_key(ph, s, c): family(mu / vpp * (1 + slope * s), 0.2 * mu / vpp)
         for ph, mu in (("F", 1.0), ("B", 2.0))
         for s in range(p)
         for c in range(vpp)
@@ -51,3 +51,33 @@ def test_forked_truncation_is_bit_identical(monkeypatch, schedule, p, m, vpp, fa
     monkeypatch.setattr(engine, "forkable", False)
     plain, _ = fn(spec, cap=cap)
     assert forked == plain  # every field, bit for bit
+
+
+def _long_only(monkeypatch) -> None:
+    monkeypatch.setattr(skew_core, "STEADY_CAP", 10**9)  # no short trial: the SKEW_OPS_CAP sizes
+
+
+@pytest.mark.parametrize("fn", [skew_pipeline, kurtosis_pipeline])
+def test_steady_state_from_short_evaluations(monkeypatch, fn):
+    """A pipeline settled after a block: three short evaluations give the long ones' answer."""
+    spec = _spec("1f1b", 4, 2048, 1, pa.normal)
+    short, info = fn(spec)
+    assert info["evaluated_microbatches"] == [252, 256, 260]
+    assert info["steady_state_gap"] <= skew_core.STEADY_RTOL
+    _long_only(monkeypatch)
+    long, info_long = fn(spec)
+    assert info_long["evaluated_microbatches"] == [1020, 1024]
+    assert abs(short.mean - long.mean) < 1e-8 * long.std  # measured 4e-11 sd
+    assert short.std == pytest.approx(long.std, rel=1e-10)
+    assert short.skew == pytest.approx(long.skew, rel=1e-6, abs=1e-12)
+
+
+@pytest.mark.parametrize("fn", [skew_pipeline, kurtosis_pipeline])
+def test_transient_pipeline_keeps_the_long_evaluation(monkeypatch, fn):
+    """Still in its transient at the short sizes (interleaved 8 x 512 x 2, balanced stages,
+    lognormal CV 20%: 56, 64, 72 microbatches): the trial is refused, the long answer stands."""
+    spec = _spec("interleaved", 8, 512, 2, pa.lognormal, slope=0.0)
+    res, info = fn(spec, cap=4096)  # long sizes 120, 128
+    assert "steady_state_gap" not in info and info["evaluated_microbatches"] == [120, 128]
+    _long_only(monkeypatch)
+    assert fn(spec, cap=4096)[0] == res  # bit for bit
