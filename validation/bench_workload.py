@@ -22,20 +22,22 @@ tp 8, pp 16, vpp 8, dp 512, 16 microbatches, a 4,096-op pipeline body):
   the analytic error is no larger than that half-width.
 
 Measured (``python validation/bench_workload.py --out validation/results/bench_workload``,
-2026-11-30 23:16 UTC, commit acd95f5 (a clean clone: no uncommitted work of others), load
-average 5.2 -> 4.4 on 2 CPUs, i.e. every process got about half a core: read the CPU times)::
+2026-11-30 23:23 UTC, commit 88410ef (a clean clone: no uncommitted work of others), load
+average 3.0 -> 3.3 on 2 CPUs: processes got well under a core each; read the CPU times)::
 
-    analytic first call of the process: 0.569 s wall, 0.277 s CPU
-    analytic cold (fresh graph, caches cleared, best of 3): 0.320 s wall, 0.237 s CPU
-    analytic warm (pipeline makespan cached): 0.086 s wall, 0.086 s CPU
-    Monte Carlo, 1,000 samples, every replica explicit: 41.9 s wall, 25.6 s CPU
-    ratio Monte Carlo / analytic: cold 131x wall, 108x CPU; warm 486x wall, 298x CPU
+    analytic first call of the process: 0.553 s wall, 0.276 s CPU
+    analytic cold (fresh graph, caches cleared, best of 3): 0.490 s wall, 0.242 s CPU
+    analytic warm (pipeline makespan cached): 0.192 s wall, 0.095 s CPU
+    Monte Carlo, 1,000 samples, every replica explicit: 44.3 s wall, 25.9 s CPU
+    ratio Monte Carlo / analytic: cold 90x wall, 107x CPU; warm 231x wall, 272x CPU
 
-Quantiles are bit-identical to the previous session's (the accuracy table is unchanged). Before
-and after this session's cuts at the same load (cold predict, process CPU, best of 6 per round,
-4 alternating rounds, load 4.4-5.1): commit a5ad1ec 0.277-0.296 s, acd95f5 0.235-0.250 s
-(about -15%; at the Monte Carlo's 25.6 s CPU: 92x -> 109x). The previous session's figures
-(load 1.0 -> 1.3): cold 0.271 s CPU (93x), warm 0.111 s (228x), Monte Carlo 25.2 s CPU.
+(A run at 23:16, commit acd95f5, load 5.2: cold 0.237 s CPU, warm 0.086 s, Monte Carlo 25.6 s:
+108x and 298x.) Quantiles are bit-identical to the previous session's (the accuracy table is
+unchanged). Before and after this session's cuts at the same load (cold predict, process CPU,
+best of 6 per round, 4 alternating rounds, load 3.2-3.8): commit a5ad1ec 0.271-0.291 s,
+88410ef 0.228-0.246 s (about -15%; at 25.9 s of Monte Carlo: 96x -> 114x); llama3-405b at
+1,024 GPUs 0.458-0.460 s -> 0.395-0.417 s. The previous session's figures (load 1.0 -> 1.3):
+cold 0.271 s CPU (93x), warm 0.111 s (228x), Monte Carlo 25.2 s CPU.
 
 Where the cold time goes (cProfile, line timings and timeit of the parts, llama3-405b at
 65,536 GPUs; approximate CPU seconds, read at loads 1-5, of the ~0.25 s cold total):
@@ -58,7 +60,7 @@ Where the cold time goes (cProfile, line timings and timeit of the parts, llama3
 5. pipeline moments and structure, ~0.02 s: spec moments once per distinct law (256 keys,
    6 laws: 11 ms -> < 1 ms), the schedule's levels (~0.01 s, cached by size in use).
 
-The 1,000x goal is not met (108-109x cold, 298x warm, CPU). The core is about half of the time and
+The 1,000x goal is not met (107-114x cold, 272-298x warm, CPU). The core is about half of the time and
 the rest is spread over fixed costs of the grid side, so 10x needs the core not to walk 4,096
 ops (the periodic structure, item 4 of issue #8) and the grid side to shed most of items 2-4;
 what is left to tuning is a few tens of percent.
