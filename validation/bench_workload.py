@@ -58,12 +58,15 @@ Where the cold time goes (cProfile, line timings and timeit of the parts, llama3
    integral, ~0.012 s (its mean sets the product's spacing); the same integral for its log,
    whose moments the product dropped, is no longer computed (~0.01 s, cold and warm).
 5. pipeline moments and structure, ~0.02 s: spec moments once per distinct law (256 keys,
-   6 laws: 11 ms -> < 1 ms), the schedule's levels (~0.01 s, cached by size in use).
+   6 laws: 11 ms -> < 1 ms), the mean-path walk on Python floats (3.4 -> 1.6 ms; at 1,024
+   GPUs 57 -> 6 ms), successor counts by bincount; left: the schedule's levels
+   (``schedules.schedule_levels``, pure Python, ~0.01 s here and ~0.04 s at 1,024 GPUs,
+   cached by size in use).
 
-The 1,000x goal is not met (107-114x cold, 272-298x warm, CPU). The core is about half of the time and
-the rest is spread over fixed costs of the grid side, so 10x needs the core not to walk 4,096
-ops (the periodic structure, item 4 of issue #8) and the grid side to shed most of items 2-4;
-what is left to tuning is a few tens of percent.
+The 1,000x goal is not met (107-114x cold, 272-298x warm, CPU). The core is about half of the
+time and the rest is spread over fixed costs of the grid side, so 10x needs the core not to
+walk 4,096 ops (the periodic structure, item 4 of issue #8) and the grid side to shed most of
+items 2-4; what is left to tuning is a few tens of percent.
 
 Earlier (other commits, other model defaults, wall times only): 0.78 s vs 65.0 s (83x, idle);
 0.36 s warm vs 113.5 s under load 8 (314x warm, 121x cold).
