@@ -58,15 +58,17 @@ def _long_only(monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("fn", [skew_pipeline, kurtosis_pipeline])
-def test_steady_state_from_short_evaluations(monkeypatch, fn):
-    """A pipeline settled after a block: three short evaluations give the long ones' answer."""
-    spec = _spec("1f1b", 4, 2048, 1, pa.normal)
+@pytest.mark.parametrize("m,long_sizes", [(1024, [1024]), (2048, [1020, 1024])])
+def test_steady_state_from_short_evaluations(monkeypatch, fn, m, long_sizes):
+    """A pipeline settled after a block: three short evaluations give the answer of the whole
+    pipeline (8,192 ops) or of its long truncation."""
+    spec = _spec("1f1b", 4, m, 1, pa.normal)
     short, info = fn(spec)
     assert info["evaluated_microbatches"] == [252, 256, 260]
     assert info["steady_state_gap"] <= skew_core.STEADY_RTOL
     _long_only(monkeypatch)
     long, info_long = fn(spec)
-    assert info_long["evaluated_microbatches"] == [1020, 1024]
+    assert info_long["evaluated_microbatches"] == long_sizes
     assert abs(short.mean - long.mean) < 1e-8 * long.std  # measured 4e-11 sd
     assert short.std == pytest.approx(long.std, rel=1e-10)
     assert short.skew == pytest.approx(long.skew, rel=1e-6, abs=1e-12)
@@ -77,7 +79,16 @@ def test_transient_pipeline_keeps_the_long_evaluation(monkeypatch, fn):
     """Still in its transient at the short sizes (interleaved 8 x 512 x 2, balanced stages,
     lognormal CV 20%: 56, 64, 72 microbatches): the trial is refused, the long answer stands."""
     spec = _spec("interleaved", 8, 512, 2, pa.lognormal, slope=0.0)
-    res, info = fn(spec, cap=4096)  # long sizes 120, 128
-    assert "steady_state_gap" not in info and info["evaluated_microbatches"] == [120, 128]
+    evaluated = []
+    real = skew_core._forked
+
+    def spy(*args):
+        evaluated.append(tuple(args[2]))
+        return real(*args)
+
+    monkeypatch.setattr(skew_core, "_forked", spy)
+    res, info = fn(spec, cap=5120)  # long sizes 152, 160: the trial (up to 72) is tried
+    assert "steady_state_gap" not in info and info["evaluated_microbatches"] == [152, 160]
+    assert evaluated == [(56, 64, 72), (152, 160)]
     _long_only(monkeypatch)
-    assert fn(spec, cap=4096)[0] == res  # bit for bit
+    assert fn(spec, cap=5120)[0] == res  # bit for bit

@@ -600,13 +600,13 @@ def _pipeline(
     k3_law = {k: third_cumulant(law) for k, law in spec.laws.items()}
 
     cut = pc.truncation(spec, cap)
+    steady = _steady(engine, spec, window, k3_law, spec.microbatches if cut is None else cut[1])
+    if steady is not None:
+        return steady
     if cut is None:
         mu, var, k3, w = direct(spec)
         info = {"ops": spec.n_ops, "evaluated_microbatches": [spec.microbatches]}
         return SkewResult(mu, math.sqrt(var), _skewness(var, k3), w, spec.n_ops), info
-    steady = _steady(engine, spec, window, k3_law, cut)
-    if steady is not None:
-        return steady
     m1, m2 = cut
     r1, r2 = _forked(engine, spec, (m1, m2), window, k3_law) or [
         direct(spec.with_microbatches(m)) for m in (m1, m2)
@@ -645,7 +645,7 @@ def _steady(
     spec: Any,
     window: int | None,
     k3_law: Mapping[str, float],
-    cut: tuple[int, int],
+    replaced: int,
 ) -> tuple[SkewResult, dict[str, Any]] | None:
     """The pipeline from three short evaluations, when they show its steady state; else None.
 
@@ -655,8 +655,10 @@ def _steady(
     :data:`STEADY_RTOL` (of the makespan's sd, variance and sd^3), the schedule's transient is
     over by ``m1`` and the answer is extrapolated from the last block; otherwise (a schedule
     still in its transient: interleaved 8 x 256 with lognormal ops differs by 0.5 sd there)
-    None, and the caller evaluates the sizes of ``cut`` as before. Only tried when the three
-    sizes are smaller than ``cut``'s (a cheaper evaluation); not for engines that cannot fork.
+    None, and the caller evaluates the pipeline as before: whole, or at the sizes of
+    :data:`SKEW_OPS_CAP`, the largest of them ``replaced`` microbatches. Only tried when the
+    trial's largest schedule has at most half as many (a refused trial then costs at most about
+    half as much again); not for engines that cannot fork.
     """
     from . import pipeline_core as pc
 
@@ -665,7 +667,7 @@ def _steady(
         return None
     m1, m2 = short
     sizes = (m1, m2, 2 * m2 - m1)
-    if sizes[2] >= cut[0]:
+    if 2 * sizes[2] > replaced:
         return None
     res = _forked(engine, spec, sizes, window, k3_law)
     if res is None:
