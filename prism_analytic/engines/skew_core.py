@@ -325,13 +325,18 @@ class _FullEngine(_Engine):
             iy, ia, ib, t, tc, va, vb, cab, var, rows, hh, rv, dc, inv, cov_dirs=True
         )
         self._finish(iy, rows, extra)
-        self.S[pos] = s
-        self.AL[pos], self.LIVE[pos] = al, live
+        # the ring slots as a slice where they do not wrap (strided fancy writes cost more)
+        at = slice(int(pos[0]), int(pos[0]) + g) if pos[-1] == pos[0] + g - 1 else pos
+        self.S[at] = s
+        self.AL[at], self.LIVE[at] = al, live
         np.fill_diagonal(r12, 1.0)
         G = self.G
-        G[pos, :] = r
-        G[:, pos] = r.T
-        G[pos[:, None], pos] = r12  # (np.ix_ costs ~10 us a call)
+        G[at, :] = r
+        G[:, at] = r.T
+        if isinstance(at, slice):
+            G[at, at] = r12
+        else:
+            G[pos[:, None], pos] = r12  # (np.ix_ costs ~10 us a call)
         C[iy, :] = rows
         C[:, iy] = rows.T
         C[iy[:, None], iy] = blk
