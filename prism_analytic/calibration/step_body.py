@@ -22,7 +22,7 @@ run dips ~0.7% over its first ~40 steps, then rises ~1.3% to its end, at 512 and
 alike). A per-run random walk fitted to that curve is much larger than the runs' own
 differences say: fitted on pairwise differences of aligned runs, the random walk is 2e-6 to
 5e-5 per step at 512-1,536 GPUs against 3.7-4.7e-4 in the model without the shape
-(``validation/results/calibration_body_shape.md``). The random walk's spread over a run then
+(``validation/results/calibration.md``). The random walk's spread over a run then
 inflates the predicted p99/p50 and its interval. So the trend may be replaced by a shared
 curve ``s(i)``: a natural cubic regression spline of the step index (patsy ``cr``, centred:
 the diffuse level takes the constant; linear beyond the calibration's longest run), with
