@@ -533,6 +533,62 @@ def _window_levels(dist: Distribution, tail: float) -> dict[str, Callable[[], np
     return out
 
 
+def _law_window(dist: Distribution, h: float, policy: GridPolicy) -> tuple[float, int, int]:
+    """:func:`lattice_window` for an exact law, from its own quantiles."""
+    levels = _window_levels(dist, policy.tail_mass)
+    x_min = float(levels["q_tail"]()[0])
+    x_max = float(levels["s_tail"]()[0])
+    if not np.isfinite(x_min):
+        raise ValueError(f"cannot discretise {dist!r}: its lower tail quantile is not finite")
+    q1, q3 = (float(v) for v in levels["q_mid"]())
+    with np.errstate(over="ignore", invalid="ignore"):
+        bulk = float(levels["s_bulk"]()[0] - levels["q_bulk"]()[0])
+    return lattice_window(
+        h,
+        x_min,
+        x_max,
+        bulk,
+        q3 - q1,
+        lambda: float(dist._quantile(np.array([0.5]))[0]),
+        policy,
+    )
+
+
+def _mixture_parts(dist: Distribution) -> list[Distribution] | None:
+    """A finite mixture's components of positive weight (also under an affine map), else None.
+
+    Duck-typed (``components``, ``weights``): mixture.py imports this module.
+    """
+    comps, weights = getattr(dist, "components", None), getattr(dist, "weights", None)
+    if comps is not None and weights is not None:
+        return [c for c, w in zip(comps, weights) if w > 0]
+    if isinstance(dist, Affine):
+        inner = _mixture_parts(dist.base)
+        if inner is not None:
+            return [Affine(c, dist.shift_value, dist.scale_factor) for c in inner]
+    return None
+
+
+def _parts_window(
+    dist: Distribution, h: float, policy: GridPolicy
+) -> tuple[float, int, int] | None:
+    """A window holding every mixture component's own window (None for other laws).
+
+    Each component keeps what it would keep alone (its tail-budget quantiles, or its own
+    heavy-tail atom); the spacing is coarsened until their union fits ``policy.max_cells``
+    cells. A mixture's mass outside this window is at most the weighted sum of the
+    components' own, so a far atom with mass above the tail budget is never left out.
+    """
+    parts = _mixture_parts(dist)
+    if parts is None:
+        return None
+    wins = [_parts_window(c, h, policy) or _law_window(c, h, policy) for c in parts]
+    low = min(w[1] * w[0] for w in wins)
+    high = max(w[2] * w[0] for w in wins)
+    spacing = max(h, *(w[0] for w in wins), (high - low) / (policy.max_cells - 4))
+    return spacing, int(np.floor(low / spacing)) - 1, int(np.ceil(high / spacing))
+
+
 def discretize(
     dist: Distribution,
     h: float,
@@ -550,27 +606,22 @@ def discretize(
     and variance unless ``with_moments`` is False (for a caller that drops them: numeric
     moments of a law without closed forms cost a 20,001-point integral).
     """
-    tail = policy.tail_mass
-    levels = _window_levels(dist, tail)
-    x_min = float(levels["q_tail"]()[0])
-    x_max = float(levels["s_tail"]()[0])
-    if not np.isfinite(x_min):
-        raise ValueError(f"cannot discretise {dist!r}: its lower tail quantile is not finite")
-    q1, q3 = (float(v) for v in levels["q_mid"]())
-    with np.errstate(over="ignore", invalid="ignore"):
-        bulk = float(levels["s_bulk"]()[0] - levels["q_bulk"]()[0])
-    h, k_start, k_end = lattice_window(
-        h,
-        x_min,
-        x_max,
-        bulk,
-        q3 - q1,
-        lambda: float(dist._quantile(np.array([0.5]))[0]),
-        policy,
-    )
+    requested = h
+    h, k_start, k_end = _law_window(dist, h, policy)
     x = (k_start + np.arange(k_end - k_start + 1)) * h
     cdf = dist._cdf(x)
     sf = dist._sf(x)
+    if cdf[0] + sf[-1] > 2 * policy.tail_mass:
+        # The window left more than the tail budget outside. For a heavy tail that is the
+        # design (an atom, unresolved levels), but a finite mixture's far component (a rare
+        # 30 s stall beside a narrow body) is not a tail: its mass would be read as +inf and
+        # the point estimate's CDF would stop below 1. Hold every component's own window.
+        wider = _parts_window(dist, requested, policy)
+        if wider is not None:
+            x2 = (wider[1] + np.arange(wider[2] - wider[1] + 1)) * wider[0]
+            cdf2, sf2 = dist._cdf(x2), dist._sf(x2)
+            if cdf2[0] + sf2[-1] < cdf[0] + sf[-1]:
+                (h, k_start, k_end), x, cdf, sf = wider, x2, cdf2, sf2
     cell = _pmf_from_cdf_sf(cdf, sf, cdf[0])[1:]  # mass of (x_i, x_{i+1}]
     lo = np.concatenate((cell, [sf[-1]]))  # left edges; mass above the grid kept at the top
     hi = np.concatenate(([cdf[0]], cell))  # right edges; mass below the grid kept at the bottom
