@@ -71,7 +71,7 @@ def test_auto_is_the_default_and_reports_shape_class_and_reason():
             assert res.quantile(q) == same.quantile(q)
     assert AUTO_RULE["pipeline-1f1b, symmetric ops"] == "skew"
     assert AUTO_RULE["explicit, skewed ops"] == "skew"  # FSDP overlap with lognormal ops
-    assert AUTO_RULE["pipeline-interleaved, symmetric ops"] == "normal"
+    assert AUTO_RULE["pipeline-interleaved, symmetric ops"] == "kurtosis"  # rule v3
 
 
 def test_requested_shapes_stay_selectable_and_say_so():
