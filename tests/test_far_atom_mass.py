@@ -80,6 +80,28 @@ def test_body_plus_far_stall_matches_the_closed_form():
     assert bare.std() == pytest.approx(np.sqrt(SD**2 + P * (1 - P) * S**2), rel=1e-3)
 
 
+def test_log_lattice_sum_keeps_the_stall_on_a_linear_grid():
+    # the public sum of a body and the stall goes on the log lattice (the stall's far atom
+    # counts as a far tail); turning it into a linear grid cut the stall out (above 0.03)
+    from prism_analytic.operations import convolve
+
+    total = convolve(pa.normal(MU, SD), _hiccup_law(P, S))
+    g = to_grid(total, H, POLICY)
+    assert g.above <= 1e-12 and g.lo.size <= POLICY.max_cells
+    low, high = g.quantile_bracket(np.array(LEVELS))
+    for q, lo, hi in zip(LEVELS, low, high, strict=True):
+        assert lo <= exact_quantile(q) <= hi, (q, lo, exact_quantile(q), hi)
+    assert g.cdf(MU + S + 1.0) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_log_lattice_heavy_tail_still_becomes_an_atom():
+    from prism_analytic.operations import convolve
+
+    total = convolve(pa.pareto(1.5), pa.pareto(1.5))  # a heavy tail: no gap before the atom
+    g = to_grid(total, 0.001, POLICY)
+    assert g.above > 1e-4 and g.h <= 16 * 0.001
+
+
 def test_heavy_tail_still_becomes_an_atom():
     # the window fallback is for mixtures only: a Pareto keeps its capped bulk and its atom
     g = to_grid(pa.pareto(1.5), 0.001, POLICY)

@@ -295,6 +295,27 @@ class LogLatticeDistribution(RoundingSandwich, Distribution):
         args.update(changes)
         return LogLatticeDistribution(**args)
 
+    def _beyond_a_gap(self, window: tuple[float, int, int], tail: float) -> bool:
+        """Whether the mass a linear window leaves out lies beyond an empty gap.
+
+        A heavy tail's density reaches the window's edge: the outer quarter of the window on
+        that side holds more than the tail budget, and the mass beyond is left as an atom by
+        design. A separate far cluster (body plus a rare stall) leaves the outer quarter on
+        the side it lies empty: every side that loses mass must show that gap.
+        """
+        h, k_start, k_end = window
+        pts, (lo_m, hi_m) = self.points, (self._flat("lo"), self._flat("hi"))
+        bottom, top, quarter = k_start * h, k_end * h, 0.25 * (k_end - k_start) * h
+        sides = (
+            (pts < bottom, (pts >= bottom) & (pts <= bottom + quarter)),
+            (pts > top, (pts <= top) & (pts >= top - quarter)),
+        )
+        gap = True
+        for out, edge in sides:
+            if lo_m[out].sum() + hi_m[out].sum() > tail:
+                gap = gap and max(lo_m[edge].sum(), hi_m[edge].sum()) <= tail
+        return gap
+
     def _to_grid(self, h: float, policy: Any) -> GridDistribution:
         """The same sandwich on the linear lattice ``k * h`` (lo rounds down, hi rounds up)."""
         policy = policy if isinstance(policy, GridPolicy) else self.policy
@@ -310,16 +331,29 @@ class LogLatticeDistribution(RoundingSandwich, Distribution):
         b_lo, q1, med, q3 = (float(v) for v in self._q_var(q, "lo"))
         b_hi = float(self._isf_var(np.array([1e-9]), "hi")[0])
         bulk = b_hi - b_lo if np.isfinite(b_hi - b_lo) else x_max - x_min
-        h, k_start, k_end = lattice_window(
-            h, x_min, x_max, bulk, q3 - q1, lambda: med, policy, top_margin=1
-        )
+        window = lattice_window(h, x_min, x_max, bulk, q3 - q1, lambda: med, policy, top_margin=1)
+        lo_m, hi_m = self._flat("lo"), self._flat("hi")
+        h, k_start, k_end = window
+        if lo_m[pts < k_start * h].sum() + hi_m[
+            pts > k_end * h
+        ].sum() > 2 * tail and self._beyond_a_gap(window, tail):
+            # A far cluster (a rare 30 s stall beside a narrow body), not a tail: the capped
+            # window would leave its mass at +inf. Cover it, coarsening as far as needed.
+            b_hi = b_hi if np.isfinite(b_hi) else x_max
+            spacing = max(h, bulk / (policy.max_cells - 8))
+            fits = (x_max - x_min) / spacing <= policy.max_cells - 8
+            low, high = (x_min, x_max) if fits else (b_lo, b_hi)
+            h, k_start, k_end = (
+                spacing,
+                int(np.floor(low / spacing)) - 1,
+                int(np.ceil(high / spacing)) + 1,
+            )
         size = k_end - k_start + 1
         # Clipped before the cast: points beyond 2^63 cells would wrap around in int64 (and
         # put upper-side mass from the far tail into the bottom cell).
         bounds = (k_start - 1, k_start + size)
         k_lo = np.clip(np.floor(pts / h), *bounds).astype(np.int64) - k_start
         k_hi = np.clip(np.ceil(pts / h), *bounds).astype(np.int64) - k_start
-        lo_m, hi_m = self._flat("lo"), self._flat("hi")
         # ... and mass outside it goes where the sandwich allows: lo below -> -inf, lo above ->
         # the top cell (rounding down), hi below -> the bottom cell, hi above -> +inf.
         below = self.below + float(lo_m[k_lo < 0].sum())
