@@ -9,6 +9,7 @@ the measured 1.0084). The reference here is a Monte Carlo of the generating proc
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from prism_analytic.calibration import StepLog, fit_step_events, predict_events
 
@@ -86,3 +87,35 @@ def test_runs_with_their_own_drift_keep_the_random_walk():
     lo, hi = {x.key: x for x in fit.parameters}["body.drift_rel_per_step"].interval
     assert lo <= 4e-4 <= hi and fit.body.sigma_l > 1e-4
     assert np.all(i >= 0)
+
+
+def test_jitter_warm_up_is_recovered_and_absent_one_is_not_identified():
+    from prism_analytic.calibration.step_body import fit_step_body
+    from prism_analytic.calibration.step_events import event_design
+
+    rng = np.random.default_rng(23)
+    i = np.arange(N)
+    flags = np.zeros(N, dtype=bool)
+    flags[list(PAUSES)] = True
+
+    def runs(h: float) -> list[StepLog]:
+        sd = SE * np.sqrt(1 + h * np.exp(-i / 20.0))
+        return [
+            StepLog(f"r{r}", 10.0 * (1 + rng.normal(0.0, 1.0, N) * sd), {}, flags)
+            for r in range(RUNS)
+        ]
+
+    fit = fit_step_body(*event_design(runs(4.0)), shape=False)
+    p = {x.key: x for x in fit.parameters}["body.jitter_warmup_rel"]
+    assert p.identified and p.interval[0] < 4.0 < p.interval[1], p
+    assert fit.jitter[2] in (10.0, 20.0, 50.0)
+    assert np.allclose(fit.draw(5)["jitter_h"], p.value)  # fitted values without an rng
+    wald = fit.draw(2000, np.random.default_rng(0))["jitter_h"]  # lognormal Wald draws
+    lo, hi = np.quantile(wald, [0.025, 0.975])
+    assert lo == pytest.approx(p.interval[0], rel=0.1) and hi == pytest.approx(
+        p.interval[1], rel=0.1
+    )
+    fit0 = fit_step_body(*event_design(runs(0.0)), shape=False)
+    p0 = {x.key: x for x in fit0.parameters}["body.jitter_warmup_rel"]
+    assert not p0.identified and p0.value is None and fit0.jitter is None
+    assert np.all(fit0.draw(20)["jitter_h"] == 0)

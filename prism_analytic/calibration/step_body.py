@@ -29,6 +29,16 @@ the diffuse level takes the constant; linear beyond the calibration's longest ru
 its degrees of freedom chosen by BIC on :data:`SHAPE_DFS`; it is adopted where its BIC beats
 the model with the trend, and the random walk is tested again on top of it.
 
+Jitter warm-up
+--------------
+The jitter is larger over a run's first steps (MLPerf, sd around a per-run smooth: 0.24-0.30%
+over the first 20 steps at 512-1,024 GPUs, 0.12-0.14% after). One sd for every step then
+overstates the jitter at the end of the run, where the rising curve peaks and p99 is set.
+The jitter variance at step ``i`` is ``sigma_e^2 (1 + h exp(-i / tau))``, ``tau`` on the grid
+:data:`JITTER_TAUS` (a time-varying irregular variance in the statsmodels state space);
+likelihood-ratio test of ``h = 0`` (chi-square, 2 degrees of freedom, approximate). ``h`` is
+relative and ``tau`` counts optimizer steps, like the warm-up of the level.
+
 Identifiability (each reported, never a number where it is not)
 ---------------------------------------------------------------
 * warm-up: ``tau`` on the grid :data:`WARMUP_TAUS` (steps); likelihood-ratio test of
@@ -70,6 +80,8 @@ NAMES = ("log_sigma_e", "log_sigma_l", "first_pause", "later_pause", "warmup", "
 #: Degrees of freedom tried for the shared level shape (each capped at one per 10 steps of
 #: the longest run, so a knot interval spans >= 10 steps).
 SHAPE_DFS = (4, 6, 8, 10, 12, 16, 20, 24)
+#: Decay lengths (optimizer steps) tried for the jitter warm-up.
+JITTER_TAUS = (5.0, 10.0, 20.0, 50.0)
 
 
 @dataclass(frozen=True)
@@ -133,6 +145,8 @@ class BodyFit:
         Log likelihoods and the likelihood-ratio tests of warm-up, trend and drift.
     shape : LevelShape or None
         The shared level curve where BIC adopted it (the trend is then left out).
+    jitter : tuple or None
+        Jitter warm-up ``(log h, variance of log h, tau)`` where identified.
     """
 
     theta: np.ndarray
@@ -142,6 +156,7 @@ class BodyFit:
     parameters: list[FittedParameter]
     tests: dict
     shape: LevelShape | None = None
+    jitter: tuple[float, float, float] | None = None
 
     @property
     def sigma_e(self) -> float:
@@ -189,7 +204,14 @@ class BodyFit:
             sh = self.shape
             if sh is not None and np.all(np.isfinite(sh.cov)):
                 shape = rng.multivariate_normal(sh.coef, sh.cov, reps, method="eigh")
+        jit_h = np.zeros(reps)
+        if self.jitter is not None:
+            log_h, var, _ = self.jitter
+            sd = math.sqrt(var) if (rng is not None and np.isfinite(var) and var > 0) else 0.0
+            jit_h = np.exp(log_h + sd * (rng.standard_normal(reps) if sd else np.zeros(reps)))
         return {
+            "jitter_h": jit_h,
+            "jitter_tau": self.jitter[2] if self.jitter is not None else 1.0,
             "shape": self.shape,
             "shape_coef": shape,
             "sigma_e": np.exp(x[:, 0]),
@@ -211,22 +233,54 @@ def _run_columns(run: np.ndarray, tau: float) -> tuple[np.ndarray, np.ndarray]:
     return np.exp(-i / tau), i / 100.0
 
 
+def _uc_class():
+    """UnobservedComponents whose irregular variance may vary over the steps (``profile``)."""
+    from statsmodels.tsa.statespace.structural import UnobservedComponents
+
+    class _UC(UnobservedComponents):
+        profile: np.ndarray | None = None
+
+        def update(self, params, *args, **kwargs):
+            super().update(params, *args, **kwargs)
+            if self.profile is not None:  # sd_e^2 (1 + h exp(-i / tau)) at step i
+                var = float(np.asarray(params)[0])
+                self.ssm["obs_cov"] = (var * self.profile)[None, None, :]
+
+    return _UC
+
+
 class _Likelihood:
-    """Summed Kalman-filter log likelihood of the runs, in ``(log sd_e, log sd_l, betas)``."""
+    """Summed Kalman-filter log likelihood of the runs, in ``(log sd_e, log sd_l, betas)``.
 
-    def __init__(self, y: np.ndarray, exog: np.ndarray, run: np.ndarray) -> None:
-        from statsmodels.tsa.statespace.structural import UnobservedComponents
+    With ``jitter_tau`` the last entry of ``theta`` is ``log h`` of the jitter warm-up: the
+    jitter variance at step ``i`` is ``sd_e^2 (1 + h exp(-i / jitter_tau))``.
+    """
 
+    def __init__(
+        self, y: np.ndarray, exog: np.ndarray, run: np.ndarray, jitter_tau: float | None = None
+    ) -> None:
+        uc = _uc_class()
+        self.jitter_tau = jitter_tau
+        self.data = (y, exog, run)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.models = [
-                UnobservedComponents(y[run == r], level="llevel", exog=exog[run == r])
-                for r in np.unique(run)
+                uc(y[run == r], level="llevel", exog=exog[run == r]) for r in np.unique(run)
             ]
+        self.steps = [np.arange(int(np.sum(run == r)), dtype=float) for r in np.unique(run)]
+
+    def _params(self, theta: np.ndarray, drift: bool) -> np.ndarray:
+        """The statsmodels parameters; sets each run's jitter profile."""
+        if self.jitter_tau is not None:
+            h = math.exp(min(float(theta[-1]), 50.0))
+            for m, i in zip(self.models, self.steps, strict=True):
+                m.profile = 1.0 + h * np.exp(-i / self.jitter_tau)
+            theta = theta[:-1]
+        sd_l2 = math.exp(2 * theta[1]) if drift else 0.0
+        return np.concatenate([[math.exp(2 * theta[0]), sd_l2], theta[2:]])
 
     def __call__(self, theta: np.ndarray, drift: bool = True) -> float:
-        sd_l2 = math.exp(2 * theta[1]) if drift else 0.0
-        p = np.concatenate([[math.exp(2 * theta[0]), sd_l2], theta[2:]])
+        p = self._params(theta, drift)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             val = float(sum(m.loglike(p) for m in self.models))
@@ -260,8 +314,7 @@ class _Likelihood:
         """
         from statsmodels.stats.diagnostic import acorr_ljungbox
 
-        sd_l2 = math.exp(2 * theta[1]) if drift else 0.0
-        p = np.concatenate([[math.exp(2 * theta[0]), sd_l2], theta[2:]])
+        p = self._params(theta, drift)
         out = []
         for m in self.models:
             with warnings.catch_warnings():
@@ -285,7 +338,14 @@ class _Likelihood:
             return self(th, drift)
 
         out = np.full((len(theta), len(theta)), np.nan)
-        h = -approx_hess3(theta[free], ll)
+        x = theta[free]
+        eps = np.finfo(float).eps ** 0.25 * np.maximum(np.abs(x), 0.1)  # statsmodels' default
+        if self.jitter_tau is not None:
+            # the likelihood is flat in log h at the 1e-5 level but carries ~1e-5 round-off:
+            # the default step (~1e-4) gave a curvature 13x too large (sd of log h 0.06, not
+            # 0.21 as a 0.03-0.1 step and the profile say)
+            eps[-1] = 0.05
+        h = -approx_hess3(x, ll, epsilon=eps)
         try:
             c = np.linalg.inv(h)
         except np.linalg.LinAlgError:
@@ -317,6 +377,7 @@ def fit_step_body(
     *,
     confidence: float = 0.95,
     shape: bool = True,
+    jitter_warmup: bool = True,
 ) -> BodyFit:
     """Fit the body model of the module notes to per-run relative residuals.
 
@@ -331,6 +392,8 @@ def fit_step_body(
         Level of the intervals and of the identifiability tests.
     shape : bool
         Try the shared level shape (module notes); False gives the model without it.
+    jitter_warmup : bool
+        Try the jitter warm-up (module notes); False: one jitter sd for every step.
 
     Returns
     -------
@@ -398,6 +461,18 @@ def fit_step_body(
         use_drift = p_drift < alpha
         if not use_drift:
             theta, ll = th_flat, ll_flat
+    n_shape = len(theta) - (2 + len(pauses) + use_warm + use_trend)
+    jitter_fit = None
+    if jitter_warmup:
+        jitter_fit = _fit_jitter_warmup(like, theta, ll, use_drift, alpha, shape_tests)
+    if jitter_fit is not None:  # the drift is tested again beside the larger early jitter
+        like, theta, ll = jitter_fit
+        if use_drift:
+            th_flat, ll_flat = like.fit(theta, drift=False, polish_only=True)
+            lr_drift, p_drift = _lr_pvalue(ll, ll_flat, 1, boundary=True)
+            use_drift = p_drift < alpha
+            if not use_drift:
+                theta, ll = th_flat, ll_flat
     cov = like.cov(theta, drift=use_drift)
     # place the estimate in the full order of NAMES
     active = np.array([True, use_drift, 1 in pauses, 2 in pauses, use_warm, use_trend])
@@ -407,10 +482,14 @@ def fit_step_body(
     full[slots] = theta[: len(slots)]
     full_cov[np.ix_(slots, slots)] = cov[: len(slots), : len(slots)]
     level_shape = None
+    k = len(slots)
     if shape_fit is not None:
-        k = len(slots)
         df = shape_tests["shape_df"]
-        level_shape = LevelShape(df, last, theta[k:], cov[k:, k:])
+        cut = slice(k, k + n_shape)
+        level_shape = LevelShape(df, last, theta[cut], cov[cut, cut])
+    jitter = None
+    if jitter_fit is not None:  # (log h, its variance, tau)
+        jitter = (float(theta[-1]), float(cov[-1, -1]), float(like.jitter_tau))
     if not use_drift:
         full[1] = -np.inf
     tests = {
@@ -433,7 +512,55 @@ def fit_step_body(
     n_flag = (int(exog[:, 1].sum()), int(exog[:, 2].sum()))
     parameters = _report(full, full_cov, active, th_full, full_model_cov, tests, n_flag, confidence)
     parameters.append(_shape_parameter(level_shape, tests, shape))
-    return BodyFit(full, full_cov, active, tau, parameters, tests, level_shape)
+    parameters.append(_jitter_parameter(jitter, tests, jitter_warmup, confidence))
+    return BodyFit(full, full_cov, active, tau, parameters, tests, level_shape, jitter)
+
+
+def _fit_jitter_warmup(
+    like: _Likelihood, theta: np.ndarray, ll: float, drift: bool, alpha: float, tests: dict
+) -> tuple[_Likelihood, np.ndarray, float] | None:
+    """The jitter warm-up of highest likelihood over :data:`JITTER_TAUS`, if significant.
+
+    Likelihood-ratio test of ``h = 0`` against chi-square with 2 degrees of freedom (``h``
+    and ``tau``; approximate: ``h = 0`` is a boundary and ``tau`` a grid choice).
+    """
+    y, exog, run = like.data
+    best = None
+    for tau in JITTER_TAUS:
+        cand = _Likelihood(y, exog, run, jitter_tau=tau)
+        th, val = cand.fit(np.append(theta, 0.0), drift=drift, polish_only=True)
+        if best is None or val > best[2]:
+            best = (cand, th, val)
+    # BFGS alone can stop short on the (log sd_e, log h) ridge: Nelder-Mead first at the best tau
+    th, val = best[0].fit(best[1], drift=drift)
+    if val > best[2]:
+        best = (best[0], th, val)
+    lr, p = _lr_pvalue(best[2], ll, 2)
+    tests["jitter_warmup_tau_steps"] = best[0].jitter_tau
+    tests["jitter_warmup_lr"], tests["jitter_warmup_pvalue"] = lr, p
+    tests["jitter_warmup_h_at_best_tau"] = math.exp(min(float(best[1][-1]), 50.0))
+    return best if p < alpha else None
+
+
+def _jitter_parameter(
+    jitter: tuple[float, float, float] | None, tests: dict, tried: bool, confidence: float
+) -> FittedParameter:
+    key = "body.jitter_warmup_rel"
+    if not tried:
+        return FittedParameter(key, None, None, False, "not tried (jitter_warmup=False)")
+    how = (
+        "extra jitter variance of the first steps, sd_e^2 (1 + h exp(-i / tau)), tau ="
+        f" {tests['jitter_warmup_tau_steps']:g} steps (best of {JITTER_TAUS}); LR test of"
+        f" none p = {tests['jitter_warmup_pvalue']:.2g} (chi-square, 2 df)"
+    )
+    if jitter is None:
+        return FittedParameter(key, None, None, False, how + "; not identified")
+    log_h, var, _ = jitter
+    ci = None
+    if np.isfinite(var) and var > 0:
+        half = float(stats.norm.ppf(0.5 + confidence / 2)) * math.sqrt(var)
+        ci = (math.exp(log_h - half), math.exp(log_h + half))
+    return FittedParameter(key, math.exp(log_h), ci, True, how + "; h, Wald interval (log scale)")
 
 
 def _bic(loglike: float, k: int, nobs: int) -> float:
@@ -590,7 +717,8 @@ def simulate_body(draws: dict, lengths: list[int], rng: np.random.Generator) -> 
     draws : dict
         Arrays ``sigma_e``, ``sigma_l``, ``trend``, ``warmup`` (one value per simulated
         dataset), the scalar ``tau`` and, optionally, ``shape`` (a :class:`LevelShape`) with
-        ``shape_coef`` (its coefficients, one row per dataset) (:meth:`BodyFit.draw`).
+        ``shape_coef`` (its coefficients, one row per dataset), and ``jitter_h`` (one per
+        dataset) with ``jitter_tau`` (the jitter warm-up) (:meth:`BodyFit.draw`).
     lengths : list of int
         Steps per run; the runs are concatenated in this order.
     rng : numpy.random.Generator
@@ -608,7 +736,11 @@ def simulate_body(draws: dict, lengths: list[int], rng: np.random.Generator) -> 
     for n in lengths:
         i = np.arange(n)
         level = np.cumsum(rng.normal(0.0, 1.0, (reps, n)) * sl[:, None], axis=1)
-        x = level + rng.normal(0.0, 1.0, (reps, n)) * se[:, None]
+        sd = se[:, None] * np.ones(n)
+        if "jitter_h" in draws:  # larger jitter over the first steps
+            prof = np.exp(-i / draws["jitter_tau"])
+            sd = se[:, None] * np.sqrt(1.0 + np.asarray(draws["jitter_h"])[:, None] * prof)
+        x = level + rng.normal(0.0, 1.0, (reps, n)) * sd
         x = x + trend[:, None] * i + warm[:, None] * np.exp(-i / draws["tau"])
         if shape is not None:  # the shared curve, linear beyond the calibration's runs
             x = x + coef @ shape.basis(i).T
