@@ -102,6 +102,20 @@ def test_log_lattice_heavy_tail_still_becomes_an_atom():
     assert g.above > 1e-4 and g.h <= 16 * 0.001
 
 
+def test_mixture_without_components_keeps_its_far_cluster():
+    # a factor-conditioned pipeline's mixture of normals has arrays, not components: the
+    # window sees the empty gap before the far cluster and covers it
+    from prism_analytic.engines.pipeline_factors import NormalMixture
+
+    law = NormalMixture([1 - P, P], [MU, MU + S], [SD, SD])
+    g = to_grid(law, H, POLICY)
+    assert g.above <= 1e-9 and g.below <= 1e-9  # the bulk (1e-9 levels) is held
+    for q in LEVELS:
+        low, high = g.quantile_bracket(q)
+        exact = optimize.brentq(lambda x, q=q: float(law.cdf(x)) - q, MU - 1, MU + S + 1)
+        assert low <= exact <= high
+
+
 def test_heavy_tail_still_becomes_an_atom():
     # the window fallback is for mixtures only: a Pareto keeps its capped bulk and its atom
     g = to_grid(pa.pareto(1.5), 0.001, POLICY)

@@ -589,6 +589,37 @@ def _parts_window(
     return spacing, int(np.floor(low / spacing)) - 1, int(np.ceil(high / spacing))
 
 
+def _beyond_a_gap(cdf: np.ndarray, sf: np.ndarray, tail: float) -> bool:
+    """Whether the mass a window leaves out lies beyond an empty gap, not in a tail.
+
+    A heavy tail's density reaches the window's edge: the outer quarter of the window on that
+    side holds more than the tail budget (the mass beyond is then an atom by design). A far
+    cluster leaves that quarter empty; every side that loses mass must show the gap.
+    """
+    quarter = max(cdf.size // 4, 1)
+    gap = True
+    if cdf[0] > tail:
+        gap = gap and cdf[quarter] - cdf[0] <= tail
+    if sf[-1] > tail:
+        gap = gap and sf[-1 - quarter] - sf[-1] <= tail
+    return gap
+
+
+def _covering_window(
+    dist: Distribution, h: float, policy: GridPolicy
+) -> tuple[float, int, int] | None:
+    """A window over the tail-budget quantiles (else the bulk), as coarse as that needs."""
+    levels = _window_levels(dist, policy.tail_mass)
+    x_min, x_max = float(levels["q_tail"]()[0]), float(levels["s_tail"]()[0])
+    b_lo, b_hi = float(levels["q_bulk"]()[0]), float(levels["s_bulk"]()[0])
+    if not np.isfinite(b_hi - b_lo):
+        return None
+    room = policy.max_cells - 8
+    spacing = max(h, (b_hi - b_lo) / room)
+    low, high = (x_min, x_max) if (x_max - x_min) / spacing <= room else (b_lo, b_hi)
+    return spacing, int(np.floor(low / spacing)) - 1, int(np.ceil(high / spacing))
+
+
 def discretize(
     dist: Distribution,
     h: float,
@@ -617,6 +648,10 @@ def discretize(
         # 30 s stall beside a narrow body) is not a tail: its mass would be read as +inf and
         # the point estimate's CDF would stop below 1. Hold every component's own window.
         wider = _parts_window(dist, requested, policy)
+        if wider is None and _beyond_a_gap(cdf, sf, policy.tail_mass):
+            # No components to read (a mixture of normals by arrays, say), but the mass left
+            # out lies beyond an empty stretch: a far cluster, not a tail. Cover it.
+            wider = _covering_window(dist, h, policy)
         if wider is not None:
             x2 = (wider[1] + np.arange(wider[2] - wider[1] + 1)) * wider[0]
             cdf2, sf2 = dist._cdf(x2), dist._sf(x2)
