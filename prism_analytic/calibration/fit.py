@@ -408,7 +408,8 @@ def calibrate_to_logs(
             f"predicted median step matched to the measured {target:.6g} s; interval: the"
             f" median's {confidence:.0%} percentile bootstrap ({m_lo:.6g}, {m_hi:.6g} s)"
             " mapped through the model, given the stalls and jitter fitted here (their"
-            " uncertainty is not carried into it: the jitter's mean acts as a per-step cost)",
+            " uncertainty is not carried into it; the jitter has mean 0, so it barely moves"
+            " the median)",
         ),
     )
     if check_body:

@@ -430,7 +430,9 @@ def build_step_graph(
         last = g.add_op("overhead", point_mass(t.step_overhead_s), [last], tags=("overhead",))
     jit = var.temporal.step_jitter_s
     if jit > 0:  # per-step host-side jitter in seconds (see TemporalVariability)
-        law = gamma(JITTER_MEAN_OVER_STD * jit, jit)
+        # mean 0: its level is a fixed cost held elsewhere; a mean here would shift every
+        # GEMM efficiency fitted beside it by 3x the jitter's fitting error
+        law = gamma(JITTER_MEAN_OVER_STD * jit, jit).shift(-JITTER_MEAN_OVER_STD * jit)
         last = g.add_op("step_jitter", law, [last], tags=("overhead",))
     hic = var.hiccups
     if hic.probability > 0 and hic.size_s > 0:

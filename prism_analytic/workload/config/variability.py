@@ -34,7 +34,8 @@ class SpatialVariability(_Section):
     slow_factor: float = _f(1.10, kind="float", ge=1.0, le=100.0)
 
 
-#: Mean over standard deviation of the per-step jitter's gamma law (an assumption).
+#: Shape of the per-step jitter: a gamma with mean 3 sd, shifted to mean 0 (skewness 2/3;
+#: an assumption about its shape, not its level).
 JITTER_MEAN_OVER_STD = 3.0
 
 
@@ -52,8 +53,12 @@ class TemporalVariability(_Section):
     synchronisation gaps). Kernel noise averages out over thousands of kernels, so without
     it a step barely varies within one run; measured within-run spreads (MLPerf GB200:
     p90/p50 1.005 at 19 s steps) need it. Its law is a gamma with mean
-    ``JITTER_MEAN_OVER_STD`` (3) times the std (a non-negative delay; the mean-to-std ratio is
-    an assumption, its mean acts as a fixed per-step cost). Default 0: no public number;
+    ``JITTER_MEAN_OVER_STD`` (3) times the std, shifted by that mean to mean 0: it is the
+    step's *fluctuation* only. Its level (the delay's mean) is a fixed per-step cost, which
+    one job size cannot tell from the GEMM efficiency; it belongs to
+    ``training.step_overhead_s`` (or the fitted efficiency), not to an assumed mean-to-std
+    ratio. (Before, the mean of 3 sd was added too, and every error in a fitted jitter moved
+    the fitted GEMM efficiency by 3x that error: issue #10.) Default 0: no public number;
     ``prism calibrate`` fits it from step logs.
     """
 
