@@ -24,6 +24,10 @@ from .roundoff import fft_convolve, fft_l1_error
 
 __all__ = ["GridDistribution", "discretize", "to_grid", "to_grid_like", "align"]
 
+#: The bulk of a law: all but this probability on each side (what :func:`lattice_window`
+#: tries to cover).
+BULK_LEVEL = 1e-9
+
 
 def _pmf_from_cdf_sf(cdf: np.ndarray, sf: np.ndarray, cdf_before: float) -> np.ndarray:
     """Point masses from a CDF and a survival function sampled at the same points.
@@ -520,8 +524,8 @@ def _window_levels(dist: Distribution, tail: float) -> dict[str, Callable[[], np
     call, only when a value is read.
     """
     cls = type(dist)
-    low = {"q_tail": [tail], "q_mid": [0.25, 0.75], "q_bulk": [1e-9]}
-    high = {"s_tail": [tail], "s_bulk": [1e-9]}
+    low = {"q_tail": [tail], "q_mid": [0.25, 0.75], "q_bulk": [BULK_LEVEL]}
+    high = {"s_tail": [tail], "s_bulk": [BULK_LEVEL]}
     if cls._quantile is Distribution._quantile and cls._isf is Distribution._isf:
         with np.errstate(over="ignore", invalid="ignore"):
             lows = dist._invert_groups([np.array(v) for v in low.values()], upper=False)
