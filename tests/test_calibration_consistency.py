@@ -11,10 +11,13 @@ model itself at a known efficiency and jitter.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from prism_analytic.calibration import StepLog, calibrate_to_logs, predicted_law
+from prism_analytic.cli import main
 from prism_analytic.workload.jobs import load_config, merge_config
 
 TRUE_EFF = 0.4  # the preset's gemm_fp4 default is 0.331: the fit has something to find
@@ -103,3 +106,45 @@ def test_spurious_jitter_does_not_move_efficiency(job):
     assert _param(res, "variability.temporal.step_jitter_s").identified
     eff = _param(res, "hardware.efficiency.gemm_fp4")
     assert eff.interval[0] <= TRUE_EFF <= eff.interval[1], eff
+
+
+# --------------------------------------------------------------------------------------
+# prism predict --config refuses an overlay whose GEMM efficiency the job does not use
+# --------------------------------------------------------------------------------------
+def _write(path, text: str):
+    path.write_text(text)
+    return str(path)
+
+
+def test_predict_refuses_overlay_of_another_precision(tmp_path, capsys):
+    """A BF16 ``gemm`` fit merged into an FP8 job changed nothing, silently."""
+    job = _write(tmp_path / "job.toml", JOB_TOML.replace('"nvfp4"', '"fp8"'))
+    fit = _write(tmp_path / "fit.toml", "[hardware.efficiency]\ngemm = 0.6\n")
+    assert main(["predict", "--config", job, "--config", fit, "--json", "--no-verify"]) == 2
+    err = capsys.readouterr().err
+    assert "hardware.efficiency.gemm " in err and "hardware.efficiency.gemm_fp8" in err
+    # on top of a preset the first --config is itself an overlay: an FP4 fit on a BF16 preset
+    fp4 = _write(tmp_path / "fp4.toml", "[hardware.efficiency]\ngemm_fp4 = 0.4\n")
+    argv = ["predict", "--preset", "llama3-8b", "--gpus", "8", "--config", fp4, "--json"]
+    assert main(argv) == 2
+    assert "gemm_fp4" in capsys.readouterr().err
+
+
+def test_predict_takes_matching_or_gemm_free_overlays(tmp_path, capsys):
+    """The key the job uses, an overlay without GEMM keys, and a whole job file pass."""
+    job = _write(tmp_path / "job.toml", JOB_TOML.replace('"nvfp4"', '"fp8"'))
+    runs = {}
+    for name, text in (
+        ("fp8", "[hardware.efficiency]\ngemm_fp8 = 0.3\n"),
+        ("none", "[variability.temporal]\nstep_jitter_s = 0.01\n"),
+    ):
+        fit = _write(tmp_path / f"{name}.toml", text)
+        assert main(["predict", "--config", job, "--config", fit, "--json", "--no-verify"]) == 0
+        runs[name] = json.loads(capsys.readouterr().out)
+    # the whole job file is not an overlay: its own keys are the user's (not refused)
+    whole = _write(tmp_path / "whole.toml", JOB_TOML + "\n[hardware.efficiency]\ngemm = 0.6\n")
+    assert main(["predict", "--config", whole, "--json", "--no-verify"]) == 0
+    capsys.readouterr()
+    assert main(["predict", "--config", job, "--json", "--no-verify"]) == 0
+    base = json.loads(capsys.readouterr().out)
+    assert runs["fp8"]["mean_s"] > 1.2 * base["mean_s"]  # 0.3 vs the default 0.501: it applied

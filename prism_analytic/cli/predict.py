@@ -47,6 +47,12 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     job = build_job(args.preset, args.gpus, configs[0])
     for extra in configs[1:]:  # later files (e.g. a `prism calibrate` overlay) merge on top
         job = apply_overlay(job, extra)
+    from ..calibration.overlay_job import check_overlay_gemm
+
+    # an overlay's GEMM efficiency for another precision would change nothing, silently; the
+    # first file is an overlay only on top of --preset (else it is the whole job)
+    overlays = [c for c in configs[0 if args.preset else 1 :] if c is not None]
+    check_overlay_gemm(job, overlays)
     if args.scheduler is not None and args.method != "montecarlo":
         raise ValueError(
             "--scheduler distributes Monte Carlo blocks: use it with --method montecarlo"
@@ -130,7 +136,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         action="append",
         help="TOML overrides on top of the preset; alone: a whole job file; repeat to merge"
-        " more files on top (e.g. a `prism calibrate` overlay)",
+        " more files on top (e.g. a `prism calibrate` overlay; one that sets only another"
+        " precision's GEMM efficiency is refused: it would change nothing)",
     )
     p.add_argument(
         "--method", choices=METHODS, default="analytic", help="engine (default: analytic)"
