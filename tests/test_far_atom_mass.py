@@ -116,6 +116,22 @@ def test_mixture_without_components_keeps_its_far_cluster():
         assert low <= exact <= high
 
 
+def test_mixture_of_far_apart_grids_is_coarsened_before_it_is_aligned():
+    # a slow regime 100 s beside a fast one, both on 1e-5 s cells: aligning first built
+    # 1e7-cell arrays (1e8 and 2.9 GB for a 1,000 s gap) before trimmed() re-binned them
+    from prism_analytic.distributions.grid import mix_grids
+
+    fast = to_grid(pa.normal(MU, SD), 1e-5)
+    slow = to_grid(pa.normal(MU + 100.0, 1.0), 1e-5)
+    law = pa.mixture([pa.normal(MU, SD), pa.normal(MU + 100.0, 1.0)], [1 - P, P])
+    mixed = mix_grids([fast, slow], np.array([1 - P, P]))
+    assert mixed.lo.size <= mixed.policy.max_cells
+    assert mixed.above <= 1e-9 and mixed.below <= 1e-9  # the operands' own bulk windows
+    for q in (0.5, 0.98, 0.999):
+        low, high = mixed.quantile_bracket(q)
+        assert low <= float(law.quantile(q)) <= high
+
+
 def test_heavy_tail_still_becomes_an_atom():
     # the window fallback is for mixtures only: a Pareto keeps its capped bulk and its atom
     g = to_grid(pa.pareto(1.5), 0.001, POLICY)
