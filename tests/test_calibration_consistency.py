@@ -16,9 +16,12 @@ import json
 import numpy as np
 import pytest
 
-from prism_analytic.calibration import StepLog, calibrate_to_logs, predicted_law
+from prism_analytic.calibration import StepLog, calibrate_to_logs, predicted_law, read_step_log
+from prism_analytic.calibration.logs import without_pauses
 from prism_analytic.cli import main
+from prism_analytic.workload.config import ConfigError
 from prism_analytic.workload.jobs import load_config, merge_config
+from prism_analytic.workload.step_estimate import step_time
 
 TRUE_EFF = 0.4  # the preset's gemm_fp4 default is 0.331: the fit has something to find
 JOB_TOML = """
@@ -89,7 +92,10 @@ def test_overlay_reproduces_measured_median(job, one_allocation):
     """The median is matched with the jitter and stalls written to the overlay, not without."""
     times, res = one_allocation
     overlay = res.overlay()
-    assert overlay["variability"]["temporal"]["step_jitter_s"] > 0
+    # the relative form is written, the seconds only reported (they do not carry)
+    assert set(overlay["variability"]["temporal"]) == {"step_jitter_rel"}
+    secs = _param(res, "variability.temporal.step_jitter_s")
+    assert secs.identified and not secs.written
     law = predicted_law(merge_config(job, overlay))
     assert law.p50_s == pytest.approx(float(np.median(times)), rel=5e-4)
 
@@ -148,3 +154,46 @@ def test_predict_takes_matching_or_gemm_free_overlays(tmp_path, capsys):
     assert main(["predict", "--config", job, "--json", "--no-verify"]) == 0
     base = json.loads(capsys.readouterr().out)
     assert runs["fp8"]["mean_s"] > 1.2 * base["mean_s"]  # 0.3 vs the default 0.501: it applied
+
+
+# --------------------------------------------------------------------------------------
+# The jitter carried as a fraction of the step (variability.temporal.step_jitter_rel)
+# --------------------------------------------------------------------------------------
+def test_relative_jitter_is_a_fraction_of_each_jobs_own_step(job):
+    """``step_jitter_rel`` r gives the law of ``step_jitter_s`` = r x the deterministic step."""
+    for mb in (4, 16):  # two step lengths (about 4x apart)
+        sized = merge_config(job, {"parallelism": {"microbatches": mb}})
+        core = step_time(sized).step_s
+        rel = predicted_law(merge_config(sized, _temporal(step_jitter_rel=0.01)))
+        sec = predicted_law(merge_config(sized, _temporal(step_jitter_s=0.01 * core)))
+        assert rel.p50_s == sec.p50_s and rel.std_s == sec.std_s
+    with pytest.raises(ConfigError, match="step_jitter_rel"):
+        merge_config(job, _temporal(step_jitter_s=0.01, step_jitter_rel=0.01))
+
+
+def _temporal(**kw) -> dict:
+    return {"variability": {"temporal": kw}}
+
+
+def _within_run_sd(path) -> tuple[float, float]:
+    """(median, 1.4826 MAD) of one run's steps, steps after evaluation pauses left out."""
+    t = without_pauses([read_step_log(path)])[0].times_s
+    med = float(np.median(t))
+    return med, 1.4826 * float(np.median(np.abs(t - med)))
+
+
+def test_mlperf_within_run_jitter_scales_with_the_step(shared_data):
+    """Why the relative form is written: MLPerf GB200 512 -> 2,496 GPUs, step 19.3 -> 5.8 s.
+
+    The within-run sd in seconds falls about as much as the step (3.6x vs 3.3x), its
+    fraction of the step moves 0.8-1.1x: seconds fitted at 512 would be about 3.5x too wide
+    at 2,496 GPUs.
+    """
+    root = shared_data / "mlperf_llama405b"
+    small = [_within_run_sd(p) for p in sorted(root.glob("carina_gb200_ngpu512/result_*.txt"))]
+    large = [_within_run_sd(p) for p in sorted(root.glob("carina_gb200_ngpu2496/result_*.txt"))]
+    sec = np.mean([s for _, s in small]) / np.mean([s for _, s in large])
+    rel = np.mean([s / m for m, s in small]) / np.mean([s / m for m, s in large])
+    step = np.mean([m for m, _ in small]) / np.mean([m for m, _ in large])
+    assert 2.5 < sec and 0.7 < rel < 1.4 and abs(np.log(rel)) < abs(np.log(sec)) / 3
+    assert sec == pytest.approx(step, rel=0.3)

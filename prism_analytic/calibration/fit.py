@@ -95,6 +95,12 @@ def _with(job: Any, overrides: Mapping[str, Any]) -> Any:
     return merge_config(job, dict(overrides), check_layout=False)
 
 
+def _jitter(job: Any, seconds: float) -> Any:
+    """``job`` with a per-step jitter of ``seconds`` sd (and no relative jitter)."""
+    temporal = {"step_jitter_s": float(seconds), "step_jitter_rel": 0.0}
+    return _with(job, {"variability": {"temporal": temporal}})
+
+
 def gemm_key(job: Any) -> str:
     """Efficiency key of the job's GEMM precision: ``gemm`` (BF16), ``gemm_fp8``, ``gemm_fp4``."""
     return job.hardware.efficiency.gemm_key(job.training.precision)
@@ -312,7 +318,10 @@ def calibrate_to_logs(
         Which predicted law the per-run-normalised goodness of fit uses (see
         :func:`_shape_law`).
     fit_jitter : bool
-        Fit ``variability.temporal.step_jitter_s`` to the per-run-normalised p90/p50.
+        Fit the per-step jitter to the per-run-normalised p90/p50 (in seconds,
+        ``variability.temporal.step_jitter_s``, reported); the overlay gets its relative
+        form ``step_jitter_rel`` (sd over the job's deterministic step at the fitted
+        efficiency), which scales with the step when carried to another size.
     events : bool
         Also fit the step-event model by likelihood (:func:`.step_events.fit_step_events`:
         the slow step after an evaluation pause, stalls with a per-GPU rate and a size); the
@@ -392,7 +401,7 @@ def calibrate_to_logs(
         jitter_param = _fit_jitter(first, (r90, *r90_ci), shape, evaluate)
         params.append(jitter_param)
         if jitter_param.identified:
-            base = _with(base, {"variability": {"temporal": {"step_jitter_s": jitter_param.value}}})
+            base = _jitter(base, jitter_param.value)
     eff, law = solve_gemm_efficiency(base, target, "p50", evaluate=evaluate)
     tuned = _with(base, _gemm_overlay(base, eff))
     # the percentile interval maps through the monotone median(eff): slower median -> lower eff
@@ -412,6 +421,8 @@ def calibrate_to_logs(
             " the median)",
         ),
     )
+    if fit_jitter:
+        params = _jitter_relative(params, tuned)
     if check_body:
         params.append(_body_identifiability(tuned, law, r90_ci, evaluate))
     params += _not_identified_from_one_size()
@@ -426,7 +437,7 @@ def calibrate_to_logs(
 
         # the engine's own within-run spread here: the fitted body adds only what is beyond it
         own = _with(tuned, {"variability": {"hiccups": {"probability": 0.0}}})
-        own = _with(own, {"variability": {"temporal": {"step_jitter_s": 0.0}}})
+        own = _jitter(own, 0.0)
         own_law = _shape_law(own, evaluate(own), shape, evaluate)
         event_fit = fit_step_events(
             all_logs,
@@ -467,10 +478,8 @@ def _fit_jitter(
     key = "variability.temporal.step_jitter_s"
 
     def ratio(j: float) -> float:
-        law0 = evaluate(_with(job, {"variability": {"temporal": {"step_jitter_s": j}}}))
-        law = _shape_law(
-            _with(job, {"variability": {"temporal": {"step_jitter_s": j}}}), law0, shape, evaluate
-        )
+        law0 = evaluate(_jitter(job, j))
+        law = _shape_law(_jitter(job, j), law0, shape, evaluate)
         return law.p90_s / law.p50_s - 1.0
 
     floor = ratio(0.0)
@@ -515,6 +524,37 @@ def _fit_jitter(
         f"predicted {shape} p90/p50 matched to the measured {r90[0]:.4f}; interval: its"
         f" percentile bootstrap ({r90[1]:.4f}, {r90[2]:.4f}) mapped through the model",
     )
+
+
+def _jitter_relative(params: list[FittedParameter], tuned: Any) -> list[FittedParameter]:
+    """The fitted jitter in seconds reported only, its relative form written to the overlay.
+
+    Seconds do not carry across sizes: measured within-run step sd stays near 0.5% of the
+    step while the step changes 20x (see ``TemporalVariability``). The relative form is the
+    sd over ``tuned``'s deterministic step (the builder's reference), so at this size the
+    overlay reproduces exactly the law fitted here.
+    """
+    from ..workload.step_estimate import step_time
+
+    key = "variability.temporal.step_jitter_s"
+    out = []
+    for p in params:
+        if p.key != key or not p.identified:
+            out.append(p)
+            continue
+        core = step_time(tuned).step_s
+        out.append(FittedParameter(key, p.value, p.interval, True, p.method, written=False))
+        out.append(
+            FittedParameter(
+                "variability.temporal.step_jitter_rel",
+                p.value / core,
+                (p.interval[0] / core, p.interval[1] / core),
+                True,
+                f"{key} over the deterministic step {core:.6g} s at the fitted efficiency"
+                " (written instead of seconds: it scales with the step across sizes)",
+            )
+        )
+    return out
 
 
 def _body_identifiability(
@@ -675,7 +715,7 @@ def check_against_logs(
 
         quiet = _with(job, {"variability": {"hiccups": {"probability": 0.0}}})
         if body_mode != "none" and getattr(events, "body", None) is not None:
-            quiet = _with(quiet, {"variability": {"temporal": {"step_jitter_s": 0.0}}})
+            quiet = _jitter(quiet, 0.0)
         body = _shape_law(quiet, evaluate(quiet), shape, evaluate)
         out["events"] = predict_events(
             events,

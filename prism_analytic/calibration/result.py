@@ -35,6 +35,9 @@ class FittedParameter:
     identified : bool
     method : str
         How it was fitted and what the interval is.
+    written : bool
+        Whether the overlay carries it (False: reported only, e.g. the jitter in seconds at
+        the fitted size, whose relative form is written instead).
     """
 
     key: str
@@ -42,6 +45,7 @@ class FittedParameter:
     interval: tuple[float, float] | None
     identified: bool
     method: str
+    written: bool = True
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ class CalibrationResult:
         """Nested mapping of the identified parameters (what ``--config`` takes)."""
         out: dict = {}
         for p in self.parameters:
-            if not p.identified or p.value is None:
+            if not p.identified or p.value is None or not p.written:
                 continue
             node = out
             *path, leaf = p.key.split(".")
@@ -169,10 +173,11 @@ def overlay_toml(result: CalibrationResult) -> str:
             if p.identified and p.interval
             else ("fitted" if p.identified else "not identified, left at its default")
         )
-        lines.append(f"# {p.key}: {state}; {p.method}")
+        note = "" if p.written else " (reported, not written)"
+        lines.append(f"# {p.key}: {state}{note}; {p.method}")
     tables: dict[str, dict[str, float]] = {}
     for p in result.parameters:
-        if p.identified and p.value is not None:
+        if p.identified and p.value is not None and p.written:
             section, key = p.key.rsplit(".", 1)
             tables.setdefault(section, {})[key] = p.value
     for section, kv in tables.items():

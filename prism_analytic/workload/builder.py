@@ -67,6 +67,7 @@ from ..policy import GridPolicy
 from .config import JITTER_MEAN_OVER_STD, JobConfig, Layout, TierNoise
 from .mean_model import OpMean, OpMeans, op_means
 from .scale_variability import ScaleEvents, apply_scale_variability, scale_events
+from .step_estimate import step_time
 
 __all__ = [
     "StepModel",
@@ -245,7 +246,7 @@ def graph_size(job: JobConfig) -> int:
     extra = 1 + (1 if p.pp > 1 else 0) + 1  # replica group, fill/drain, optimizer
     extra += sum(1 for o in op_means(job).dp_step if o.count * o.seconds > 0)
     extra += 1 if t.step_overhead_s > 0 else 0
-    extra += 1 if v.temporal.step_jitter_s > 0 else 0
+    extra += 1 if v.temporal.step_jitter_s > 0 or v.temporal.step_jitter_rel > 0 else 0
     extra += 1 if v.hiccups.probability > 0 and v.hiccups.size_s > 0 else 0
     extra += len(scale_events(job).step_delays)  # variability.scale's whole-step delays
     return 1 + extra
@@ -429,6 +430,8 @@ def build_step_graph(
     if t.step_overhead_s > 0:
         last = g.add_op("overhead", point_mass(t.step_overhead_s), [last], tags=("overhead",))
     jit = var.temporal.step_jitter_s
+    if var.temporal.step_jitter_rel > 0:  # a fraction of this job's deterministic step
+        jit = var.temporal.jitter_seconds(step_time(job, om).step_s)
     if jit > 0:  # per-step host-side jitter in seconds (see TemporalVariability)
         # mean 0: its level is a fixed cost held elsewhere; a mean here would shift every
         # GEMM efficiency fitted beside it by 3x the jitter's fitting error

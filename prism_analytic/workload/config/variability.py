@@ -60,11 +60,34 @@ class TemporalVariability(_Section):
     ratio. (Before, the mean of 3 sd was added too, and every error in a fitted jitter moved
     the fitted GEMM efficiency by 3x that error: issue #10.) Default 0: no public number;
     ``prism calibrate`` fits it from step logs.
+
+    ``step_jitter_rel``: the same jitter with its sd given as a fraction of the job's own
+    deterministic (mean-model) step time, so that it scales with the step when carried to
+    another size; at most one of the two is non-zero. Measured within-run step sd over the
+    median (1.4826 MAD, steps after evaluation pauses left out) stays near 0.5% while the
+    step and its seconds change 20x: 0.57% at 8 GPUs / 2.2 s and 0.49% at 64 GPUs / 46.7 s
+    (``shared/data/straggler_traces``), 0.49-0.57% at 512 GPUs / 19.3 s down to 0.43-0.54%
+    at 2,496 GPUs / 5.8 s (MLPerf GB200; its seconds fall 3.6x), so ``prism calibrate``
+    writes this form.
     """
 
     _SECTION: ClassVar[str] = "variability.temporal"
     kernel_cv: float = _f(0.012, kind="float", ge=0.0, lt=1.0)
     step_jitter_s: float = _f(0.0, kind="float", ge=0.0)
+    step_jitter_rel: float = _f(0.0, kind="float", ge=0.0, lt=1.0)
+
+    def _check(self) -> None:
+        if self.step_jitter_s > 0 and self.step_jitter_rel > 0:
+            raise self._err(
+                "step_jitter_rel",
+                "set step_jitter_s (seconds) or step_jitter_rel (fraction of the step), not"
+                f" both (got {self.step_jitter_s!r} and {self.step_jitter_rel!r}); set the"
+                " other to 0",
+            )
+
+    def jitter_seconds(self, core_step_s: float) -> float:
+        """The jitter's sd in seconds for a job whose deterministic step is ``core_step_s``."""
+        return self.step_jitter_s + self.step_jitter_rel * core_step_s
 
 
 @dataclass(frozen=True)
