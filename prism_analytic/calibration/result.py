@@ -117,7 +117,8 @@ class CalibrationResult:
         for p in self.parameters:
             if p.identified and p.value is not None:
                 iv = f" [{p.interval[0]:.6g}, {p.interval[1]:.6g}]" if p.interval else ""
-                lines.append(f"  {p.key} = {p.value:.6g}{iv}  ({p.method})")
+                note = "" if p.written else ", reported, not in the overlay"
+                lines.append(f"  {p.key} = {p.value:.6g}{iv}  ({p.method}{note})")
             else:
                 lines.append(f"  {p.key}: not identified ({p.method})")
         pr = self.predicted
