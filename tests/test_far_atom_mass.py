@@ -166,6 +166,7 @@ def test_preset_with_a_30s_stall_is_the_quiet_step_mixed_with_its_shift():
 
     quiet, _, _ = predict_job(_job(0.0))
     stalled, _, _ = predict_job(_job(P))
+    bounds, _, _ = predict_job(_job(P), method="bounds")  # guaranteed for the model
     assert stalled.mean() == pytest.approx(quiet.mean() + P * S, abs=1e-3)
     for q in LEVELS:
         # (1 - P) F(x) + P F(x - S) = q, F the quiet step's CDF (the same body, exact shift)
@@ -178,3 +179,5 @@ def test_preset_with_a_30s_stall_is_the_quiet_step_mixed_with_its_shift():
         lo, hi = stalled.quantile_bracket(q)
         assert np.isfinite(lo) and np.isfinite(hi)
         assert stalled.quantile(q) == pytest.approx(ref, abs=max(hi - lo, 1e-3))
+        b_lo, b_hi = bounds.quantile_bracket(q)
+        assert b_lo <= ref <= b_hi and b_lo <= stalled.quantile(q) <= b_hi
