@@ -182,11 +182,12 @@ def table(out: dict) -> str:
     """The MLPerf out-of-sample acceptance tables (Markdown)."""
     rows = [
         "| GPUs | median err | p90/p50 meas / pred (gap) | p99/p50 meas | bootstrap 95%"
-        " (fitted body) | bootstrap 95% (previous body) | >1.5x meas | mean, Poisson 95% |"
+        " (fitted body) | posterior 95% | bootstrap 95% (previous body) | >1.5x meas |"
+        " mean, Poisson 95% |"
         " posterior predictive 95% | NB 95% at dispersion "
         + " / ".join(f"{a:g}" for a in DISPERSIONS)
         + " |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for g, r in out["mlperf_out_of_sample"].items():
         e, old = r["events"], out["mlperf_out_of_sample_previous_body"][g]
@@ -197,7 +198,7 @@ def table(out: dict) -> str:
             f"| {g:,} | {r['median_rel_error']:+.2%} | {e['measured_p90_over_p50']:.4f} /"
             f" {e['p90_over_p50_point']:.4f} ({e['p90_abs_diff']:.4f}) |"
             f" {e['measured_p99_over_p50']:.4f} | [{elo:.4f}, {ehi:.4f}]"
-            f" {'in' if e['p99_inside'] else 'out'} | [{olo:.4f}, {ohi:.4f}]"
+            f" {'in' if e['p99_inside'] else 'out'} | {_p99_posterior(e)} | [{olo:.4f}, {ohi:.4f}]"
             f" {'in' if old['p99_inside'] else 'out'} | {e['measured_steps_above_1p5x_median']}"
             f" | {e['predicted_count_above_1p5x']:.2f}, {list(e['count_poisson_95'])}"
             f" {'in' if e['count_inside'] else 'out'} | {_posterior(e)} | {nb} |"
@@ -257,6 +258,14 @@ def table(out: dict) -> str:
     return "\n".join(rows)
 
 
+def _p99_posterior(e: dict) -> str:
+    ci = e.get("p99_over_p50_posterior_95%")
+    if ci is None:
+        return "n/a"
+    inside = ci[0] <= e["measured_p99_over_p50"] <= ci[1]
+    return f"[{ci[0]:.4f}, {ci[1]:.4f}] {'in' if inside else 'out'}"
+
+
 def _posterior(e: dict) -> str:
     ci = e.get("count_above_1p5x_posterior_95%")
     if ci is None:
@@ -265,4 +274,12 @@ def _posterior(e: dict) -> str:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--table-from"]:  # re-render the tables from a saved JSON output
+        text = Path(sys.argv[2]).read_text()
+        saved = json.loads(text[: text.index("\n| GPUs")])
+        for key, val in saved.items():  # JSON keys are strings: the sizes back to int
+            if isinstance(val, dict) and all(k.isdigit() for k in val):
+                saved[key] = {int(k): v for k, v in val.items()}
+        print(table(saved))
+        sys.exit(0)
     sys.exit(main())
