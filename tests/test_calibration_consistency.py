@@ -92,12 +92,20 @@ def test_overlay_reproduces_measured_median(job, one_allocation):
     """The median is matched with the jitter and stalls written to the overlay, not without."""
     times, res = one_allocation
     overlay = res.overlay()
-    # the relative form is written, the seconds only reported (they do not carry)
-    assert set(overlay["variability"]["temporal"]) == {"step_jitter_rel"}
+    # the relative form is written, the seconds only reported (they do not carry); the
+    # seconds key is zeroed so that the overlay replaces a jitter the job gives in seconds
+    temporal = overlay["variability"]["temporal"]
+    assert set(temporal) == {"step_jitter_rel", "step_jitter_s"} and temporal["step_jitter_s"] == 0
     secs = _param(res, "variability.temporal.step_jitter_s")
     assert secs.identified and not secs.written
     law = predicted_law(merge_config(job, overlay))
     assert law.p50_s == pytest.approx(float(np.median(times)), rel=5e-4)
+    # a job that already has a jitter in seconds takes the overlay (the two forms would clash)
+    secs_job = merge_config(job, {"variability": {"temporal": {"step_jitter_s": 0.05}}})
+    assert predicted_law(merge_config(secs_job, overlay)).p50_s == pytest.approx(law.p50_s)
+    # and the TOML text says the same as the overlay
+    text = res.to_toml()
+    assert "step_jitter_s = 0.0" in text and "step_jitter_rel = " in text
 
 
 def test_spurious_jitter_does_not_move_efficiency(job):

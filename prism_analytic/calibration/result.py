@@ -93,6 +93,11 @@ class CalibrationResult:
             for k in path:
                 node = node.setdefault(k, {})
             node[leaf] = p.value
+        temporal = out.get("variability", {}).get("temporal", {})
+        if "step_jitter_rel" in temporal:
+            # the two jitter forms are exclusive: the fitted relative form replaces a jitter the
+            # job may give in seconds (merging both would be refused as ambiguous)
+            temporal.setdefault("step_jitter_s", 0.0)
         return out
 
     def to_toml(self) -> str:
@@ -177,10 +182,15 @@ def overlay_toml(result: CalibrationResult) -> str:
         note = "" if p.written else " (reported, not written)"
         lines.append(f"# {p.key}: {state}{note}; {p.method}")
     tables: dict[str, dict[str, float]] = {}
-    for p in result.parameters:
-        if p.identified and p.value is not None and p.written:
-            section, key = p.key.rsplit(".", 1)
-            tables.setdefault(section, {})[key] = p.value
+
+    def collect(node: dict, path: tuple[str, ...]) -> None:
+        for key, value in node.items():
+            if isinstance(value, dict):
+                collect(value, (*path, key))
+            else:
+                tables.setdefault(".".join(path), {})[key] = value
+
+    collect(result.overlay(), ())
     for section, kv in tables.items():
         lines += ["", f"[{section}]"]
         lines += [f"{k} = {_fmt(v)}" for k, v in kv.items()]
