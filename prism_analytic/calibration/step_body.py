@@ -65,7 +65,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-import patsy
 from scipy import optimize, stats
 
 from .result import CalibrationError, FittedParameter
@@ -116,6 +115,8 @@ class LevelShape:
 
 def shape_basis(steps: np.ndarray, df: int, last_step: float) -> np.ndarray:
     """Centred natural cubic regression spline columns of the step index (patsy ``cr``)."""
+    import patsy  # lazily, like statsmodels: only calibrations need it
+
     steps = np.asarray(steps, dtype=float)
     # the knots depend on the data patsy sees: fix them on the calibration's step grid
     grid = np.arange(int(last_step) + 1, dtype=float)
