@@ -13,8 +13,8 @@ import pytest
 
 from prism_analytic.calibration import StepLog, fit_step_events, predict_events
 
-PAUSES = (40, 90, 140, 190)
-N, RUNS, SE = 240, 3, 0.0013
+PAUSES = (40, 80, 120, 150)
+N, RUNS, SE = 160, 3, 0.0013
 
 
 def _curve(i: np.ndarray) -> np.ndarray:
