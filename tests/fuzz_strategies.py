@@ -415,7 +415,9 @@ def graph_runs(draw: Any) -> tuple[str, Callable[[], None]]:
             for q in (0.5, 0.99):
                 low, high = r.quantile_bracket(q)
                 if not low <= high:
-                    raise Violation(f"{method}: bracket({q}) = ({low}, {high})")
+                    raise Violation(
+                        f"{method}: bracket({q}) = ({low}, {high}); graph: {g.to_json()}"
+                    )
         elif method == "montecarlo":
             settings = pa.MonteCarloSettings(pool_size=2**14, explicit_limit=8)
             r = pa.predict(g, "montecarlo", samples=500, mc_settings=settings)
