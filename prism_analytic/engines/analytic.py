@@ -88,14 +88,17 @@ def mean_critical_path(graph: StepGraph, _means: dict | None = None) -> tuple[fl
     return max(length.values()), max(depth.values())
 
 
-def replica_group(body: GridDistribution, node: dict[str, Any]) -> GridDistribution:
+def replica_group(
+    body: GridDistribution, node: dict[str, Any], *, bounded: bool = False
+) -> GridDistribution:
     """The barrier of a replica-group node over copies whose duration is ``body``.
 
     Persistent speed factors make each copy a scale mixture of the body; ``k`` slow copies
-    are F(t / factor)^k beside the healthy F(t)^(n - k).
+    are F(t / factor)^k beside the healthy F(t)^(n - k). ``bounded``: the mixture's round-off
+    is folded into the sides (see :func:`~prism_analytic.distributions.products.scale_mixture`).
     """
     if node["speed"] is not None:
-        body = scale_mixture(body, node["speed"])
+        body = scale_mixture(body, node["speed"], bounded=bounded)
     k, factor = node["slow"] if node["slow"] else (0, 1.0)
     parts = []
     if node["n"] > k:

@@ -69,7 +69,8 @@ class _Bounds:
             low, high = self._bodies[key]
             return high if side == "upper" else low
         body = self.upper(d["body"]) if side == "upper" else self.lower(d["body"])
-        return replica_group(body, d)  # monotone in the body: bounds stay bounds
+        # monotone in the body: bounds stay bounds (round-off folded into the sides)
+        return replica_group(body, d, bounded=True)
 
     def upper(self, g: StepGraph) -> GridDistribution:
         compact = self.compact(g)
