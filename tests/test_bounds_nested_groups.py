@@ -12,6 +12,7 @@ quadrature), and the max of n iid copies has quantile F^{-1}(q^{1/n}), taken thr
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -73,3 +74,30 @@ def test_nested_huge_groups_not_inverted() -> None:
     ref.add_replica_group("replicas", plain, 10**12, slow=(3, 2.0))
     ref_low, ref_high = pa.predict(ref, "bounds").quantile_bracket(levels)
     assert np.all(low < 1.1 * ref_high) and np.all(high > ref_low)
+
+
+def test_bounded_convolution_keeps_tiny_tail_atoms() -> None:
+    # 1 - (1 - a)(1 - b) rounds a = 5e-30 to 0; the upper side's +inf atom must survive (it
+    # was read back by F^n with n = 1e24 as a ~4e-6 CDF inversion in the fuzz graph)
+    from prism_analytic.distributions import to_grid
+    from prism_analytic.distributions.grid import convolve_grids_bounded
+    from prism_analytic.policy import DEFAULT_POLICY
+
+    policy = replace(DEFAULT_POLICY, tail_mass=1e-30)  # the bounds engine's tail policy
+    a = to_grid(from_scipy(stats.norm(1.0, 0.1)), 0.01, policy)
+    a = type(a)(a.h, a.k0, a.lo, a.hi, a.below, 5e-30, a.policy)
+    out = convolve_grids_bounded(a, a)
+    assert out.above >= 2 * 5e-30 - 1e-59  # either operand's atom: old code kept ~7.6e-31
+
+
+def test_inverted_pair_is_refused() -> None:
+    from prism_analytic.distributions import to_grid
+    from prism_analytic.engines.bounds import _checked
+    from prism_analytic.policy import DEFAULT_POLICY
+
+    g = _group(1, speed=False)
+    low = to_grid(from_scipy(stats.norm(2.0, 0.1)), 0.01, DEFAULT_POLICY)
+    high = to_grid(from_scipy(stats.norm(1.0, 0.1)), 0.01, DEFAULT_POLICY)
+    assert _checked(high, low, g) == (high, low)
+    with pytest.raises(RuntimeError, match="inverted"):
+        _checked(low, high, g)

@@ -804,8 +804,10 @@ def convolve_grids_bounded(a: GridDistribution, b: GridDistribution) -> GridDist
     """
     h = max(a.h, b.h)
     a, b = a.rebin(h), b.rebin(h)
-    below = 1.0 - (1.0 - a.below) * (1.0 - b.below)
-    above = 1.0 - (1.0 - a.above) * (1.0 - b.above)
+    # P(either atom) as a + b - ab: 1 - (1 - a)(1 - b) rounds atoms below ~1e-16 to 0, and the
+    # upper side's +inf atom must never shrink (F^n with n ~ 1e12 reads it back)
+    below = a.below + b.below - a.below * b.below
+    above = a.above + b.above - a.above * b.above
     est, err = bounded_convolve(np.maximum(a.lo, 0.0), np.maximum(b.lo, 0.0))
     # Every exact cell holds at least est - err, so moving the deficit to -inf only lowers the
     # mass above every point: stochastically smaller, as fold_down's first cell is. But a

@@ -221,11 +221,39 @@ def bound_distributions(
     states = list(graph.regime_states())
     if len(states) == 1:
         only = graph.conditioned(states[0][1]) if graph.regimes else graph
-        return ev.lower(only), ev.upper(only)
+        return _checked(ev.lower(only), ev.upper(only), graph)
     weights = np.array([p for p, _ in states])
     weights = weights / weights.sum()
     conditioned = [graph.conditioned(f) for _, f in states]
-    return (
+    return _checked(
         mix_grids([ev.lower(c) for c in conditioned], weights),
         mix_grids([ev.upper(c) for c in conditioned], weights),
+        graph,
     )
+
+
+# CDFs built by different sums of the same masses may differ by a few units of round-off where
+# the two bounds coincide (a deterministic graph); only a gap beyond that is an inversion.
+_INVERSION_SLACK = 1e-12
+
+
+def _checked(
+    lower: GridDistribution, upper: GridDistribution, graph: StepGraph
+) -> tuple[GridDistribution, GridDistribution]:
+    """``(lower, upper)`` after checking that lower's low side is below upper's high side.
+
+    Both bounds contain the truth, so P(upper <= x) <= P(lower <= x) at every x; a pair that
+    breaks this (beyond round-off) has a wrong side and must never be returned silently.
+    """
+    x = np.concatenate((lower.points, upper.points))
+    upper_cdf = upper.cdf_bounds(x)[0]  # the upper variable's (high side's) CDF
+    lower_cdf = lower.cdf_bounds(x)[1]  # the lower variable's (low side's) CDF
+    gap = upper_cdf - lower_cdf
+    if np.any(gap > _INVERSION_SLACK):
+        i = int(np.argmax(gap))
+        raise RuntimeError(
+            f"bounds on graph {graph.name!r} are inverted (an engine bug, please report it): "
+            f"P(upper <= {x[i]:.6g}) = {upper_cdf[i]:.6g} > P(lower <= {x[i]:.6g}) = "
+            f"{lower_cdf[i]:.6g}"
+        )
+    return lower, upper
