@@ -10,7 +10,7 @@ import scipy.fft
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .base import Distribution
 from .doubling import sum_by_doubling
-from .grid import move_mass_down, move_mass_up
+from .grid import ATOM_UNION_ERROR, move_mass_down, move_mass_up
 from .log_lattice_build import (
     _coarsen,
     octave_range,
@@ -175,6 +175,8 @@ def _add(a: LogLatticeDistribution, b: LogLatticeDistribution | None) -> LogLatt
     lo[:octaves] += a.zero * b_lo + b.zero * a_lo
     zero = a.zero * b.zero
     nonneg = a.nonneg and b.nonneg
+    # 1 - (1 - a)(1 - b) kept for bit-identity; its error (atoms below ~1e-16 round to 0) is
+    # at most ATOM_UNION_ERROR: reported in roundoff, or moved outwards into the atoms
     below = 1.0 - (1.0 - a.below) * (1.0 - b.below)
     above = 1.0 - (1.0 - a.above) * (1.0 - b.above)
     roundoff = a.roundoff + b.roundoff
@@ -183,9 +185,10 @@ def _add(a: LogLatticeDistribution, b: LogLatticeDistribution | None) -> LogLatt
         shape = lo.shape
         lo = move_mass_down(lo.ravel(), err_lo).reshape(shape)
         hi = move_mass_up(hi.ravel(), err_hi).reshape(shape)
-        below, above = min(below + err_lo, 1.0), min(above + err_hi, 1.0)
+        below = min(below + err_lo + ATOM_UNION_ERROR, 1.0)
+        above = min(above + err_hi + ATOM_UNION_ERROR, 1.0)
     else:
-        roundoff += max(err_lo, err_hi)
+        roundoff += max(err_lo, err_hi) + ATOM_UNION_ERROR
     j0, lo, hi, below, above, to_zero = _trim(j0, lo, hi, below, above, policy.tail_mass, nonneg)
     moments = None
     if a.moments is not None and b.moments is not None:  # independent: means and variances add
