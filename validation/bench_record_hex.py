@@ -118,6 +118,20 @@ def record(only: set[str] | None = None) -> dict:
     return out
 
 
+def _readable(entry: object) -> object:
+    """Hex strings as floats; anything else (a missing key, a non-hex entry) as it is.
+
+    A row's ``mean`` and ``std`` are single strings, not lists: iterating them read each
+    character as a hex float and crashed on the ``x``.
+    """
+    if isinstance(entry, list):
+        return [_readable(v) for v in entry]
+    try:
+        return float.fromhex(entry)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return entry
+
+
 def compare(old: dict, new: dict) -> int:
     """Print every differing entry; the number of differences."""
     n = bad = 0
@@ -128,13 +142,12 @@ def compare(old: dict, new: dict) -> int:
         items = row.items() if isinstance(row, dict) else [("", row)]
         for key, val in items:
             n += 1
-            was = old[name][key] if key else old[name]
+            was = (
+                (old[name].get(key) if isinstance(old[name], dict) else None) if key else old[name]
+            )
             if was != val:
                 bad += 1
-                print(
-                    f"DIFF {name} {key}: {[float.fromhex(v) for v in was]} -> "
-                    f"{[float.fromhex(v) for v in val]}"
-                )
+                print(f"DIFF {name} {key}: {_readable(was)} -> {_readable(val)}")
     print(f"{n} recorded entries, {bad} differ")
     return bad
 
