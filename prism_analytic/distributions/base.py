@@ -298,16 +298,7 @@ class Distribution(ABC):
         a = np.full(p.shape, lo, dtype=float)
         b = np.full(p.shape, hi, dtype=float)
         for _ in range(2200):  # enough for any float64 interval; exits early when converged
-            with np.errstate(invalid="ignore"):  # inf - inf in the branches np.where discards
-                mid = np.where(
-                    np.isfinite(a) & np.isfinite(b),
-                    0.5 * (a + b),
-                    np.where(
-                        np.isfinite(a),
-                        a + np.maximum(1.0, np.abs(a)),
-                        np.where(np.isfinite(b), b - np.maximum(1.0, np.abs(b)), 0.0),
-                    ),
-                )
+            mid = _bisection_midpoint(a, b)
             if upper:
                 go_right = self._sf(mid) > p  # still too much mass above mid
             else:
@@ -347,16 +338,7 @@ class Distribution(ABC):
             if idx.size == 0:
                 break
             ai, bi = a[idx], b[idx]
-            with np.errstate(invalid="ignore"):  # as in _invert
-                mid = np.where(
-                    np.isfinite(ai) & np.isfinite(bi),
-                    0.5 * (ai + bi),
-                    np.where(
-                        np.isfinite(ai),
-                        ai + np.maximum(1.0, np.abs(ai)),
-                        np.where(np.isfinite(bi), bi - np.maximum(1.0, np.abs(bi)), 0.0),
-                    ),
-                )
+            mid = _bisection_midpoint(ai, bi)
             if upper:
                 go_right = self._sf(mid) > p[idx]
             else:
@@ -481,3 +463,17 @@ class Affine(Distribution):
 def affine(dist: Distribution, *, shift: float = 0.0, scale: float = 1.0) -> Distribution:
     """``scale * dist + shift`` for constants (``scale > 0``); grids stay grids."""
     return dist._affine(shift, scale)
+
+
+def _bisection_midpoint(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Next bisection point of ``[a, b]``; a step of ``max(1, |end|)`` out of an infinite side."""
+    with np.errstate(invalid="ignore"):  # inf - inf in the branches np.where discards
+        return np.where(
+            np.isfinite(a) & np.isfinite(b),
+            0.5 * (a + b),
+            np.where(
+                np.isfinite(a),
+                a + np.maximum(1.0, np.abs(a)),
+                np.where(np.isfinite(b), b - np.maximum(1.0, np.abs(b)), 0.0),
+            ),
+        )
