@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -73,14 +74,25 @@ def law(family: str, mean: float, cv: float) -> pa.Distribution:
 
 
 def pipe(
-    p: int, m: int, sched: str, family: str, cv: float, last: float = 1.0, compact: bool = True
+    p: int,
+    m: int,
+    sched: str,
+    family: str,
+    cv: float,
+    last: float = 1.0,
+    compact: bool = True,
+    first: float = 1.0,
+    vpp: int | None = None,
 ) -> StepGraph:
-    """A pipeline (F 1, B 2, divided by vpp; the last stage ``last`` times slower)."""
-    vpp = 2 if sched == "interleaved" else 1
+    """A pipeline: F 1, B 2 divided by vpp (2 for interleaved unless ``vpp`` is given).
+
+    The last / first stage is ``last`` / ``first`` times slower.
+    """
+    vpp = vpp or (2 if sched == "interleaved" else 1)
 
     def latency(phase: str, stage: int, mb: int, chunk: int) -> pa.Distribution:
-        mean = (1.0 if phase == "F" else 2.0) / vpp * (last if stage == p - 1 else 1.0)
-        return law(family, mean, cv)
+        slow = (last if stage == p - 1 else 1.0) * (first if stage == 0 else 1.0)
+        return law(family, (1.0 if phase == "F" else 2.0) / vpp * slow, cv)
 
     return pipeline_step_graph(
         p, m, latency, schedule=sched, vpp=vpp, name=f"{sched} {p}x{m}", compact=compact
@@ -179,6 +191,74 @@ def grid(deep: bool = False) -> list[Case]:
     return cases
 
 
+def fresh_grid() -> list[Case]:
+    """Reading D's held-out variants, never measured before (the v4 criterion lists them)."""
+    cases: list[Case] = []
+
+    def add(name: str, cls: str, build: Callable[[], StepGraph], replicas: bool = False) -> None:
+        cases.append(Case(name + " (new)", cls, build, replicas))
+
+    def structure(sched: str) -> str:
+        return "pipeline-1f1b" if sched == "1f1b" else "pipeline-interleaved"
+
+    for sched in ("1f1b", "interleaved"):
+        big = (24, 64) if sched == "1f1b" else (24, 72)  # interleaved needs m % p == 0
+        for p, m in ((12, 48), big):
+            for fam, cv in (("normal", 0.02), ("normal", 0.1), ("lognormal", 0.1)):
+                add(
+                    f"{sched} {p}x{m} {fam} {cv:.0%}",
+                    f"{structure(sched)}, {_kind(fam)} ops",
+                    lambda a=(p, m, sched, fam, cv): pipe(*a),
+                )
+    for sched in ("1f1b", "interleaved"):
+        for p, m, fam in ((32, 64, "normal"), (8, 32, "lognormal")):
+            add(
+                f"{sched} {p}x{m} {fam} 2%",
+                f"{structure(sched)}, {_kind(fam)} ops",
+                lambda a=(p, m, sched, fam, 0.02): pipe(*a),
+            )
+    for sched in ("1f1b", "interleaved"):
+        for fam, cv in (("normal", 0.05), ("lognormal", 0.2)):
+            add(
+                f"{sched} 16x64 {fam} {cv:.0%} first x1.25",
+                f"{structure(sched)}, {_kind(fam)} ops",
+                lambda a=(16, 64, sched, fam, cv): pipe(*a, first=1.25),
+            )
+    for p, m, vpp, fam, cv in (
+        (8, 32, 4, "normal", 0.02),
+        (8, 32, 4, "lognormal", 0.1),
+        (16, 16, 8, "normal", 0.02),
+    ):
+        add(
+            f"interleaved {p}x{m} vpp {vpp} {fam} {cv:.0%}",
+            f"pipeline-interleaved, {_kind(fam)} ops",
+            lambda a=(p, m, "interleaved", fam, cv), v=vpp: pipe(*a, vpp=v),
+        )
+    for sched in ("1f1b", "interleaved"):
+        add(
+            f"{sched} 4x8 normal 10% x{REPLICAS}",
+            f"{structure(sched)}, symmetric ops",
+            lambda a=(4, 8, sched, "normal", 0.1): in_replicas(pipe(*a)),
+            replicas=True,
+        )
+    for fam, cv in (("normal", 0.02), ("normal", 0.1), ("lognormal", 0.1)):
+        add(
+            f"fsdp 12 layers {fam} {cv:.0%}",
+            f"explicit, {_kind(fam)} ops",
+            lambda a=(12, fam, cv): fsdp(*a),
+        )
+    for sched, p, m, fam, cv in (
+        ("1f1b", 6, 16, "normal", 0.02),
+        ("interleaved", 4, 16, "lognormal", 0.1),
+    ):
+        add(
+            f"op-by-op {sched} {p}x{m} {fam} {cv:.0%}",
+            f"{structure(sched)}, {_kind(fam)} ops",
+            lambda a=(p, m, sched, fam, cv): pipe(*a, compact=False),
+        )
+    return cases
+
+
 def measure(case: Case, samples: int, replica_samples: int, seed: int) -> list[dict]:
     """One row per core shape for ``case``."""
     graph = case.build()
@@ -198,7 +278,7 @@ def measure(case: Case, samples: int, replica_samples: int, seed: int) -> list[d
     lo50, hi50 = mc.quantile_bracket(0.5, confidence=0.95)
     # the Monte Carlo spread's 95% half-width (the p99 and p50 intervals' half-widths together)
     spread_ci = float((hi - lo) + (hi50 - lo50)) / 2 / float(q99 - q50)
-    shapes = [s for s in ("normal", "skew", "kurtosis", "auto") if s in CORE_SHAPES]
+    shapes = [s for s in ("normal", "skew", "kurtosis", "cumulant", "auto") if s in CORE_SHAPES]
     rows = []
     for shape in shapes:
         res = pa.predict(graph, "analytic", core_shape=shape)
@@ -225,6 +305,7 @@ def measure(case: Case, samples: int, replica_samples: int, seed: int) -> list[d
                 # the analytic CDF's numerical bracket (grid rounding): its KS is known to +- this
                 "cdf_width": _cdf_width(res.distribution),
                 "replicas": case.replicas,
+                "op_cv": op_cv(case.name),
             }
         )
     return rows
@@ -389,6 +470,155 @@ def v3_table(by_case: dict[str, dict[str, dict]]) -> str:
     return "\n".join(out)
 
 
+SHAPES4 = ("normal", "skew", "kurtosis", "cumulant")
+CV_SPLIT = 0.10
+BANDS = ("CV <= 10%", "CV > 10%")
+
+#: ``cur`` of the v4 criterion: the v3 table (the engine's ``AUTO_RULE`` before reading D).
+V3_RULE: dict[str, str] = {**V2_RULE, "pipeline-interleaved, symmetric ops": "kurtosis"}
+
+#: Condition 2 of the v4 criterion (``validation/results/core_shape_choice.md``, written before
+#: reading D): per (class, op-CV band), the shapes that had the lowest worst-case KS of the shapes
+#: measured there on every earlier reading that measured them (A, B, the cumulant closure study's
+#: grid S and C; ties at 4 decimals count for each). ``cur`` needs no such condition.
+EARLIER_LOWEST_V4: dict[tuple[str, str], frozenset[str]] = {
+    ("pipeline-1f1b, symmetric ops", BANDS[0]): frozenset({"kurtosis"}),
+    ("pipeline-1f1b, symmetric ops", BANDS[1]): frozenset({"kurtosis"}),
+    ("pipeline-1f1b, skewed ops", BANDS[0]): frozenset({"normal"}),
+    ("pipeline-1f1b, skewed ops", BANDS[1]): frozenset({"cumulant"}),
+    ("pipeline-interleaved, symmetric ops", BANDS[0]): frozenset({"cumulant"}),
+    ("pipeline-interleaved, symmetric ops", BANDS[1]): frozenset({"kurtosis"}),
+    ("pipeline-interleaved, skewed ops", BANDS[0]): frozenset({"cumulant"}),
+    ("pipeline-interleaved, skewed ops", BANDS[1]): frozenset({"cumulant"}),
+    ("explicit, symmetric ops", BANDS[0]): frozenset({"skew", "kurtosis"}),
+    ("explicit, symmetric ops", BANDS[1]): frozenset({"kurtosis"}),
+    ("explicit, skewed ops", BANDS[0]): frozenset({"skew", "kurtosis"}),
+    ("explicit, skewed ops", BANDS[1]): frozenset({"kurtosis"}),
+}
+
+
+def op_cv(case: str) -> float:
+    """The ops' CV of a grid case, from its name (every op of a case has the same CV)."""
+    found = re.search(r"(\d+)%", case)
+    if found is None:
+        raise ValueError(f"case name {case!r} gives no op CV")
+    return int(found.group(1)) / 100
+
+
+def band(row: dict) -> str:
+    """The op-CV band of a row (the v4 class split: largest op CV <= 10% or above)."""
+    cv = row.get("op_cv", op_cv(row["case"]))
+    return BANDS[0] if cv <= CV_SPLIT * (1 + 1e-9) else BANDS[1]
+
+
+def _by_class_band(
+    by_case: dict[str, dict[str, dict]],
+) -> dict[tuple[str, str], list[dict[str, dict]]]:
+    out: dict[tuple[str, str], list[dict[str, dict]]] = {}
+    for shapes in by_case.values():
+        r = shapes["normal"]
+        out.setdefault((r["class"], band(r)), []).append(shapes)
+    return dict(sorted(out.items()))
+
+
+def v4_class(
+    cls: str, cv_band: str, variants: list[dict[str, dict]]
+) -> tuple[str, dict[str, list[bool]]]:
+    """The v4 criterion for one (class, band): ``(picked shape, {candidate: [cond 1..5]})``.
+
+    As :func:`v3_class` with four shapes, ``cur`` = :data:`V3_RULE` and condition 2 read from
+    :data:`EARLIER_LOWEST_V4`; among eligible shapes the lowest worst case wins, except that a
+    cheaper one (order of :data:`SHAPES4`) is kept when the dearer does not resolvably lower it.
+    """
+    cur = V3_RULE[cls]
+    summ = {s: class_summary(variants, s) for s in SHAPES4}
+    conds: dict[str, list[bool]] = {}
+    for s in SHAPES4:
+        if s == cur:
+            continue
+        worse = any(v[s]["ks"] - _band(v[s]) > v[cur]["ks"] + _band(v[cur]) for v in variants)
+        conds[s] = [
+            summ[s]["W_hi"] < summ[cur]["W_lo"],
+            s in EARLIER_LOWEST_V4[(cls, cv_band)],
+            not worse,
+            summ[s]["sp_lo"] <= summ[cur]["sp_hi"],
+            summ[s]["met"] >= summ[cur]["met"],
+        ]
+    eligible = sorted((s for s, c in conds.items() if all(c)), key=lambda s: summ[s]["W"])
+    if not eligible:
+        return cur, conds
+    best = eligible[0]
+    for s in eligible[1:]:
+        if SHAPES4.index(s) < SHAPES4.index(best) and not summ[best]["W_hi"] < summ[s]["W_lo"]:
+            best = s
+    return best, conds
+
+
+def v4_picks(rows: list[dict]) -> dict[tuple[str, str], str]:
+    """The v4 pick of every (class, band) read in ``rows`` (each case with all four shapes)."""
+    return {
+        key: v4_class(*key, variants)[0] for key, variants in _by_class_band(_cases(rows)).items()
+    }
+
+
+def _cases(rows: list[dict]) -> dict[str, dict[str, dict]]:
+    by_case: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        by_case.setdefault(r["case"], {})[r["core_shape"]] = r
+    return by_case
+
+
+def four_shapes(by_case: dict[str, dict[str, dict]]) -> str:
+    """One line per case: KS, spread error and mean error of the four shapes (v4 reading)."""
+    out = [
+        "| class | band | case | KS normal / skew / kurtosis / cumulant "
+        "| spread normal / skew / kurtosis / cumulant | MC spread 95% "
+        "| mean err (sd) normal / skew / kurtosis / cumulant | auto | cumulant s | MC DKW 95% |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, sh in by_case.items():
+        rs = [sh[s] for s in SHAPES4]
+        best = min(r["ks"] for r in rs)
+        ks = " / ".join(f"**{r['ks']:.4f}**" if r["ks"] == best else f"{r['ks']:.4f}" for r in rs)
+        auto = sh.get("auto", {}).get("used") or "-"
+        out.append(
+            f"| {rs[0]['class']} | {band(rs[0])} | {name} | {ks} | "
+            + " / ".join(f"{r['spread_err']:+.2%}" for r in rs)
+            + f" | {rs[0].get('spread_ci', float('nan')):.2%} | "
+            + " / ".join(f"{r['mean_err_sd']:+.3f}" for r in rs)
+            + f" | {auto} | {sh['cumulant']['analytic_s']:.2f} | {rs[0]['dkw_95']:.4f} |"
+        )
+    return "\n".join(out)
+
+
+def v4_table(by_case: dict[str, dict[str, dict]]) -> str:
+    """The v4 criterion applied to every (class, band) (conditions 1-5 for each candidate)."""
+    out = [
+        "| class | band | variants | v3 shape "
+        "| worst KS [band] normal / skew / kurtosis / cumulant "
+        "| worst abs spread n / s / k / c | both targets met n / s / k / c "
+        "| candidate: conditions 1-5 | v4 pick |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (cls, cv_band), variants in _by_class_band(by_case).items():
+        pick, conds = v4_class(cls, cv_band, variants)
+        summ = {s: class_summary(variants, s) for s in SHAPES4}
+        worst = " / ".join(
+            f"{summ[s]['W']:.4f} [{summ[s]['W_lo']:.4f}, {summ[s]['W_hi']:.4f}]" for s in SHAPES4
+        )
+        cand = "; ".join(
+            f"{s}: " + "".join("y" if ok else "n" for ok in c) for s, c in conds.items()
+        )
+        out.append(
+            f"| {cls} | {cv_band} | {len(variants)} | {V3_RULE[cls]} | {worst} | "
+            + " / ".join(f"{summ[s]['sp']:.2%}" for s in SHAPES4)
+            + " | "
+            + " / ".join(str(summ[s]["met"]) for s in SHAPES4)
+            + f" | {cand} | {pick} |"
+        )
+    return "\n".join(out)
+
+
 def markdown(rows: list[dict]) -> str:
     """The table (one line per case: both shapes side by side) and the per-class verdict."""
     by_case: dict[str, dict[str, dict]] = {}
@@ -422,7 +652,9 @@ def markdown(rows: list[dict]) -> str:
     for cls, oks in verdict.items():
         rule = "skew" if all(oks) else "normal"
         out.append(f"| {cls} | {len(oks)} | {sum(oks)} | {rule} | {AUTO_RULE[cls]} |")
-    if all("kurtosis" in shapes for shapes in by_case.values()):
+    if all("cumulant" in shapes for shapes in by_case.values()):
+        out += ["", four_shapes(by_case), "", v4_table(by_case)]
+    elif all("kurtosis" in shapes for shapes in by_case.values()):
         out += ["", three_shapes(by_case), "", v3_table(by_case)]
     return "\n".join(out)
 
@@ -434,6 +666,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replica-samples", type=int, default=REPLICA_SAMPLES)
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--deep", action="store_true", help="also 32x64 pipelines")
+    ap.add_argument("--fresh", action="store_true", help="also reading D's held-out variants")
     ap.add_argument("--only", nargs="+", metavar="SUBSTRING", help="cases whose name contains")
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--markdown", metavar="FILE")
@@ -448,12 +681,13 @@ def main(argv: list[str] | None = None) -> int:
                 rows += json.load(fh)
         print(markdown(rows))
         return 0
-    cases = [c for c in grid(args.deep) if not args.only or any(s in c.name for s in args.only)]
+    every = grid(args.deep) + (fresh_grid() if args.fresh else [])
+    cases = [c for c in every if not args.only or any(s in c.name for s in args.only)]
     rows: list[dict] = []
     for case in cases:
         start = time.perf_counter()
         rows += measure(case, args.samples, args.replica_samples, args.seed)
-        ks = {r["core_shape"]: round(r["ks"], 4) for r in rows[-4:] if r["case"] == case.name}
+        ks = {r["core_shape"]: round(r["ks"], 4) for r in rows[-5:] if r["case"] == case.name}
         print(f"{case.name}: {ks} {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
         if args.json:  # written as it goes: a long run keeps what it finished
             with open(args.json, "w") as fh:
