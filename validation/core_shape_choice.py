@@ -507,7 +507,7 @@ def op_cv(case: str) -> float:
 
 def band(row: dict) -> str:
     """The op-CV band of a row (the v4 class split: largest op CV <= 10% or above)."""
-    cv = row.get("op_cv", op_cv(row["case"]))
+    cv = row["op_cv"] if "op_cv" in row else op_cv(row["case"])  # rows before D: the name
     return BANDS[0] if cv <= CV_SPLIT * (1 + 1e-9) else BANDS[1]
 
 
