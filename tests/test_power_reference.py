@@ -139,3 +139,31 @@ def test_refusals_name_the_reason():
         power_reference(_group(8), 1000, confidence=1.5)
     with pytest.raises(ValueError, match="grid"):
         power_reference(_group(8), 1000, grid=[1.0])
+
+
+def test_confirmation_uses_the_reference_where_the_guard_caps(monkeypatch):
+    """Rule 5: a guard-capped, noise-decided row is judged by the power reference."""
+    from functools import partial
+
+    from prism_analytic.validation import agreement, report
+    from prism_analytic.validation.scenarios import Scenario
+
+    def build() -> StepGraph:
+        g = StepGraph("tiny_x64")
+        g.add_replica_group("r", pipeline(2, 4), 64)
+        return g
+
+    monkeypatch.setitem(agreement.SCENARIOS, "tiny_x64", Scenario("tiny_x64", build, "test"))
+    monkeypatch.setattr(agreement, "power_reference", partial(power_reference, bodies=50_000))
+    first = agreement.evaluate("tiny_x64", 3000, 1, bounds=False)
+    # as if the guard allowed no more than the first run's samples
+    monkeypatch.setattr(agreement, "affordable_samples", lambda graph, n: min(n, 3000))
+    first = {**first, "noise_decided": ["ks"]}
+    answers = agreement._Answers(analytic=pa.predict(build(), "analytic"))
+    row = agreement._confirm(first, build(), answers, None, None)
+    conf = row["confirmation"]
+    assert conf["method"] == "power reference" and conf["samples"] == 50_000
+    assert conf["seed"] == 2 and row["first"] is first
+    assert row["ks_low"] <= row["ks"] <= row["ks_high"]
+    assert row["verdict"] == ("PASS" if not row["misses"] else "MISS")
+    assert "50,000 copies / 2" in report.format_confirmations([row])

@@ -60,6 +60,7 @@ __all__ = [
     "PowerReference",
     "Term",
     "iid_terms",
+    "is_iid_max",
     "power_reference",
     "reference_metrics",
     "REFERENCE_DRAWS",
@@ -188,6 +189,15 @@ def iid_terms(
             terms.append(Term(index, scale * slow, k))
         states.append((prob, terms))
     return copies, states, n
+
+
+def is_iid_max(graph: StepGraph) -> bool:
+    """Whether :func:`power_reference` accepts ``graph`` (:func:`iid_terms` does not refuse)."""
+    try:
+        iid_terms(graph)
+    except NotIidError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

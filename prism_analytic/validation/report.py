@@ -131,7 +131,9 @@ def format_confirmations(rows: Sequence[dict[str, Any]]) -> str:
                 _verdict_cell(first),
                 f"{first['samples']:,} / {first['seed']}",
                 ", ".join(first["noise_decided"]),
-                f"{conf['samples']:,} / {conf['seed']}" if confirmed else "- (MC work guard)",
+                f"{conf['samples']:,}{' copies' if conf.get('method') else ''} / {conf['seed']}"
+                if confirmed
+                else "- (MC work guard)",
                 f"{conf['time_s']:.1f}" if confirmed else "-",
                 f"{r['ks']:.4f}",
                 _verdict_cell(r),
