@@ -67,8 +67,8 @@ __all__ = [
     "MAX_BODIES",
 ]
 
-#: Random draws the reference may take by default: twice Monte Carlo's work guard (5e9).
-REFERENCE_DRAWS = 10**10
+#: Random draws the reference may take by default: the work Monte Carlo's guard allows one run.
+REFERENCE_DRAWS = 5 * 10**9
 #: At most this many copies per sample by default.
 MAX_BODIES = 10**8
 #: Copies drawn per chunk (memory stays at a few tens of MB whatever the sample).
