@@ -209,6 +209,16 @@ class _FullEngine(_Engine):
         """
         return True
 
+    def fork(self) -> _FullEngine:
+        """A copy to continue from (the tape's records are never changed once written: shared)."""
+        return copy.deepcopy(self, {id(self.tape): list(self.tape)})
+
+    def _resume(self, preds: list, state: tuple, pre: np.ndarray) -> tuple:
+        """A fresh propagation state for ``preds``'s DAG that continues the forked ``state``."""
+        own = self._begin(preds)
+        adopt_prefix(own, state, pre)
+        return own
+
     def _grow(self) -> None:
         old = self.cap
         super()._grow()
@@ -712,7 +722,7 @@ def _forked(
     from . import pipeline_core as pc
     from .canonical import shared_generations
 
-    if not getattr(engine, "forkable", False):  # (the cumulant core's engine is no _FullEngine)
+    if not getattr(engine, "forkable", False):
         return None
     dags, engines, k3s, wins = [], [], [], []
     for m in sizes:
@@ -739,20 +749,26 @@ def _forked(
     for (gens, preds, m_arr, s_arr, lmat), fresh, k3_arr, w in zip(
         dags, engines, k3s, wins, strict=True
     ):
-        # the tape's records are never changed once written: the copy shares them
-        eng = copy.deepcopy(base, {id(base.tape): list(base.tape)})
+        eng = base.fork()
         if not eng._rebind(fresh):
             return None
         with single_blas_thread():
-            own = eng._begin(preds)
-            # prefix nodes: identical successors, so identical remaining counts and slots
-            own[0][pre] = state[0][pre]
-            own[1][pre] = state[1][pre]
-            own[2].extend(state[2])
+            own = eng._resume(preds, state, pre)
             eng._advance(own, gens[shared:], preds, m_arr, s_arr, lmat)
             mu, var, _ = eng._end(own, None)
         out.append((*_finish_run(eng, gens, preds, mu, var, k3_arr), w))
     return out
+
+
+def adopt_prefix(own: tuple, state: tuple, pre: np.ndarray) -> None:
+    """Give a fresh propagation state ``own`` the forked ``state`` of the prefix nodes ``pre``.
+
+    ``(remaining successors, slot, sinks)``: the prefix nodes have identical successors in
+    every forked DAG, so identical remaining counts and slots.
+    """
+    own[0][pre] = state[0][pre]
+    own[1][pre] = state[1][pre]
+    own[2].extend(state[2])
 
 
 #: Pipeline results of every engine (this module's and :mod:`.kurtosis_core`'s), keyed by
