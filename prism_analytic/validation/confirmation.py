@@ -24,6 +24,11 @@ was run on the suite (``prism agreement --confirm-noise``):
 4. Where Monte Carlo's work guard (``affordable_samples``) does not allow a larger sample than
    the first, the row cannot be confirmed: it is a MISS labelled ``unconfirmed (MC work guard:
    N samples)``, even where it passed.
+5. Before rule 4: where the guard caps the confirmation below its size and the step is the
+   barrier over one replica group whose copies are i.i.d. given the step's regimes, the row is
+   confirmed against :func:`~prism_analytic.validation.power_reference.power_reference`
+   (``sum_r P(r) F_r^n`` from one copy sampled many times, a 95% simultaneous band) with the
+   same seed, its band in place of Monte Carlo's noise, strictly as in rule 3.
 
 This module holds the rule itself (what is noise-decided, how large and with which seed the
 confirmation is drawn, the confirmed verdict); :func:`~prism_analytic.validation.agreement.
