@@ -12,7 +12,7 @@ time follows the load, the CPU time much less; the header gives date, commit and
 Usage::
 
     python validation/bench_scale.py [--presets a,b] [--repeat R] [--verify] [--json]
-                                     [--out validation/results/bench_scale.md]
+                                     [--core-shape SHAPE] [--out validation/results/bench_scale.md]
 """
 
 from __future__ import annotations
@@ -53,8 +53,14 @@ def gpu_counts(unit: int) -> list[int]:
     return sorted(out)
 
 
-def bench(preset: str, gpus: int, repeat: int = 2, check: bool = False) -> dict:
-    """Times of one preset at one GPU count (``None`` fields when the layout does not fit)."""
+def bench(
+    preset: str, gpus: int, repeat: int = 2, check: bool = False, core_shape: str = "auto"
+) -> dict:
+    """Times of one preset at one GPU count (``None`` fields when the layout does not fit).
+
+    ``core_shape`` is passed to :func:`~prism_analytic.engines.predict.predict` (the pipeline
+    cores' shape; ``"auto"`` is what the CLI uses).
+    """
     try:
         job = preset_job(preset, gpus)
     except (ConfigError, ValueError) as exc:
@@ -67,7 +73,7 @@ def bench(preset: str, gpus: int, repeat: int = 2, check: bool = False) -> dict:
         clear_caches()
         clear_shape_cache()
         t0, c0 = time.perf_counter(), time.process_time()
-        res = predict(graph)
+        res = predict(graph, core_shape=core_shape)
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     row = {
@@ -98,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--verify", action="store_true", help="also time the CLI cross-check")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--core-shape", default="auto", help="predict's core_shape (default auto)")
     parser.add_argument("--out", type=Path, help="also write the report here (markdown)")
     args = parser.parse_args(argv)
     lines = [run_stamp(), ""]
@@ -111,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     for name in args.presets.split(","):
         for gpus in gpu_counts(allowed_gpu_multiple(name)):
-            row = bench(name, gpus, args.repeat, args.verify)
+            row = bench(name, gpus, args.repeat, args.verify, args.core_shape)
             rows.append(row)
             if "error" in row:
                 line = f"| {name} | {gpus:,} | layout does not fit: {row['error'][:60]} |"
