@@ -20,6 +20,7 @@ import numpy as np
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .base import Affine, Distribution
 from .bounded_conv import bounded_convolve, fold_up
+from .cdf_roundoff import mix_error, sum_error, union_up
 from .roundoff import UNIT_ROUNDOFF, fft_convolve, fft_l1_error
 
 __all__ = ["GridDistribution", "discretize", "to_grid", "to_grid_like", "align"]
@@ -761,9 +762,37 @@ def mix_grids(grids: list[GridDistribution], weights: np.ndarray) -> GridDistrib
             moments = (np.inf, np.inf)
     tail = min(g.tail_index for g in grids)
     roundoff = float(np.dot(weights, [g.roundoff for g in grids]))
+    # the weighted sums' own round-off and the weights' distance from summing to 1 (relative,
+    # in every CDF and survival value): reported, or folded outwards
+    rel = mix_error(weights)
+    if grids[0].policy.fold_roundoff:
+        lo, hi, below, above = _fold_relative(lo, hi, below, above, rel)
+    else:
+        roundoff = min(roundoff + rel, 1.0)
     return GridDistribution(
         h, k0, lo, hi, below, above, grids[0].policy, moments, tail, roundoff
     ).trimmed()
+
+
+def _fold_relative(
+    lo: np.ndarray, hi: np.ndarray, below: float, above: float, rel: float
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Sides whose cells and atoms are each within relative ``rel`` of exact, moved outwards.
+
+    With ``c = 2 rel + 4u``: the lower side's cells shrink by ``c`` (every survival value falls
+    below the exact one) and its -inf atom gains ``2c`` (every CDF value rises above it: the
+    cells' total is at most ~1). The upper side's +inf atom and cells grow by ``c`` (survival
+    values rise), and :func:`~.bounded_conv.fold_up` takes the excess over a lower bound on
+    the exact mass from the bottom (CDF values fall): ``fl(sum hi) (1 - c)`` less the sums'
+    own error (:func:`~.cdf_roundoff.sum_error`, also covering fold_up's sums). The mass
+    taken is ~``2c``, so only CDF values below ~``2c`` lose their survival form, never read.
+    """
+    c = 2.0 * rel + 4.0 * UNIT_ROUNDOFF
+    lo_out = lo * (1.0 - c)
+    below_out = min((below + 2.0 * c) * (1.0 + c), 1.0)
+    above_out = min(above * (1.0 + c), 1.0)
+    total = float(hi.sum()) * (1.0 - c) - sum_error(hi.size, hi.size, hi.size)
+    return lo_out, fold_up(hi, c * hi, max(total, 0.0)), below_out, above_out
 
 
 def convolve_grids(a: GridDistribution, b: GridDistribution) -> GridDistribution:
@@ -811,19 +840,33 @@ def convolve_grids_bounded(a: GridDistribution, b: GridDistribution) -> GridDist
     """
     h = max(a.h, b.h)
     a, b = a.rebin(h), b.rebin(h)
-    # P(either atom) as a + b - ab: 1 - (1 - a)(1 - b) rounds atoms below ~1e-16 to 0, and the
-    # upper side's +inf atom must never shrink (F^n with n ~ 1e12 reads it back)
-    below = a.below + b.below - a.below * b.below
-    above = a.above + b.above - a.above * b.above
-    est, err = bounded_convolve(np.maximum(a.lo, 0.0), np.maximum(b.lo, 0.0))
+    # P(either atom) as a + b - ab, rounded outwards (cdf_roundoff.union_up): 1 - (1 - a)(1 - b)
+    # rounds atoms below ~1e-16 to 0, a + b - ab itself is off by up to 4u of the union (1.6u
+    # short in a fuzz), and the upper side's +inf atom must never shrink (F^n reads it back)
+    below = union_up(a.below, b.below)
+    above = union_up(a.above, b.above)
+    a_lo, b_lo = np.maximum(a.lo, 0.0), np.maximum(b.lo, 0.0)
+    a_hi, b_hi = np.maximum(a.hi, 0.0), np.maximum(b.hi, 0.0)
+    est, err = bounded_convolve(a_lo, b_lo)
     # Every exact cell holds at least est - err, so moving the deficit to -inf only lowers the
     # mass above every point: stochastically smaller, as fold_down's first cell is. But a
     # deficit parked in the first cell (~1e-13 to 1e-11, far above tail_mass) stopped trimmed()
     # from ever cutting the low end, so sums grew by a whole operand width per convolution (the
     # same remedy as pipeline_bounds, commit cb95e48).
     lo = np.maximum(est - err, 0.0)
-    below = min(max(1.0 - float(lo.sum()), below), 1.0)
-    hi = fold_up(*bounded_convolve(np.maximum(a.hi, 0.0), np.maximum(b.hi, 0.0)), 1.0 - above)
+    # The CDF below x is then at least the union plus the cells' whole deficit, (sum a.lo)(sum
+    # b.lo) - sum lo (1 - union - sum lo when the operands' masses sum to 1 exactly), plus the
+    # error of those sums (cdf_roundoff.sum_error; up to ~1e-12 for 1e4 cells, was not counted)
+    n = lo.size
+    deficit = float(a_lo.sum()) * float(b_lo.sum()) - float(lo.sum())
+    slack = sum_error(a_lo.size, b_lo.size, n)
+    below = min(max(below + max(deficit, 0.0) + slack, below), 1.0)
+    # Upper side: fold_up takes the excess over ``total`` from the bottom, so every CDF value
+    # stays below the exact one only if ``total`` is at most the exact mass: 1 - union and
+    # (sum a.hi)(sum b.hi), less those sums' error and fold_up's own (two sums of n cells)
+    mass = min(1.0 - above, float(a_hi.sum()) * float(b_hi.sum()))
+    total = max(mass - sum_error(a_hi.size, b_hi.size, n, n), 0.0)
+    hi = fold_up(*bounded_convolve(a_hi, b_hi), total)
     moments = None
     if a.moments is not None and b.moments is not None:  # independent: means and variances add
         moments = (a.moments[0] + b.moments[0], a.moments[1] + b.moments[1])

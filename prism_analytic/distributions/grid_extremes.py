@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
+from ..policy import GridPolicy
+from .cdf_roundoff import exp_log_cdf_error, exp_log_fold, log_sum_rel_error
 from .grid import GridDistribution, _pmf_from_cdf_sf, align
 
 __all__ = ["max_grids", "min_grids", "iid_max_grid", "order_statistic_grid"]
@@ -51,6 +53,29 @@ def _from_log_cdf(
     ).trimmed()
 
 
+def _own_error(
+    policy: GridPolicy,
+    cells: int,
+    terms: int,
+    roundoff: float,
+    to_raise: np.ndarray,
+    to_lower: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """An extreme's own round-off (:mod:`.cdf_roundoff`): reported, or folded outwards.
+
+    ``to_raise`` and ``to_lower`` are log-values (<= 0) that the two sides are rebuilt from
+    by ``exp``, computed from ``terms`` operands of ``cells`` cells. Folding scales
+    ``to_raise`` by ``1 - w`` (its ``exp`` grows) and ``to_lower`` by ``1 + w``; the caller
+    passes each side where that is its safe direction. Returns ``(to_raise, to_lower,
+    roundoff, w)``: ``w`` is 0 when the error is reported in ``roundoff`` instead.
+    """
+    rho = log_sum_rel_error(cells, terms)
+    if policy.fold_roundoff:
+        w = exp_log_fold(rho)
+        return to_raise * (1.0 - w), to_lower * (1.0 + w), roundoff, w
+    return to_raise, to_lower, min(roundoff + exp_log_cdf_error(rho), 1.0), 0.0
+
+
 def max_grids(grids: list[GridDistribution]) -> GridDistribution:
     """Maximum of independent gridded variables."""
     h, k0, los, his = align(grids)
@@ -59,6 +84,11 @@ def max_grids(grids: list[GridDistribution]) -> GridDistribution:
     below = float(np.prod([g.below for g in grids]))
     tail = min(g.tail_index for g in grids)
     roundoff = min(float(sum(g.roundoff for g in grids)), 1.0)  # |d prod F_i| <= sum |dF_i|
+    # max: a higher CDF is the lower side's safe direction
+    lc_lo, lc_hi, roundoff, w = _own_error(
+        grids[0].policy, los[0].size, len(grids), roundoff, lc_lo, lc_hi
+    )
+    below = min(below * (1.0 + w), 1.0)  # a product of atoms: relative gamma(m) < w
     return _from_log_cdf(h, k0, lc_lo, lc_hi, below, grids[0].policy, tail, roundoff)
 
 
@@ -66,8 +96,10 @@ def iid_max_grid(g: GridDistribution, n: int) -> GridDistribution:
     """Maximum of ``n`` independent copies: F^n computed as exp(n log F) (stable to n ~ 1e12)."""
     lc_lo = n * _log_cdf(*_cdf_sf(g.lo, g.below, 0.0))
     lc_hi = n * _log_cdf(*_cdf_sf(g.hi, 0.0, g.above))
-    below = float(np.exp(n * np.log(g.below))) if g.below > 0 else 0.0
     roundoff = min(n * g.roundoff, 1.0)  # |d F^n / dF| <= n
+    lc_lo, lc_hi, roundoff, w = _own_error(g.policy, g.lo.size, 1, roundoff, lc_lo, lc_hi)
+    # log of one atom (2u) times n (u): relative error inside rho, so the same widening holds
+    below = float(np.exp(n * np.log(g.below) * (1.0 - w))) if g.below > 0 else 0.0
     return _from_log_cdf(g.h, g.k0, lc_lo, lc_hi, below, g.policy, g.tail_index, roundoff)
 
 
@@ -78,12 +110,19 @@ def min_grids(grids: list[GridDistribution]) -> GridDistribution:
     ls_hi = sum(_log_sf(*_cdf_sf(hi, 0.0, g.above)) for hi, g in zip(his, grids))
     below = 1.0 - float(np.prod([1.0 - g.below for g in grids]))
     above = float(np.prod([g.above for g in grids]))
+    roundoff = min(float(sum(g.roundoff for g in grids)), 1.0)
+    # min: a lower survival is the lower side's safe direction, so ls_lo is scaled up
+    ls_hi, ls_lo, roundoff, w = _own_error(
+        grids[0].policy, los[0].size, len(grids), roundoff, ls_hi, ls_lo
+    )
+    if w > 0:  # the union of m atoms is off by at most 1.5 m u < w (absolute)
+        below = min((below + w) * (1.0 + w), 1.0)
+        above = min(above * (1.0 + w), 1.0)  # a product of atoms: relative gamma(m) < w
     f_lo, s_lo = -np.expm1(ls_lo), np.exp(ls_lo)
     f_hi, s_hi = -np.expm1(ls_hi), np.exp(ls_hi)
     lo = _pmf_from_cdf_sf(f_lo, s_lo, below)
     hi = _pmf_from_cdf_sf(f_hi, s_hi, 0.0)
     tail = float(sum(g.tail_index for g in grids))  # S = prod S_i: the tail indices add
-    roundoff = min(float(sum(g.roundoff for g in grids)), 1.0)
     return GridDistribution(
         h, k0, lo, hi, below, above, grids[0].policy, tail_index=tail, roundoff=roundoff
     ).trimmed()
