@@ -37,6 +37,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).parent))
 from cumulant_closure_study import CumulantEngine, chaos_g2  # noqa: E402
@@ -45,6 +46,7 @@ import prism_analytic as pa  # noqa: E402
 from prism_analytic.engines import pipeline_core as pc  # noqa: E402
 from prism_analytic.engines.cumulant_core import rectifier_marginals  # noqa: E402
 from prism_analytic.engines.kurtosis_core import MAX_KURTOSIS  # noqa: E402
+from prism_analytic.engines.skew_core import skew_law  # noqa: E402
 from prism_analytic.graph.pipeline import PipelineSpec, law_key  # noqa: E402
 
 #: (stages, microbatches, schedule, vpp)
@@ -153,13 +155,21 @@ def diag(
         g2 = {}
     # all_terms: D's kurtosis in every term, with the kurtosis-aware regression of e on D
     eng = _Recording(g2, qreg=all_terms)
-    mu, var, _ = eng.run(st, m_arr, s_arr)
+    mu, var, k3 = eng.run(st, m_arr, s_arr)
     mk = fin[sinks].max(axis=0).astype(np.float64)
     sd_mc = float(mk.std())
+    law = skew_law(mu, math.sqrt(var), float(np.clip(k3 / var**1.5, -2, 2)))
+    ks = float(stats.kstest(mk, law.cdf).statistic)
+    q50, q99 = np.quantile(mk, [0.5, 0.99])
+    spread = (law.quantile(0.99) - law.quantile(0.5)) / (q99 - q50) - 1.0
     total = (mu - mk.mean()) / sd_mc
     parts = {k: 0.0 for k in ("theta", "skew", "kurt", "law")}
     g2e, g2t, w, top = [], [], [], []
     law_neg = 0.0
+    gen_of = np.zeros(len(st["preds"]), dtype=int)
+    for k, g in enumerate(st["gens"]):
+        gen_of[g] = k
+    by_fifth = np.zeros((5, 4))  # per fifth of the generations: theta, law, theta rel err, count
     vparts = np.zeros(3)  # theta's error: Var A, Var B, -2 Cov(A, B) (P(crit)-weighted)
     for node, na, nb, _, th_e, g1_e, g2_e, (va, vb, cab) in eng.rows:
         a = fin[na].astype(np.float64)
@@ -182,6 +192,8 @@ def diag(
         vparts += sens * np.array(
             [va - a.var(), vb - b.var(), -2.0 * (cab - np.mean((a - a.mean()) * (b - b.mean())))]
         )
+        quint = min(4, int(5 * gen_of[node] / len(st["gens"])))
+        by_fifth[quint] += np.array([p * (e0 - e1), p * (e3 - true), th_e / th_t - 1.0, 1.0])
         parts["theta"] += p * (e0 - e1)
         parts["skew"] += p * (e1 - e2)
         parts["kurt"] += p * (e2 - e3)
@@ -198,7 +210,8 @@ def diag(
         f"{len(eng.rows)} maxima; MC {samples} (seed {seed})",
         f"  sink mean error {total:+.4f} sd (MC se {1 / math.sqrt(samples):.4f}); "
         f"std {math.sqrt(var) / sd_mc - 1:+.2%}; first-order sum of born errors "
-        f"{born / sd_mc:+.4f} sd",
+        f"{born / sd_mc:+.4f} sd; KS {ks:.4f} (DKW 95% {1.358 / math.sqrt(samples):.4f}), "
+        f"spread p99-p50 {spread:+.2%}",
         "  born (sd of sink): " + ", ".join(f"{k} {v / sd_mc:+.4f}" for k, v in parts.items()),
         f"  D excess kurtosis, weighted by its E[D+] sensitivity x P(crit): estimate "
         f"{np.average(g2e, weights=w):.3f}, MC {np.average(g2t, weights=w):.3f}; "
@@ -208,12 +221,59 @@ def diag(
         + f", -2 Cov(A, B) {vparts[2] / sd_mc:+.4f}",
         f"  law error with D's kurtosis allowed below 0 (to -2): {law_neg / sd_mc:+.4f} sd",
     ]
+    out.append(
+        "  by fifth of the generations (theta / law born, sd of sink; mean theta error): "
+        + "; ".join(
+            f"{t / sd_mc:+.3f} / {lw / sd_mc:+.3f} ({e / max(n, 1):+.1%})"
+            for t, lw, e, n in by_fifth
+        )
+    )
     top.sort(key=lambda r: -abs(r[0]))
     for lw, node, c, g1, g2, p, dth in top[:8]:
         out.append(
             f"    node {node}: law {lw / sd_mc:+.4f} sd, dm/th {c:+.2f}, skew {g1:+.2f}, "
             f"ex.kurt {g2:+.2f}, P(crit) {p:.2f}, theta err {dth:+.1%}"
         )
+    return out
+
+
+def laws(case: str, cv: float, samples: int, seed: int) -> list[str]:
+    """The law term alone: ``E[D+]`` from Monte Carlo's moments of ``D`` under several laws.
+
+    Each max's error against Monte Carlo's ``E[D+]``, weighted by ``P(crit)`` and summed, in
+    sink sd: what a law of ``D`` given exact moments would contribute to the sink's mean error.
+    """
+    spec = spec_for(case, cv)
+    st = pc._structure(spec.stages, spec.microbatches, spec.schedule, spec.vpp)
+    m_arr, s_arr, _ = pc._factor_model(spec, st)
+    fin, pcrit, sinks = sample_critical(st, m_arr, s_arr, samples, seed)
+    sd_mc = float(fin[sinks].max(axis=0).astype(np.float64).std())
+    pred2 = st["pred2"]
+    names = ("normal (2 moments)", "Pearson III (3)", "Gram-Charlier (4, kurtosis >= 0)")
+    names += ("Gram-Charlier (4, kurtosis >= -2)",)
+    err = np.zeros(len(names))
+    for i in np.flatnonzero(pred2[:, 1] >= 0):
+        d = fin[pred2[i, 0]].astype(np.float64) - fin[pred2[i, 1]]
+        dm, th = float(d.mean()), float(d.std())
+        if th <= 0:
+            continue
+        z = (d - dm) / th
+        g1, g2 = float(np.mean(z**3)), float(np.mean(z**4) - 3.0)
+        true = float(np.maximum(d, 0.0).mean())
+        p3 = skew_law(0.0, 1.0, float(np.clip(g1, -2, 2)))
+        c = -dm / th  # E[(dm + th Z)+] = th E[(Z - c)+]; Pearson III by quadrature
+        if c >= 0:
+            zz = np.linspace(c, c + 12.0, 4001)
+            e_p3 = th * float(np.trapezoid(p3.sf(zz), zz))
+        else:  # E[(Z - c)+] = -c + E[(c - Z)+]
+            zz = np.linspace(c - 12.0, c, 4001)
+            e_p3 = th * (-c + float(np.trapezoid(p3.cdf(zz), zz)))
+        est = (_ef(dm, th, 0.0, 0.0), e_p3, _ef(dm, th, g1, g2), _ef(dm, th, g1, g2, lo=-2.0))
+        err += pcrit[i] * (np.array(est) - true)
+    out = [
+        f"{case} CV {cv:.0%}: law error of E[D+] at Monte Carlo's moments ({samples}, seed {seed})"
+    ]
+    out += [f"  {n}: {e / sd_mc:+.4f} sd" for n, e in zip(names, err, strict=True)]
     return out
 
 
@@ -228,7 +288,15 @@ def main(argv: list[str] | None = None) -> int:
     dg.add_argument("--seed", type=int, default=3)
     dg.add_argument("--g2", choices=("chaos", "zero", "mc"), default="chaos")
     dg.add_argument("--all-terms", action="store_true")
+    lw = sub.add_parser("laws")
+    lw.add_argument("--case", choices=tuple(CASES), default="1f1b16x64")
+    lw.add_argument("--cv", type=float, default=0.05)
+    lw.add_argument("--samples", type=int, default=20_000)
+    lw.add_argument("--seed", type=int, default=3)
     args = ap.parse_args(argv)
+    if args.cmd == "laws":
+        print("\n".join(laws(args.case, args.cv, args.samples, args.seed)), flush=True)
+        return 0
     lines = diag(args.case, args.cv, args.samples, args.seed, args.g2, args.all_terms)
     print("\n".join(lines), flush=True)
     return 0
