@@ -347,10 +347,11 @@ def _clark(mu_a, mu_b, v_a, v_b, c_ab):
 
     Returns T, Tc = 1 - T (computed as a complement), theta * phi(alpha), alpha, mean, var, tie.
     """
-    th2 = v_a + v_b - 2.0 * c_ab
-    tie = th2 <= _TIE_RTOL * (v_a + v_b)
+    v_sum = v_a + v_b
+    th2 = v_sum - 2.0 * c_ab
+    tie = th2 <= _TIE_RTOL * v_sum
     dmu = mu_a - mu_b
-    if not np.any(tie):  # the same values without the tie branches (np.where's other side)
+    if not tie.any():  # the same values without the tie branches (np.where's other side)
         th = np.sqrt(th2)
         al = dmu / th
         t, tc = special.ndtr(al), special.ndtr(-al)
@@ -458,10 +459,14 @@ class _Engine:
     def alloc(self, k: int) -> np.ndarray:
         while len(self.free) < k:
             self._grow()
-        return np.array([self.free.pop() for _ in range(k)], dtype=np.intp)
+        # the last k free slots, in the order k pop()s would take them (one slice, not k pops)
+        cut = len(self.free) - k
+        taken = self.free[cut:]
+        del self.free[cut:]
+        return np.array(taken[::-1], dtype=np.intp)
 
     def release(self, slots) -> None:
-        self.free.extend(int(s) for s in slots)
+        self.free.extend(slots.tolist() if isinstance(slots, np.ndarray) else map(int, slots))
 
     def _mats(self) -> tuple[np.ndarray, ...]:
         return (self.C, self.P) if self.mehler else (self.C,)
@@ -510,6 +515,8 @@ class _Engine:
     def maxes(self, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
         """New slots holding max(A_k, B_k) for each pair (batched; a ring window bounds size)."""
         step = self.W if self.mehler else len(ia)
+        if 0 < len(ia) <= step:  # one batch (the usual case): no list and no concatenate
+            return self._max_batch(ia, ib)
         out = [self._max_batch(ia[k : k + step], ib[k : k + step]) for k in range(0, len(ia), step)]
         return np.concatenate(out)
 
@@ -533,7 +540,10 @@ class _Engine:
             d2 = dp[ar, ia] - dp[ar, ib]
             # The new residual's direction is that of the linear parts' difference a_A - a_B.
             ok = (d2 > _DIR_RTOL * (P[ia, ia] + P[ib, ib])) & (d2 > 0) & ~tie
-            inv_dn = np.where(ok, 1.0 / np.sqrt(np.where(ok, d2, 1.0)), 0.0)
+            if ok.all():  # (the masked form's values, without its two where())
+                inv_dn = 1.0 / np.sqrt(d2)
+            else:
+                inv_dn = np.where(ok, 1.0 / np.sqrt(np.where(ok, d2, 1.0)), 0.0)
             blk = self._commit_batch(
                 iy, ia, ib, t, tc, va, vb, cab, var, rows, hh, rv, dp, inv_dn, cov_dirs=False
             )[0]
@@ -609,18 +619,27 @@ class _Engine:
         # nodes' own rows of M below (M is not written in between)
         m_a, m_b = self.M[ia], self.M[ib]
         r = np.clip((m_a - m_b) * inv[:, None], -1.0, 1.0)
-        q = _mehler(coef, self.H, r)
+        # Within the batch: new residual directions r12 and their Mehler covariance, summed
+        # in the same call as the window's (elementwise: the same values as two calls)
+        r12 = np.clip((dd[:, ia] - dd[:, ib]) * inv[:, None] * inv[None, :], -1.0, 1.0)
+        h_t = np.empty((HERMITE_ORDER - 1, self.W + g))  # C order (einsum is slow on F order)
+        h_t[:, : self.W] = self.H.T
+        h_t[:, self.W :] = hh.T
+        both = _mehler_t(coef, h_t, np.concatenate((r, r12), axis=1))
+        q = np.ascontiguousarray(both[:, : self.W])  # (BLAS reads q: the layout it always had)
+        m12 = both[:, self.W :]
         cwl = t[:, None] * self.cw[ia] + tc[:, None] * self.cw[ib]
         # Weights decay geometrically through the tightness products; flush them before they
         # become subnormal (which slows BLAS ~50x) -- below 1e-15 they change nothing.
         cwl[np.abs(cwl) < _FLUSH] = 0.0
-        beta = np.sum(cwl * q, axis=1)
+        beta = (cwl * q).sum(axis=1)
         base = t * t * va + tc * tc * vb + 2.0 * t * tc * cab
         dv = np.maximum(var - base, 0.0)
         disc = np.sqrt(beta * beta + rv * dv)
         # Root of rv s^2 + 2 beta s = dv (so that Var = Clark's), in its cancellation-free form.
-        den = np.where(beta >= 0, beta + disc, rv)
-        num = np.where(beta >= 0, dv, disc - beta)
+        up = beta >= 0
+        den = np.where(up, beta + disc, rv)
+        num = np.where(up, dv, disc - beta)
         s = np.maximum(np.divide(num, den, out=np.zeros(g), where=den > 0), 0.0)
         var = base + 2.0 * s * beta + s * s * rv
         # BLAS on one thread (run() holds single_blas_thread): 4-5x faster than einsum's
@@ -633,16 +652,16 @@ class _Engine:
             P[iy, :] = prow
             P[:, iy] = prow.T
             P[iy[:, None], iy] = pblk  # (np.ix_ costs ~10 us a call)
-        # Within the batch: new residual directions r12 and their Mehler covariance.
-        r12 = np.clip((dd[:, ia] - dd[:, ib]) * inv[:, None] * inv[None, :], -1.0, 1.0)
-        m12 = _mehler(coef, hh, r12)
         blk = t[None, :] * rows[:, ia] + tc[None, :] * rows[:, ib]
         blk += s[None, :] * (cwl @ q.T + s[:, None] * m12)
         np.fill_diagonal(blk, var)
         # New residuals enter the ring, evicting the oldest.
-        pos = (self.ring + np.arange(g)) % self.W
-        # the same columns as a slice where they do not wrap (strided fancy writes cost ~4x)
-        cols = slice(self.ring, self.ring + g) if self.ring + g <= self.W else pos
+        if self.ring + g <= self.W:
+            pos = np.arange(self.ring, self.ring + g)
+            cols = slice(self.ring, self.ring + g)  # (strided fancy writes cost ~4x a slice's)
+        else:
+            pos = (self.ring + np.arange(g)) % self.W
+            cols = pos
         self.ring = (self.ring + g) % self.W
         own = rows if cov_dirs else prow
         self.M[iy] = t[:, None] * m_a + tc[:, None] * m_b
@@ -847,20 +866,26 @@ def _unit_hermite(
     tuple of numpy.ndarray
         ``(hh, live)``: ``(g, NH - 1)`` coefficients (zero rows where not live) and the mask.
     """
-    g = len(al)
-    hh = np.empty((g, HERMITE_ORDER - 1))
+    hh = np.empty((len(al), HERMITE_ORDER - 1))
     x = -al
-    he_prev, he = np.zeros(g), np.ones(g)
-    for k in range(HERMITE_ORDER - 1):
-        hh[:, k] = he
-        if k < HERMITE_ORDER - 2:  # (the last order's successor is not needed)
-            he_prev, he = he, x * he - k * he_prev
+    # He_{k+1} = x He_k - k He_{k-1} from He_0 = 1; its first two steps are exact
+    # (x * 1 - 0 * 0 = x, x * x - 1 * 1 = x * x - 1), so they are written as such
+    hh[:, 0] = 1.0
+    hh[:, 1] = x
+    he_prev, he = x, x * x - 1.0
+    hh[:, 2] = he
+    for k in range(2, HERMITE_ORDER - 2):
+        he_prev, he = he, x * he - k * he_prev
+        hh[:, k + 1] = he
     hh /= _FACT  # column by column: he / n!, as dividing each column on its own
-    norm = np.sqrt(np.sum(_FACT * hh * hh, axis=1))
+    norm = np.sqrt((_FACT * hh * hh).sum(axis=1))
     live = (thph > 0) & (norm > 0)  # no residual at an exact tie or a total underflow
     if tie is not None:
         live &= ~tie
-    hh *= np.where(live, 1.0 / np.where(live, norm, 1.0), 0.0)[:, None]
+    if live.all():  # (the same values as the masked form below, without its two where())
+        hh *= (1.0 / norm)[:, None]
+    else:
+        hh *= np.where(live, 1.0 / np.where(live, norm, 1.0), 0.0)[:, None]
     return hh, live
 
 
@@ -875,7 +900,12 @@ def _mehler(coef: np.ndarray, h: np.ndarray, r: np.ndarray) -> np.ndarray:
     scheme would be faster (62 us) but differs by ~1e-16, and the grid a prediction lays over
     the makespan turns such a change into another cell count: 405b's quantiles moved 1e-6.
     """
-    a = np.einsum("ik,kl->kil", coef, np.ascontiguousarray(h.T))  # (order, i, l)
+    return _mehler_t(coef, np.ascontiguousarray(h.T), r)
+
+
+def _mehler_t(coef: np.ndarray, h_t: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """:func:`_mehler` given ``h.T`` as a contiguous ``(NH - 1, l)`` array."""
+    a = np.einsum("ik,kl->kil", coef, h_t)  # (order, i, l)
     rn = np.empty(a.shape)
     np.multiply(r, r, out=rn[0])
     for k in range(1, HERMITE_ORDER - 1):
