@@ -275,6 +275,11 @@ class _CumulantEngine:
 
     shape: ClassVar[str] = "cumulant"
     forkable: ClassVar[bool] = True
+    #: The closure's per-period increments alternate in the steady state, bit for bit (mean,
+    #: variance, third cumulant: llama3-70b at 128 GPUs, interleaved 4 x vpp 5, kappa3
+    #: 8.19e-14 / 1.00e-13 per period, microbatches 36 to 64; gpt3-175b at 64 GPUs alike), so
+    #: truncated schedules are extrapolated by blocks of two periods (their sum is steady).
+    block_periods: ClassVar[int] = 2
 
     @classmethod
     def for_dag(

@@ -182,6 +182,9 @@ class _FullEngine(_Engine):
     #: and copy the engine (:func:`_forked`); a subclass with per-DAG state of its own sets
     #: False or extends :meth:`_rebind`.
     forkable: ClassVar[bool] = True
+    #: Schedule periods per extrapolation block (:func:`_block_sizes`): an engine whose block
+    #: increments repeat only every k periods (the cumulant core's alternate) sets k.
+    block_periods: ClassVar[int] = 1
 
     @classmethod
     def for_dag(
@@ -614,7 +617,7 @@ def _pipeline(
 
     k3_law = {k: third_cumulant(law) for k, law in spec.laws.items()}
 
-    cut = pc.truncation(spec, cap)
+    cut = _block_sizes(engine, spec, cap)
     steady = _steady(engine, spec, window, k3_law, spec.microbatches if cut is None else cut[1])
     if steady is not None:
         return steady
@@ -655,6 +658,23 @@ def _extrapolate(
     return SkewResult(mu, math.sqrt(var), _skewness(var, k3), r2[3], spec.n_ops), info
 
 
+def _block_sizes(engine: type[_FullEngine], spec: Any, cap: int) -> tuple[int, int] | None:
+    """:func:`~.pipeline_core.truncation`'s two sizes, one engine block (not one period) apart.
+
+    An engine with :attr:`~_FullEngine.block_periods` ``k > 1`` gets ``(m2 - j p, m2)``, ``j``
+    the most periods up to ``k`` that leave at least one period before them (the cap is not
+    exceeded: a cap that holds only two periods keeps them one period apart).
+    """
+    from . import pipeline_core as pc
+
+    cut = pc.truncation(spec, cap)
+    k = getattr(engine, "block_periods", 1)
+    if cut is None or k == 1:
+        return cut
+    m2, p = cut[1], spec.period
+    return m2 - min(k, m2 // p - 1) * p, m2
+
+
 def _steady(
     engine: type[_FullEngine],
     spec: Any,
@@ -675,9 +695,7 @@ def _steady(
     trial's largest schedule has at most half as many (a refused trial then costs at most about
     half as much again); not for engines that cannot fork.
     """
-    from . import pipeline_core as pc
-
-    short = pc.truncation(spec, STEADY_CAP)
+    short = _block_sizes(engine, spec, STEADY_CAP)
     if short is None:
         return None
     m1, m2 = short
