@@ -25,6 +25,12 @@ and ``in_bounds``; reconvergent ones need KS <= 0.03, |p50| error <= 0.2%, |p99|
 |spread error| <= 3% (issue #8), and a smaller KS and |spread error| than both baselines. A miss
 whose size is within Monte Carlo's own interval of the target is marked ``~noise``.
 
+Beside it, ``issue8_verdict`` / ``issue8_misses`` judge the row exactly as issue #8's acceptance
+words it, noise-strict (:mod:`~prism_analytic.validation.issue8`); its "beats independence and
+plain Clark on KS" is the paired bootstrap ``ks_paired`` (baseline -> ``diff, low, high,
+outcome, resamples``: :mod:`~prism_analytic.validation.paired_ks`), computed on reconvergent
+rows; ``replicas`` is the scenario's largest replica group.
+
 A verdict that Monte Carlo's noise decides is not a verdict: with ``confirm=True``
 (``--confirm-noise``) such a row is re-measured once against a larger sample with an independent
 seed, and that verdict stands, pass or fail (the rule, written down before it was run, is
@@ -66,6 +72,8 @@ from .confirmation import (
     noise_decided,
     unconfirmable_miss,
 )
+from .issue8 import issue8_verdict, largest_replica_group
+from .paired_ks import paired_ks
 from .power_reference import is_iid_max, power_reference, reference_metrics
 from .scenarios import SCENARIOS, Scenario, pipeline
 
@@ -273,9 +281,22 @@ def _against_monte_carlo(
         for key, value in _metrics(res, view).items():
             row[f"{key}_{method}"] = value
         row[f"analytic_s_{method}"] = res.compute_time_s
+    row["replicas"] = largest_replica_group(graph)
+    if answers.baselines:
+        # issue #8's "beats on KS", tested paired: both distances on the same resamples of the
+        # same sample (reported beside the suite's DKW comparison; used by issue8_verdict)
+        paired = paired_ks(
+            emp.samples,
+            analytic.cdf,
+            {m: res.cdf for m, res in answers.baselines.items()},
+            seed=seed,
+            widen=row["mc_pool_ks"],
+        )
+        row["ks_paired"] = {m: p.as_dict() for m, p in paired.items()}
     verdict_, misses = verdict(row)
     row["verdict"], row["misses"] = verdict_, misses
     row["noise_decided"] = noise_decided(comparisons(row))
+    row["issue8_verdict"], row["issue8_misses"] = issue8_verdict(row)
     return row
 
 
@@ -337,6 +358,8 @@ def _against_power_reference(
     row["noise_decided"] = noise_decided(comparisons(row))
     row["misses"] = confirmed_misses(misses, comparisons(row))
     row["verdict"] = "PASS" if not row["misses"] else "MISS"
+    row.pop("ks_paired", None)  # the first sample's; the reference has no sample to resample
+    row["issue8_verdict"], row["issue8_misses"] = issue8_verdict(row)
     row["confirmation"] = {
         "status": "confirmed",
         "method": "power reference",
