@@ -123,10 +123,6 @@ def rectifier_marginals(dm: float, th: float, g1: float = 0.0, g2: float = 0.0) 
     return _rectifier(dm, th, g1, g2, None)[0]
 
 
-#: Binomial coefficients ``C(a, k)``, ``a <= 3`` (of the partial moments ``E[((z - c)+)^a z^b]``).
-_COMB = ((1,), (1, 1), (1, 2, 1), (1, 3, 3, 1))
-
-
 def _rectifier(
     dm: float, th: float, g1: float, g2: float, g2_mean: float | None
 ) -> tuple[dict[str, float], float | None]:
@@ -157,29 +153,32 @@ def _rectifier(
     for n in range(2, 8):
         j.append(c ** (n - 1) * phi + (n - 1) * j[n - 2])
     pm = _gram_charlier_partials(j, g1, g2, 4)
-    # C(a, k) (-c)^(a - k): the coefficients of E[((z - c)+)^a z^b] on the partial moments
-    pw = [(-c) ** k for k in range(4)]
-    coef = [[_COMB[a][k] * pw[a - k] for k in range(a + 1)] for a in range(4)]
-
-    def ey(a: int, b: int) -> float:  # E[((z - c)+)^a z^b]
-        return sum([cf * pm[k + b] for k, cf in enumerate(coef[a])])
-
-    m1, e11, e20 = ey(1, 0), ey(1, 1), ey(2, 0)
+    # E[((z - c)+)^a z^b] = sum_k C(a, k) (-c)^(a - k) pm[k + b], written out term by term in
+    # the order (and with the roundings) of that sum
+    nc = -c
+    p2, p3 = nc**2, nc**3
+    m1 = 0.0 + nc * pm[0] + pm[1]
+    e11 = 0.0 + nc * pm[1] + pm[2]
+    e12 = 0.0 + nc * pm[2] + pm[3]
+    e20 = 0.0 + p2 * pm[0] + (2 * nc) * pm[1] + pm[2]
+    e21 = 0.0 + p2 * pm[1] + (2 * nc) * pm[2] + pm[3]
+    e30 = 0.0 + p3 * pm[0] + (3 * p2) * pm[1] + (3 * nc) * pm[2] + pm[3]
     he3, he4 = c**3 - 3.0 * c, c**4 - 6.0 * c * c + 3.0
+    th3 = th**3
     out = {
         "P": pm[0],
         "dens0": phi * (1.0 + g1 * he3 / 6.0 + g2 * he4 / 24.0) / th,
         "Ef": th * m1,
         "Vf": th * th * (e20 - m1 * m1),
         "CfD": th * th * e11,
-        "kfDD": th**3 * (ey(1, 2) - m1),
-        "kffD": th**3 * (ey(2, 1) - 2.0 * m1 * e11),
-        "k3f": th**3 * (ey(3, 0) - 3.0 * m1 * e20 + 2.0 * m1**3),
+        "kfDD": th3 * (e12 - m1),
+        "kffD": th3 * (e21 - 2.0 * m1 * e11),
+        "k3f": th3 * (e30 - 3.0 * m1 * e20 + 2.0 * m1**3),
     }
     if g2_mean is None:
         return out, None
     q = _gram_charlier_partials(j, g1, g2_mean, 2)
-    return out, th * sum([cf * q[k] for k, cf in enumerate(coef[1])])
+    return out, th * (0.0 + nc * q[0] + q[1])
 
 
 def _gram_charlier_partials(j: list[float], g1: float, g2: float, k: int) -> list[float]:
