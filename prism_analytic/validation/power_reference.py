@@ -309,7 +309,7 @@ class PowerReference:
                 max(1.0 - g[-1], 1.0 - self.lower[-1]),  # [x_K, inf)
             )
         )
-        return est, lo, max(hi, est)
+        return est, lo, hi
 
 
 def _pilot_grid(
@@ -460,7 +460,7 @@ def power_reference(
         draws=int(draws),
         n=n,
         _states=tuple((p, tuple(ts)) for p, ts in states),
-        _tails=tuple(np.concatenate(t) for t in tails),
+        _tails=tuple(np.sort(np.concatenate(t)) for t in tails),  # chunks: sort them together
         _floor=float(pts[0]),
     )
 
