@@ -8,7 +8,7 @@ mixture of these conditional laws over the factors' joint law. Loading the facto
 Gaussian canonical form instead (the engine's former approach) misses how strongly they break
 the lattice's ties (the makespan is a max over paths, very non-linear in the factors).
 
-The mixture is evaluated with ``n`` scrambled-Sobol points of the factor vector (randomised
+The mixture is evaluated with scrambled-Sobol points of the factor vector (randomised
 quasi-Monte Carlo; a fixed seed, so results are deterministic): half of them as drawn (the
 bulk, below the first stratum), and a quarter in each of two tail strata of the projection of
 the normal scores on the direction along which the mean path grows fastest (fitted on the
@@ -16,13 +16,19 @@ bulk), each with its exact probability, so that the far tail the replica maximum
 resolved. Inside each condition:
 
 * the conditional **mean path** ``L(f)`` (the longest path by mean latency) is computed exactly
-  by a max-plus recursion, vectorised over all points;
+  by a max-plus recursion, vectorised over all points. It carries most of the factors'
+  effect (its spread over the factors is 7-25x the noise left inside one condition on the
+  agreement's 8x32 rows), so each conditional law is nearly a step and the mixture is only as
+  accurate as the quadrature of ``L``'s law: it is evaluated at many points
+  (:func:`path_points`, up to 2**18; 2**15 left a KS error of ~0.005, measured in
+  ``validation/factor_conditioning_study.py``);
 * the noise of the ops adds ``E[M | f] - L(f)`` (a positive "jitter bias": a max over
-  near-critical paths) and ``Var(M | f)``. The cheap independent-input Clark recursion
-  (vectorised over all points) measures how tied each condition is; a Clark-Mehler evaluation
-  of the canonical core at a few *anchor* conditions (at probability-weighted quantiles of the
-  independent-input bias) calibrates it (a least-squares line of the
-  Clark-Mehler bias and sd on the independent-input ones), and the line is applied at every point.
+  near-critical paths) and ``Var(M | f)``, at fewer points (:func:`default_points`, a subset).
+  The cheap independent-input Clark recursion (vectorised over those points) measures how tied
+  each condition is; a Clark-Mehler evaluation of the canonical core at a few *anchor*
+  conditions (at probability-weighted quantiles of the independent-input bias) calibrates it
+  (a least-squares line of the Clark-Mehler bias and sd on the independent-input ones). Bias
+  and variance are then averaged in equal-count bins of ``L`` and interpolated at every point.
 
 The result is a mixture of normals (merged into at most ``MERGE_BINS`` by mean). It is an
 estimate (checked against op-by-op Monte Carlo in tests/test_pipeline_factors.py and
@@ -46,16 +52,18 @@ __all__ = [
     "factor_points",
     "conditional_moments",
     "factor_components",
+    "factor_design",
     "N_POINTS",
     "default_points",
     "N_ANCHORS",
+    "mean_paths",
+    "path_points",
 ]
 
-#: Quasi-Monte-Carlo points over the factor vector (a power of two for Sobol balance). The
-#: quadrature is unbiased across Sobol scramblings but noisy in the tails: for a 4x8 pipeline
-#: with per-microbatch factors of CV 50% its sd over scramblings is ~0.2% of p99 and ~1.1% of
-#: p99.9 (more points or an outer-shell stratum reduce that, but moved other cases' answers by
-#: as much: validation/results/agreement_auto.md).
+#: Quasi-Monte-Carlo points at which the core's bias and variance are evaluated (a power of two
+#: for Sobol balance). With the mean path at these points only (before 2026-12-01), the
+#: quadrature of the mean path's law left KS ~0.003-0.005 on the agreement's 8x32 factor rows;
+#: the mean path now has its own, larger level (:func:`path_points`).
 N_POINTS = 32768
 #: Fewest points for a long pipeline (bulk quantiles stay within ~1% of Monte Carlo's).
 MIN_POINTS = 8192
@@ -67,6 +75,12 @@ N_ANCHORS = 8
 SEED = 20261130
 #: Largest (ops x conditions) block held at once by the vectorised recursions.
 MAX_CELLS = 2**20
+#: Ops x points of the mean-path-only level (a max-plus recursion: ~0.7 s for 8x32 x 2**18).
+PATH_CELL_BUDGET = 2**27
+#: Most points of the mean-path level (the factors' quantiles cost ~0.1 us per point and factor).
+MAX_PATH_POINTS = 2**18
+#: Equal-count bins of the mean path in which the core's bias and variance are averaged.
+PATH_BINS = 64
 #: Cuts (normal-score units) of the tail strata along the mean path's gradient direction.
 STRATA = (2.0, 3.5)
 #: Mean bins the conditional normals are merged into (moment-matched) before gridding.
@@ -185,6 +199,32 @@ def _chunk(spec: Any, w: Any, s: Any) -> dict[str, np.ndarray]:
     return {"path": path[sink], "ind_mean": mu[sink], "ind_var": var[sink]}
 
 
+def mean_paths(spec: Any, w: Any, s: Any) -> np.ndarray:
+    """The mean path ``L`` (longest path by mean latency) under each condition, ``(n,)``.
+
+    The max-plus part of :func:`conditional_moments` alone (the same sums and maxima, so the
+    same values), at a fraction of its cost: no Clark moments.
+    """
+    arr = spec.arrays
+    n = (w if w is not None else s).shape[0]
+    ops = arr["law_index"].size
+    mean = np.array([spec.moments[k][0] for k in arr["law_keys"]])[arr["law_index"]]
+    p0, p1 = arr["preds"][:, 0], arr["preds"][:, 1]
+    sink = _sink(arr)
+    out = np.empty(n)
+    step = max(1, 2 * MAX_CELLS // ops)
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        mx = mean[:, None] * _op_scale(
+            spec, None if w is None else w[a:b], None if s is None else s[a:b], b - a
+        )
+        path = np.zeros((ops + 1, b - a))  # row `ops`: a missing predecessor's finish, 0
+        for gen in arr["gens"]:
+            path[gen] = mx[gen] + np.maximum(path[p0[gen]], path[p1[gen]])
+        out[a:b] = path[sink]
+    return out
+
+
 def _sink(arr: dict[str, Any]) -> int:
     """The schedule's unique sink (1F1B and interleaved end with the first stage's last B)."""
     n = arr["law_index"].size
@@ -197,38 +237,24 @@ def _sink(arr: dict[str, Any]) -> int:
     return int(sinks[0])
 
 
-def factor_components(
-    spec: Any,
-    core: Any,
-    *,
-    n: int | None = None,
-    anchors: int = N_ANCHORS,
-    seed: int = SEED,
-) -> tuple[list[tuple[float, float, float]], dict[str, Any]]:
-    """The makespan as a mixture ``[(weight, mean, std)]`` over quasi-random factor conditions.
+def factor_design(spec: Any, n: int, seed: int = SEED) -> dict[str, Any]:
+    """The tail-stratified quasi-Monte-Carlo design over the factors.
 
-    Parameters
-    ----------
-    spec : PipelineSpec
-        A pipeline with a ``microbatch_factor`` and/or ``stage_factor``.
-    core : callable
-        ``core(w_row, s_row) -> (mean, var)``: the canonical core evaluated in one condition
-        (used at the anchors).
-    n, anchors, seed
-        Quasi-Monte-Carlo points (default :func:`default_points`), Clark-Mehler anchor
-        conditions, Sobol seed.
+    ``n`` scrambled-Sobol normal scores: the untilted half keeps its points below the first
+    cut of :data:`STRATA` (along the direction in which the mean path grows fastest, fitted on
+    that half), each further quarter is moved into one tail stratum along that direction.
 
     Returns
     -------
-    tuple
-        The components and an ``info`` dict.
+    dict
+        ``z`` (normal scores), ``weight`` (probabilities, summing to 1), ``w`` and ``s`` (the
+        factors, :func:`factor_points`) and ``tilt_norm`` (the fitted gradient's norm).
     """
-    n = default_points(spec) if n is None else n
     z = normal_scores(spec, n, seed)
     half = n // 2
     # Pilot on the untilted half: the direction along which the mean path grows fastest.
     w0, s0 = factor_points(spec, z[:half])
-    path0 = conditional_moments(spec, w0, s0)["path"]
+    path0 = mean_paths(spec, w0, s0)
     zc = z[:half] - z[:half].mean(axis=0)
     grad = np.linalg.lstsq(zc, path0 - path0.mean(), rcond=None)[0]
     norm = float(np.linalg.norm(grad))
@@ -249,14 +275,140 @@ def factor_components(
         target = special.ndtri(lo + (hi - lo) * special.ndtr(proj[idx]))
         z[idx] += (target - proj[idx])[:, None] * direction[None, :]
         weight[idx] = prob[k + 1] / idx.size
-    z, weight = z[weight > 0], weight[weight > 0]
-    n = z.shape[0]
-    w, s = factor_points(spec, z)
+    index = np.flatnonzero(weight > 0)
+    # the bulk's factors are the pilot's (the quantiles are elementwise): only the moved
+    # tail points are evaluated again
+    w1, s1 = factor_points(spec, z[half:])
+    w = None if w0 is None else np.concatenate([w0, w1])[index]
+    s = None if s0 is None else np.concatenate([s0, s1])[index]
+    z, weight = z[index], weight[index]
+    return {
+        "z": z,
+        "weight": weight / weight.sum(),
+        "w": w,
+        "s": s,
+        "tilt_norm": norm,
+        "n": n,
+        "index": index,
+        "strata": [(0, half), *((int(i[0]), int(i[-1]) + 1) for i in parts)],
+    }
+
+
+def path_points(spec: Any) -> int:
+    """Points of the mean-path level (a power of two, at least :func:`default_points`).
+
+    As many as :data:`PATH_CELL_BUDGET` ops x points allow, at most :data:`MAX_PATH_POINTS`.
+    """
+    fit = PATH_CELL_BUDGET // max(spec.n_ops, 1)
+    cap = min(MAX_PATH_POINTS, 2 ** int(np.log2(max(fit, 1))))
+    return int(max(default_points(spec), cap))
+
+
+def factor_components(
+    spec: Any,
+    core: Any,
+    *,
+    n: int | None = None,
+    n_path: int | None = None,
+    anchors: int = N_ANCHORS,
+    seed: int = SEED,
+) -> tuple[list[tuple[float, float, float]], dict[str, Any]]:
+    """The makespan as a mixture ``[(weight, mean, std)]`` over quasi-random factor conditions.
+
+    Two levels. The factors move the makespan mostly through the mean path ``L(f)``, whose
+    spread over the factors is many times the op noise left inside one condition (8x32 with
+    per-microbatch factors of CV 50%: 27 against 1.1), so each conditional law is nearly a
+    step and the mixture's CDF is only as accurate as its quadrature of ``L``'s law: at 2**15
+    points, KS ~0.005 against Monte Carlo (``validation/results/factor_conditioning.md``). So
+    ``L`` is computed exactly (a max-plus recursion, cheap) at ``n_path`` points of the
+    design, and the core's bias ``E[M | f] - L`` and variance (:func:`anchored_laws`, the
+    costly part) at ``n`` of them (the first points of each stratum's Sobol block), averaged
+    in :data:`PATH_BINS` equal-count bins of ``L`` and interpolated at every point; the
+    bias's scatter inside a bin is added to the variance, so that the mixture keeps the
+    core's mean and variance. With ``n_path == n`` every point keeps its own core values.
+
+    Parameters
+    ----------
+    spec : PipelineSpec
+        A pipeline with a ``microbatch_factor`` and/or ``stage_factor``.
+    core : callable
+        ``core(w_row, s_row) -> (mean, var)``: the canonical core evaluated in one condition
+        (used at the anchors).
+    n, n_path, anchors, seed
+        Points of the core level (default :func:`default_points`) and of the mean-path level
+        (default :func:`path_points`, at least ``n``), Clark-Mehler anchor conditions, Sobol
+        seed.
+
+    Returns
+    -------
+    tuple
+        The components and an ``info`` dict.
+    """
+    n = default_points(spec) if n is None else n
+    n_path = max(n, path_points(spec) if n_path is None else n_path)
+    design = factor_design(spec, n_path, seed)
+    w, s, weight = design["w"], design["s"], design["weight"]
+    if n_path == n:
+        mean, sd = anchored_laws(spec, w, s, weight, core, anchors)
+        n_core = weight.size
+    else:
+        # the core's level: the first n / n_path of each stratum's Sobol block (balanced)
+        idx = design["index"]
+        sub = np.zeros(idx.size, dtype=bool)
+        for lo, hi in design["strata"]:
+            sub |= (idx >= lo) & (idx < lo + (hi - lo) * n // n_path)
+        w_c = None if w is None else w[sub]
+        s_c = None if s is None else s[sub]
+        path = mean_paths(spec, w, s)
+        mean_c, sd_c = anchored_laws(spec, w_c, s_c, weight[sub], core, anchors)
+        bias, var = _binned(path[sub], mean_c - path[sub], sd_c, path)
+        mean, sd = path + bias, np.sqrt(var)
+        n_core = int(sub.sum())
+    comps = merge_components(weight, mean, sd)
+    info = {
+        "conditioned_on": "shared factors (scrambled Sobol points, tail-stratified)",
+        "tilt_direction_norm": design["tilt_norm"],
+        "factor_points": int(weight.size),
+        "core_points": n_core,
+        "anchors": int(anchors),
+        "components": len(comps),
+    }
+    return comps, info
+
+
+def _binned(
+    x: np.ndarray, bias: np.ndarray, sd: np.ndarray, at: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bias and variance as functions of the mean path ``x``, interpolated at ``at``.
+
+    Means over :data:`PATH_BINS` equal-count bins of ``x`` (points, not weights: the tail
+    strata hold many points of little weight, so the tail gets its own bins), interpolated
+    linearly between the bins' mean ``x`` and constant beyond. The variance is the bin's mean
+    of ``sd**2`` plus the bias's scatter about the interpolated line.
+    """
+    bins = max(1, min(PATH_BINS, x.size))
+    groups = np.array_split(np.argsort(x, kind="stable"), bins)
+    xc = np.array([x[g].mean() for g in groups])
+    bc = np.array([bias[g].mean() for g in groups])
+    r2 = (bias - np.interp(x, xc, bc)) ** 2 + sd**2
+    vc = np.array([r2[g].mean() for g in groups])
+    return np.interp(at, xc, bc), np.interp(at, xc, vc)
+
+
+def anchored_laws(
+    spec: Any, w: Any, s: Any, weight: np.ndarray, core: Any, anchors: int = N_ANCHORS
+) -> tuple[np.ndarray, np.ndarray]:
+    """Conditional mean and sd of the makespan at every condition, by the anchor line.
+
+    The mean path ``L`` is exact; the independent-input Clark recursion's bias ``E - L`` and
+    sd are mapped onto the ``core``'s by least-squares lines fitted at ``anchors`` conditions
+    (at the probability-weighted quantiles of the independent-input bias, so that the tail
+    strata do not crowd them).
+    """
+    n = weight.size
     cm = conditional_moments(spec, w, s)
     path, ind_bias = cm["path"], cm["ind_mean"] - cm["path"]
     ind_sd = np.sqrt(cm["ind_var"])
-    # anchors: conditions spread over the range of the independent-input bias
-    # (at the probability-weighted quantiles, so that the tail strata do not crowd them)
     order = np.argsort(ind_bias)
     cum = np.cumsum(weight[order]) / weight.sum()
     levels = (np.arange(anchors) + 0.5) / anchors
@@ -266,18 +418,9 @@ def factor_components(
         mu_j, var_j = core(w[j] if w is not None else None, s[j] if s is not None else None)
         a_bias.append(mu_j - path[j])
         a_sd.append(np.sqrt(max(var_j, 0.0)))
-    a_bias, a_sd = np.array(a_bias), np.array(a_sd)
-    bias = _fit(ind_bias[pick], a_bias, ind_bias)
-    sd = np.maximum(_fit(ind_sd[pick], a_sd, ind_sd), 0.0)
-    comps = merge_components(weight / weight.sum(), path + bias, sd)
-    info = {
-        "conditioned_on": "shared factors (scrambled Sobol points, tail-stratified)",
-        "tilt_direction_norm": norm,
-        "factor_points": n,
-        "anchors": int(anchors),
-        "components": len(comps),
-    }
-    return comps, info
+    bias = _fit(ind_bias[pick], np.array(a_bias), ind_bias)
+    sd = np.maximum(_fit(ind_sd[pick], np.array(a_sd), ind_sd), 0.0)
+    return path + bias, sd
 
 
 def merge_components(
