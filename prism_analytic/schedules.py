@@ -149,35 +149,43 @@ def schedule_levels(
     check_schedule(stages, microbatches, schedule, vpp)
     p, v = stages, vpp
     programs = _stage_programs(p, microbatches, schedule, v)
+    # each op's data dependency, looked up once (a stalled stage retries its next op per sweep)
+    deps = [[_data_predecessor(node, p, v) for node in prog] for prog in programs]
     level: dict[Op, int] = {}
     pos = [0] * p
     left = sum(len(prog) for prog in programs)
     while left:
         moved = False
         for s, prog in enumerate(programs):
-            while pos[s] < len(prog):
-                node = prog[pos[s]]
-                dep = _data_predecessor(node, p, v)
-                if dep is not None and dep not in level:
-                    break
-                lv = level[prog[pos[s] - 1]] + 1 if pos[s] else 0
+            dep_s, i, n = deps[s], pos[s], len(prog)
+            lv_prev = level[prog[i - 1]] if i else -1  # (level of the op before: none = -1)
+            while i < n:
+                dep = dep_s[i]
+                lv = lv_prev + 1
                 if dep is not None:
-                    lv = max(lv, level[dep] + 1)
-                level[node] = lv
-                pos[s] += 1
-                left -= 1
+                    lv_dep = level.get(dep)
+                    if lv_dep is None:
+                        break
+                    lv = max(lv, lv_dep + 1)
+                level[prog[i]] = lv_prev = lv
+                i += 1
+            if i > pos[s]:
+                left -= i - pos[s]
+                pos[s] = i
                 moved = True
         if not moved:  # cannot happen for the schedules here; guards against an endless loop
             raise ValueError("schedule has a dependency cycle")
     order = sorted(level, key=level.__getitem__)
     index = {n: i for i, n in enumerate(order)}
     prev = {}
-    for prog in programs:
+    dep_of = {}
+    for prog, dep_s in zip(programs, deps, strict=True):
         prev.update(zip(prog[1:], prog[:-1], strict=False))
+        dep_of.update(zip(prog, dep_s, strict=True))
     preds = []
     for n in order:
         ps = [index[prev[n]]] if n in prev else []
-        dep = _data_predecessor(n, p, v)
+        dep = dep_of[n]
         if dep is not None:
             ps.append(index[dep])
         preds.append(ps)

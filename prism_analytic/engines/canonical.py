@@ -620,18 +620,33 @@ class _Engine:
         # Mehler: Cov(R_l, R_new / s) = sum_n n! h_l[n] hhat[n] r^n, r = u_l . u_new
         # the inputs' rows of M, gathered once: the new directions' cosines here, the new
         # nodes' own rows of M below (M is not written in between)
+        W = self.W
         m_a, m_b = self.M[ia], self.M[ib]
-        r = np.clip((m_a - m_b) * inv[:, None], -1.0, 1.0)
         # Within the batch: new residual directions r12 and their Mehler covariance, summed
-        # in the same call as the window's (elementwise: the same values as two calls)
-        r12 = np.clip((dd[:, ia] - dd[:, ib]) * inv[:, None] * inv[None, :], -1.0, 1.0)
-        h_t = np.empty((HERMITE_ORDER - 1, self.W + g))  # C order (einsum is slow on F order)
-        h_t[:, : self.W] = self.H.T
-        h_t[:, self.W :] = hh.T
-        both = _mehler_t(coef, h_t, np.concatenate((r, r12), axis=1))
-        q = np.ascontiguousarray(both[:, : self.W])  # (BLAS reads q: the layout it always had)
-        m12 = both[:, self.W :]
-        cwl = t[:, None] * self.cw[ia] + tc[:, None] * self.cw[ib]
+        # in the same call as the window's (elementwise: the same values as two calls). The
+        # products and clips below are those of clip((m_a - m_b) * inv) and
+        # clip(d * inv_i * inv_j), written in place into one buffer.
+        r_all = np.empty((g, W + g))
+        r, r12 = r_all[:, :W], r_all[:, W:]
+        np.subtract(m_a, m_b, out=r)
+        r *= inv[:, None]
+        np.clip(r, -1.0, 1.0, out=r)
+        d12 = dd[:, ia] - dd[:, ib]
+        d12 *= inv[:, None]
+        d12 *= inv[None, :]
+        np.clip(d12, -1.0, 1.0, out=r12)
+        h_t = np.empty((HERMITE_ORDER - 1, W + g))  # C order (einsum is slow on F order)
+        h_t[:, :W] = self.H.T
+        h_t[:, W:] = hh.T
+        both = _mehler_t(coef, h_t, r_all)
+        q = np.ascontiguousarray(both[:, :W])  # (BLAS reads q: the layout it always had)
+        m12 = both[:, W:]
+        # t * cw[ia] + tc * cw[ib], in place in the gathered rows (a product commutes exactly)
+        cwl = self.cw[ia]
+        cwl *= t[:, None]
+        cw_b = self.cw[ib]
+        cw_b *= tc[:, None]
+        cwl += cw_b
         # Weights decay geometrically through the tightness products; flush them before they
         # become subnormal (which slows BLAS ~50x) -- below 1e-15 they change nothing.
         cwl[np.abs(cwl) < _FLUSH] = 0.0
@@ -671,7 +686,10 @@ class _Engine:
             cols = pos
         self.ring = (self.ring + g) % self.W
         own = rows if cov_dirs else prow
-        self.M[iy] = t[:, None] * m_a + tc[:, None] * m_b
+        m_a *= t[:, None]  # t * m_a + tc * m_b, in place (m_a, m_b are gathered copies)
+        m_b *= tc[:, None]
+        m_a += m_b
+        self.M[iy] = m_a
         self.cw[iy] = cwl
         self.cw[:, cols] = 0.0
         self.cw[iy, pos] = 1.0
