@@ -42,7 +42,7 @@ others and on the agreement grid; it is an estimate, not a bound, checked agains
 (``tests/test_cumulant_core.py``, the results file).
 
 Cost: O(L^2) per max for ``L`` live nodes (numpy on the ``[:L]`` views, one Python step per
-op), plus the kurtosis core's run, which goes a generation ahead on the same DAG: about 0.1 ms
+op), plus the kurtosis core's run, which goes ahead of it on the same DAG: about 0.1 ms
 an op in all (8,192-op interleaved 16-stage body: 0.49 s closure + 0.38 s kurtosis core of
 CPU, 2026-12-01). Long pipelines go through the skew core's driver: two truncated schedules
 share their common start (forked), and a pipeline long enough for it is taken from three short
@@ -204,8 +204,9 @@ class _G2Recorder(_KurtosisEngine):
     Its ``G2`` slot row holds, per slot, that value and a flag "made by a max in this
     generation"; after each generation's ops are added, the flagged slots' values are stored
     by node (``g2_node``). Intermediate maxima of nodes with more than two inputs are not kept.
-    It runs a generation ahead of the closure (:meth:`_CumulantEngine._advance`), forks with it
-    and keeps no tape (only the closure's own third cumulant is read at the sink).
+    It goes over each range of generations before the closure does
+    (:meth:`_CumulantEngine._advance`), forks with it and keeps no tape (only the closure's own
+    third cumulant is read at the sink).
     """
 
     slot_rows = ("L", "G2")
