@@ -27,8 +27,8 @@ step) pairs where a joint law is needed.
    product of independent lognormals).
 2. The step is split where the builder's graph is a chain: ``T = max(R_own, R_others) +
    tail``, with ``R_own`` the rank's own pipeline replica, ``R_others`` the max over the other
-   ``dp - 1`` replicas (a replica group of ``dp - 1``, with the builder's slow-replica rule
-   applied to ``dp - 1``), ``tail`` the step-level ops after the barrier (fill/drain, data-
+   ``dp - 1`` replicas (a replica group of ``dp - 1`` with the builder's speed law, whose
+   degraded-GPU mixture makes each replica slow independently), ``tail`` the step-level ops after the barrier (fill/drain, data-
    parallel collectives, optimizer, overhead, hiccup, with the network regime). The laws of
    the replica body, of ``R_others`` and of ``tail`` come from the analytic engine.
 3. ``(C, T)`` pairs are then sampled jointly: one rank's ``S`` sets both its compute and its
@@ -239,9 +239,7 @@ class Breakdown:
         return "\n".join(lines)
 
 
-def _split(
-    graph: StepGraph, others: int, slow_others: tuple[int, float] | None
-) -> tuple[StepGraph | None, StepGraph]:
+def _split(graph: StepGraph, others: int) -> tuple[StepGraph | None, StepGraph]:
     """(graph of the other replicas' barrier or None, graph of the step-level tail)."""
     order = graph.topological_order()
     rep = graph.node(order[0])
@@ -251,7 +249,7 @@ def _split(
     if others > 0:
         g_others = StepGraph(f"{graph.name}/others")
         g_others.add_replica_group(
-            "replicas", rep["body"], others, slow=slow_others, speed=rep["speed"]
+            "replicas", rep["body"], others, slow=rep["slow"], speed=rep["speed"]
         )
     tail = StepGraph(f"{graph.name}/tail")
     last: list[str] = []
@@ -312,14 +310,8 @@ def rank_breakdown(
     p, sp = job.parallelism, job.variability.spatial
     dp, g = p.dp, p.tp * p.pp * p.cp
     f = sp.slow_fraction if sp.slow_factor > 1 else 0.0
-
-    def slow_count(n: int) -> tuple[int, float] | None:
-        if f <= 0 or n <= 0:
-            return None
-        k = n if f >= 1 else round(n * -math.expm1(g * math.log1p(-f)))
-        return (min(k, n), sp.slow_factor) if k > 0 else None
-
-    g_others, g_tail = _split(graph, dp - 1, slow_count(dp - 1))
+    # the other replicas' speed law carries their degraded GPUs (each replica independently)
+    g_others, g_tail = _split(graph, dp - 1)
     step_law = predict(graph, "analytic", policy=policy).distribution
     rep = graph.node(graph.topological_order()[0])
     body_law = predict(rep["body"], "analytic", policy=policy).distribution
