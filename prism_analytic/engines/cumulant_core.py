@@ -353,8 +353,12 @@ class _CumulantEngine:
         return s
 
     # -- the max ---------------------------------------------------------------------------
-    def _excess_kurtosis(self, node: int) -> float:
-        """Excess kurtosis of ``D`` at the max that makes ``node`` (the kurtosis core's)."""
+    def _excess_kurtosis(self, node: int, a: int, b: int) -> float:
+        """Excess kurtosis of ``D = X_a - X_b`` at the max that makes ``node``.
+
+        ``a``, ``b``: the slots of its inputs (``b`` the larger-mean one), the state still that
+        before the max. This one is the kurtosis core's He2-chaos estimate (module docstring).
+        """
         return float(self.chaos.g2_node[node]) if self.chaos is not None else 0.0
 
     def _max(self, a: int, b: int, g2: float) -> int:
@@ -420,7 +424,7 @@ class _CumulantEngine:
         acc = slots[0]
         for k, s in enumerate(slots[1:], start=2):
             a, b = (acc, s) if self.mu[acc] <= self.mu[s] else (s, acc)
-            g2 = self._excess_kurtosis(node) if k == len(slots) and node >= 0 else 0.0
+            g2 = self._excess_kurtosis(node, a, b) if k == len(slots) and node >= 0 else 0.0
             new = self._max(a, b, g2)
             if k > 2:
                 self._release(acc)  # intermediate maxima of > 2-input nodes
