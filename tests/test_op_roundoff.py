@@ -231,3 +231,21 @@ def test_convolve_bounded(atoms) -> None:
     k = np.arange(a.k0 + b.k0 - 1, a.k0 + b.k0 + a.lo.size + b.lo.size + 1)
     out = convolve_grids_bounded(a, b)
     assert _check(out, _conv_ref(a, b, k), k, fold=True) <= 0.0
+
+
+def test_bounds_engine_reports_nothing_it_does_not_read() -> None:
+    # BoundsResult reads no roundoff: its F^n, maxima and regime mixture must fold theirs
+    import prism_analytic as pa
+    from prism_analytic.engines.bounds import bound_distributions
+    from prism_analytic.graph import StepGraph
+
+    body = StepGraph("body")
+    body.add_op("a", pa.lognormal(1.0, 0.1))
+    body.add_op("b", pa.lognormal(1.0, 0.2))
+    body.add_op("c", pa.normal(2.0, 0.1), after=["a", "b"])  # a max, then a sum
+    g = StepGraph("g")
+    g.add_replica_group("ranks", body, 10**6, speed=pa.lognormal(1.0, 0.02))
+    g.add_op("comm", pa.lognormal(0.5, 0.1), after=["ranks"], kind="comm")
+    g.add_regime("net", {"calm": 0.9, "slow": 0.1}, {"calm": 1.0, "slow": 2.0}, applies_to="comm")
+    lower, upper = bound_distributions(g)
+    assert lower.roundoff == 0.0 and upper.roundoff == 0.0

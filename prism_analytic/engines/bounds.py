@@ -214,8 +214,13 @@ def bound_distributions(
     # Independence at every max counts each trimmed tail atom once per path, and a pipeline
     # lattice has exponentially many paths: keep far smaller tails (on a coarser lattice, since
     # modelling bounds are loose by percents anyway) so the atoms stay negligible.
+    # fold_roundoff: the result reads no ``roundoff``, so every operation (F^n, maxima,
+    # mixtures) must move its own round-off outwards into the sides (cdf_roundoff.py)
     policy = replace(
-        policy, tail_mass=min(policy.tail_mass, 1e-30), rel_width=max(policy.rel_width, 2.5e-3)
+        policy,
+        tail_mass=min(policy.tail_mass, 1e-30),
+        rel_width=max(policy.rel_width, 2.5e-3),
+        fold_roundoff=True,
     )
     ev = _Bounds(policy, paths)
     states = list(graph.regime_states())
