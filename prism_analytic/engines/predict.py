@@ -114,7 +114,7 @@ def predict(
         factor-conditioned pipelines keep their mixture); ``"kurtosis"``: the skew core with
         a fourth-cumulant (Gram-Charlier) correction of every max (:mod:`~.kurtosis_core`,
         same scope; an estimate); ``"cumulant"``: a third-cumulant closure of every max
-        (:mod:`~.cumulant_core`, same scope, opt-in, slower: seconds at 4,096 ops; an
+        (:mod:`~.cumulant_core`, same scope, opt-in, about 1.5x the kurtosis core's time; an
         estimate). ``"auto"`` (default): per core,
         ``"skew"`` or ``"normal"`` by the measured rule of :mod:`~.core_shape`. Every entry of
         ``diagnostics["cores"]`` says the ``shape`` used, its ``core_class`` and
