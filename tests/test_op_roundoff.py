@@ -249,3 +249,55 @@ def test_bounds_engine_reports_nothing_it_does_not_read() -> None:
     g.add_regime("net", {"calm": 0.9, "slow": 0.1}, {"calm": 1.0, "slow": 2.0}, applies_to="comm")
     lower, upper = bound_distributions(g)
     assert lower.roundoff == 0.0 and upper.roundoff == 0.0
+
+
+# ----- re-binning and trimming (inside every operation) ----------------------------------------
+def _sides_of_cells(lo, hi, below, above, k0: int, k: np.ndarray):
+    """Exact (F_lo, S_lo, F_hi, S_hi) of rational cells at lattice indices ``k``, as mpf."""
+    out = []
+    for kk in k:
+        f_lo = below + sum((v for i, v in enumerate(lo) if k0 + i <= kk), Fraction(0))
+        s_lo = sum((v for i, v in enumerate(lo) if k0 + i > kk), Fraction(0))
+        f_hi = sum((v for i, v in enumerate(hi) if k0 + i <= kk), Fraction(0))
+        s_hi = above + sum((v for i, v in enumerate(hi) if k0 + i > kk), Fraction(0))
+        out.append(tuple(_mp(v) for v in (f_lo, s_lo, f_hi, s_hi)))
+    return out
+
+
+@pytest.mark.parametrize("fold", [False, True])
+def test_rebin(fold: bool) -> None:
+    rng = np.random.default_rng(17)
+    g = _grid(rng, 300, 0.3, 1e-20, FOLD if fold else POLICY)
+    g.lo[::7] *= 1e-16  # tiny cells beside ~1e-3 ones: their sums round
+    g.hi[::5] *= 1e-16
+    out = g.rebin(2.5)
+    # the exact re-binning: the same cell-to-cell map (floor for lo, ceil for hi), rational sums
+    k_old = g.k0 + np.arange(g.lo.size)
+    new_lo = np.floor(k_old * (g.h / 2.5)).astype(np.int64)
+    new_hi = np.ceil(k_old * (g.h / 2.5)).astype(np.int64)
+    k0, size = int(new_lo[0]), int(new_hi[-1] - new_lo[0] + 1)
+    lo, hi = [Fraction(0)] * size, [Fraction(0)] * size
+    for i in range(g.lo.size):
+        lo[new_lo[i] - k0] += Fraction(g.lo[i])
+        hi[new_hi[i] - k0] += Fraction(g.hi[i])
+    k = np.arange(k0 - 1, k0 + size + 1)
+    ref = _sides_of_cells(lo, hi, Fraction(g.below), Fraction(g.above), k0, k)
+    assert _check(out, ref, k, fold) <= 0.0
+
+
+@pytest.mark.parametrize("fold", [False, True])
+def test_trimmed(fold: bool) -> None:
+    pol = replace(FOLD if fold else POLICY, tail_mass=1e-15)
+    lo = np.array([2e-17, 3e-17, 0.25, 0.25, 0.2, 4e-17, 2e-17])
+    hi = np.array([3e-17, 1e-17, 0.2, 0.25, 0.25, 2e-17, 5e-17])
+    below, above = 0.3, 0.3
+    g = GridDistribution(1.0, 0, lo, hi, below, above, pol)
+    out = g.trimmed()
+    assert out.lo.size < lo.size  # mass was moved into the atoms and the end cells
+    k = np.arange(-1, lo.size + 1)
+    # moving mass down (lower side) or up (upper side) is exact in reals: the reference is the
+    # untrimmed sides themselves (their masses need not sum to 1 for this comparison)
+    ref = _sides_of_cells(
+        [Fraction(v) for v in lo], [Fraction(v) for v in hi], Fraction(below), Fraction(above), 0, k
+    )
+    assert _check(out, ref, k, fold) <= 0.0

@@ -20,7 +20,7 @@ import numpy as np
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .base import Affine, Distribution
 from .bounded_conv import bounded_convolve, fold_up
-from .cdf_roundoff import mix_error, sum_error, union_up
+from .cdf_roundoff import gamma, mix_error, sum_error, union_up
 from .roundoff import UNIT_ROUNDOFF, fft_convolve, fft_l1_error
 
 __all__ = ["GridDistribution", "discretize", "to_grid", "to_grid_like", "align"]
@@ -443,7 +443,15 @@ class GridDistribution(RoundingSandwich, Distribution):
         n = int(k_hi[-1]) - base + 1
         lo = np.bincount(k_lo - base, weights=self.lo, minlength=n)
         hi = np.bincount(k_hi - base, weights=self.hi, minlength=n)
-        return self._derived(h, base, lo, hi)
+        # each new cell sums at most ceil(h / self.h) + 1 old ones: relative gamma of that in
+        # every CDF and survival value (cdf_roundoff.gamma); reported, or folded outwards
+        rel = gamma(int(np.ceil(h / self.h)) + 1)
+        if self.policy.fold_roundoff:
+            lo, hi, below, above = _fold_relative(lo, hi, self.below, self.above, rel)
+            return self._derived(h, base, lo, hi, below, above)
+        out = self._derived(h, base, lo, hi)
+        out.roundoff = min(self.roundoff + rel, 1.0)
+        return out
 
     def _affine(self, shift: float, scale: float) -> GridDistribution:
         return self.scaled(scale).shifted(shift)
@@ -481,7 +489,24 @@ class GridDistribution(RoundingSandwich, Distribution):
         new_lo[-1] += lo[end + 1 :].sum()  # lower variable may only move mass down
         new_hi[0] += hi[:start].sum()  # upper variable may only move mass up
         below, above = self.below + cut_below, self.above + cut_above
+        roundoff = self.roundoff
+        if start > 0 or end + 1 < lo.size:
+            # the two atoms and two end cells that took mass are sums of at most n + 1
+            # non-negative terms: relative gamma(n + 1) each, and each enters a CDF or
+            # survival value once. Reported, or folded outwards: the atoms grow, the lower
+            # side's top cell and the upper side's bottom cell shrink (only the CDF near 1,
+            # resp. the survival near 1, which no reader takes, can move the wrong way).
+            rel = gamma(lo.size + 1)
+            if self.policy.fold_roundoff:
+                w = rel + 2.0 * UNIT_ROUNDOFF
+                below, above = min(below * (1.0 + w), 1.0), min(above * (1.0 + w), 1.0)
+                new_lo[-1] *= 1.0 - w
+                new_hi[0] *= 1.0 - w
+            else:
+                touched = below + above + new_lo[-1] + new_hi[0]
+                roundoff = min(roundoff + rel * touched, 1.0)
         out = self._derived(self.h, self.k0 + start, new_lo, new_hi, below, above)
+        out.roundoff = roundoff
         factor = 1
         while out.lo.size > self.policy.max_cells:  # an off-lattice start can add a cell or two
             factor = max(factor + 1, int(np.ceil(out.lo.size * factor / self.policy.max_cells)))
