@@ -4,8 +4,11 @@ A grid's bracket is guaranteed only if every rounding that can move a CDF value 
 counted in ``GridDistribution.roundoff`` or moved outwards (``GridPolicy.fold_roundoff``).
 The FFT's own error has its bounds (:mod:`.roundoff`, :mod:`.bounded_conv`); this module
 bounds the rest: the +-inf atoms, the cumulative sums an operation reads its operands
-through, the logarithms and exponentials of ``F^n`` and of products of CDFs, and the weighted
-sums of a mixture.
+through, the logarithms and exponentials of ``F^n`` and of products of CDFs, the weighted
+sums of a mixture, and the sums of re-binning and trimming (``GridDistribution.rebin``,
+``trimmed``). Not bounded: order statistics (``scipy.special.betainc`` publishes no error
+bound), the log-lattice operations other than the atoms' union, and a law's own CDF
+evaluation when it is discretised.
 
 Model: IEEE double precision, round to nearest, ``fl(x op y) = (x op y)(1 + d)`` with
 ``|d| <= u`` (:data:`UNIT_ROUNDOFF`), and ``exp``, ``expm1``, ``log``, ``log1p`` within one
