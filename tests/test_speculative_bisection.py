@@ -86,3 +86,23 @@ def test_speculative_path_is_taken() -> None:
     law._invert(np.array([0.3]), upper=False)
     steps = sum(1 for _ in calls)
     assert steps * base._SPECULATE_STEPS >= 40 and max(calls) == 2**base._SPECULATE_STEPS - 1
+
+
+GROUPS = [
+    [np.array([1e-15]), np.array([0.5, 0.9])],
+    [np.array([1e-12, 0.2]), np.array([]), np.array([0.7]), np.array([1 - 1e-9])],
+    [np.array([0.3])],
+    [np.linspace(0.05, 0.95, 5), np.array([0.5, 0.6, 0.7, 0.8])],  # 9 levels: the plain loop
+]
+
+
+@pytest.mark.parametrize("name", list(_laws()))
+@pytest.mark.parametrize("upper", [False, True])
+def test_invert_groups_match_separate_stepwise_bisections(name: str, upper: bool) -> None:
+    """Each group as its own step-by-step bisection (what _invert_groups promises)."""
+    law = _laws()[name]
+    for groups in GROUPS:
+        got = law._invert_groups(groups, upper=upper)
+        for g, p in zip(got, groups, strict=True):
+            want = _stepwise(law, p, upper=upper)
+            assert np.array_equal(g.view(np.int64), want.view(np.int64)), (name, p, g, want)

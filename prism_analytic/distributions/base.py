@@ -337,6 +337,12 @@ class Distribution(ABC):
         a = np.full(p.shape, lo, dtype=float)
         b = np.full(p.shape, hi, dtype=float)
         active = np.array(sizes) > 0
+        if p.size <= _SPECULATE_MAX_LEVELS:  # the same steps, one evaluation per several
+            _speculative_groups(self._sf if upper else self._cdf, p, a, b, label, active, upper)
+            ends = np.cumsum(sizes)[:-1]
+            return [
+                part.reshape(q.shape) for part, q in zip(np.split(b, ends), arrays, strict=True)
+            ]
         for _ in range(2200):  # each group: at most _invert's 2200 steps
             idx = np.flatnonzero(active[label])
             if idx.size == 0:
@@ -538,3 +544,58 @@ def _speculative_bisection(
                 return b.reshape(shape)
             path = path + go_right * (1 << d)
     return b.reshape(shape)
+
+
+def _speculative_groups(
+    f: Callable[[np.ndarray], np.ndarray],
+    p: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    label: np.ndarray,
+    active: np.ndarray,
+    upper: bool,
+) -> None:
+    """The grouped bisection of :meth:`Distribution._invert_groups`, bit for bit, in place.
+
+    As :func:`_speculative_bisection` (each round evaluates ``f`` once on every point the next
+    steps may visit, then replays them), with the grouped loop's bookkeeping: a step moves
+    every element of the groups still ``active``, and a group stops after the step at which
+    all of its elements have converged. ``a`` and ``b`` (flat, one entry per level) and
+    ``active`` (one per group) are updated as that loop updates them.
+    """
+    steps = 0
+    while steps < 2200:  # each group: at most _invert's 2200 steps
+        idx = np.flatnonzero(active[label])
+        if idx.size == 0:
+            return
+        k = min(_SPECULATE_STEPS, 2200 - steps)
+        lows, highs, mids = a[idx][None, :], b[idx][None, :], []
+        for d in range(k):
+            m = _bisection_midpoint(lows, highs)
+            mids.append(m)
+            if d + 1 < k:
+                lows, highs = np.concatenate((lows, m)), np.concatenate((m, highs))
+        vals = f(np.concatenate([m.ravel() for m in mids]))
+        at = 0
+        path = np.zeros(idx.size, dtype=np.intp)
+        sub = np.arange(idx.size)  # positions in idx of the elements still stepping
+        for d, m in enumerate(mids):
+            level = vals[at : at + m.size].reshape(m.shape)
+            at += m.size
+            el = idx[sub]
+            mid, val = m[path[sub], sub], level[path[sub], sub]
+            go_right = val > p[el] if upper else val < p[el]
+            ai = np.where(go_right, mid, a[el])
+            bi = np.where(go_right, b[el], mid)
+            a[el], b[el] = ai, bi
+            steps += 1
+            width = bi - ai
+            done = np.isfinite(width) & (
+                width <= 4 * np.spacing(np.maximum(np.abs(ai), np.abs(bi)))
+            )
+            pending = np.bincount(label[el], weights=~done, minlength=active.size)
+            active &= pending > 0
+            path[sub] += go_right * (1 << d)
+            sub = sub[active[label[el]]]
+            if sub.size == 0 or steps >= 2200:
+                break
