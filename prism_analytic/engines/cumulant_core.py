@@ -436,6 +436,9 @@ class _CumulantEngine:
         The last max (``node``'s own) gets ``node``'s D kurtosis; none when ``node < 0`` (the
         final max over the sinks).
         """
+        if len(slots) == 2:  # (every pipeline op) sorted()'s order: ties in input order
+            lo, hi = slots if not self.mu[slots[1]] < self.mu[slots[0]] else slots[::-1]
+            return self._max(lo, hi, self._excess_kurtosis(node, lo, hi) if node >= 0 else 0.0)
         slots = sorted(slots, key=lambda s: self.mu[s])
         acc = slots[0]
         for k, s in enumerate(slots[1:], start=2):
