@@ -477,9 +477,12 @@ def affine(dist: Distribution, *, shift: float = 0.0, scale: float = 1.0) -> Dis
 
 def _bisection_midpoint(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Next bisection point of ``[a, b]``; a step of ``max(1, |end|)`` out of an infinite side."""
+    finite = np.isfinite(a) & np.isfinite(b)
+    if np.count_nonzero(finite) == finite.size:  # (the first branch's values, without where())
+        return 0.5 * (a + b)
     with np.errstate(invalid="ignore"):  # inf - inf in the branches np.where discards
         return np.where(
-            np.isfinite(a) & np.isfinite(b),
+            finite,
             0.5 * (a + b),
             np.where(
                 np.isfinite(a),
