@@ -31,6 +31,12 @@ from prism_analytic.distributions.grid import (
     mix_grids,
 )
 from prism_analytic.distributions.grid_extremes import iid_max_grid, max_grids, min_grids
+from prism_analytic.distributions.log_lattice_dist import LogLatticeDistribution
+from prism_analytic.distributions.log_lattice_ops import (
+    _relattice,
+    log_lattice_iid_max,
+    log_lattice_max,
+)
 from prism_analytic.policy import DEFAULT_POLICY
 
 mpmath.mp.dps = 80
@@ -91,13 +97,18 @@ def _sides(g: GridDistribution, k: np.ndarray):
 
 def _check(out: GridDistribution, ref, k: np.ndarray, fold: bool) -> float:
     """Largest unsafe miss beyond roundoff (<= 0 passes); ref: exact (F_lo, S_lo, F_hi, S_hi)."""
-    r = mpmath.mpf(0 if fold else out.roundoff)
+    return _check_sides(_sides(out, k), ref, out.roundoff, fold)
+
+
+def _check_sides(got, ref, roundoff: float, fold: bool) -> float:
+    """:func:`_check` on exact stored sides ``got`` (rationals) beside the reference."""
+    r = mpmath.mpf(0 if fold else roundoff)
     if fold:
-        assert out.roundoff == 0.0
+        assert roundoff == 0.0
     half = mpmath.mpf(0.5)
     worst = mpmath.mpf(-1)
-    for got, want in zip(_sides(out, k), ref):
-        f_lo, s_lo, f_hi, s_hi = (mpmath.mpf(v.numerator) / v.denominator for v in got)
+    for got_k, want in zip(got, ref, strict=True):
+        f_lo, s_lo, f_hi, s_hi = (mpmath.mpf(v.numerator) / v.denominator for v in got_k)
         e_flo, e_slo, e_fhi, e_shi = want
         if e_flo <= half:
             worst = max(worst, e_flo - f_lo - r)
@@ -301,3 +312,56 @@ def test_trimmed(fold: bool) -> None:
         [Fraction(v) for v in lo], [Fraction(v) for v in hi], Fraction(below), Fraction(above), 0, k
     )
     assert _check(out, ref, k, fold) <= 0.0
+
+
+# ----- the same powers and products on the log lattice ----------------------------------------
+def _ll(rng, below: float, above: float, policy) -> LogLatticeDistribution:
+    shape = (40, 8)  # 40 octaves of 8 points
+    lo, hi = (
+        np.pad(c, (0, 320 - c.size))
+        for c in (_exact_cells(rng, 300, below), _exact_cells(rng, 300, above))
+    )
+    return LogLatticeDistribution(
+        8, -20, lo.reshape(shape), hi.reshape(shape), below, above, policy=policy
+    )
+
+
+def _ll_sides(d: LogLatticeDistribution):
+    """Exact sides before the first point and at every flat point (zero atom first)."""
+    lo = [Fraction(v) for v in d._flat("lo")]
+    hi = [Fraction(v) for v in d._flat("hi")]
+    below, above = Fraction(d.below), Fraction(d.above)
+    out = [(below, sum(lo, Fraction(0)), Fraction(0), above + sum(hi, Fraction(0)))]
+    c_lo = c_hi = Fraction(0)
+    t_lo, t_hi = sum(lo, Fraction(0)), sum(hi, Fraction(0))
+    for a, b in zip(lo, hi, strict=True):
+        c_lo, c_hi = c_lo + a, c_hi + b
+        out.append((below + c_lo, t_lo - c_lo, c_hi, above + t_hi - c_hi))
+    return out
+
+
+@pytest.mark.parametrize("fold", [False, True])
+@pytest.mark.parametrize("op", ["iid", "max"])
+def test_log_lattice_power_and_product(op: str, fold: bool) -> None:
+    rng = np.random.default_rng(23)
+    pol = FOLD if fold else POLICY
+    a, b = _ll(rng, 0.3, 1e-20, pol), _ll(rng, 1e-19, 0.2, pol)
+    if op == "iid":
+        worst = -1.0
+        for n in (7, 1000, 10**6):
+            out = log_lattice_iid_max(a, n)
+            ref = []
+            for f_lo, _, _, s_hi in (tuple(_mp(v) for v in t) for t in _ll_sides(a)):
+                lo_n, hi_n = f_lo**n, (1 - s_hi) ** n
+                ref.append((lo_n, 1 - lo_n, hi_n, 1 - hi_n))
+            worst = max(worst, _check_sides(_ll_sides(out), ref, out.roundoff, fold))
+        assert worst <= 0.0, worst
+        return
+    out = log_lattice_max([a, b])
+    ca, cb = _relattice([(a, 1.0), (b, 1.0)])  # the operands on the common lattice
+    ref = []
+    for ta, tb in zip(_ll_sides(ca), _ll_sides(cb), strict=True):
+        f_lo = _mp(ta[0]) * _mp(tb[0])
+        f_hi = (1 - _mp(ta[3])) * (1 - _mp(tb[3]))
+        ref.append((f_lo, 1 - f_lo, f_hi, 1 - f_hi))
+    assert _check_sides(_ll_sides(out), ref, out.roundoff, fold) <= 0.0

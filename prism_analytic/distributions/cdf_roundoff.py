@@ -7,8 +7,8 @@ bounds the rest: the +-inf atoms, the cumulative sums an operation reads its ope
 through, the logarithms and exponentials of ``F^n`` and of products of CDFs, the weighted
 sums of a mixture, and the sums of re-binning and trimming (``GridDistribution.rebin``,
 ``trimmed``). Not bounded: order statistics (``scipy.special.betainc`` publishes no error
-bound), the log-lattice operations other than the atoms' union, and a law's own CDF
-evaluation when it is discretised.
+bound), the log-lattice sums' and re-roundings' arithmetic (its maxima and ``F^n`` are
+counted), and a law's own CDF evaluation when it is discretised.
 
 Model: IEEE double precision, round to nearest, ``fl(x op y) = (x op y)(1 + d)`` with
 ``|d| <= u`` (:data:`UNIT_ROUNDOFF`), and ``exp``, ``expm1``, ``log``, ``log1p`` within one

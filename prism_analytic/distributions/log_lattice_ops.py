@@ -9,6 +9,7 @@ import scipy.fft
 
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .base import Distribution
+from .cdf_roundoff import exp_log_cdf_error, exp_log_fold, log_sum_rel_error
 from .doubling import sum_by_doubling
 from .grid import ATOM_UNION_ERROR, move_mass_down, move_mass_up
 from .log_lattice_build import (
@@ -252,13 +253,15 @@ def _log_cdf(f: np.ndarray, sf: np.ndarray) -> np.ndarray:
         return np.where(sf < 0.5, np.log1p(-sf), np.log(f))
 
 
-def _power_side(f: np.ndarray, sf: np.ndarray, n: int) -> np.ndarray:
+def _power_side(f: np.ndarray, sf: np.ndarray, n: int, widen: float = 1.0) -> np.ndarray:
     """Masses of the law whose CDF at the points is ``f**n`` (survival ``1 - (1 - sf)**n``).
 
     The CDF power is taken in log space (:func:`_log_cdf`), and the differences from the CDF
     below the median and from the survival function above it, where each keeps its precision.
+    ``widen`` scales ``n log F`` (``1 -+ w`` moves the side out by its round-off, see
+    :func:`~.cdf_roundoff.exp_log_fold`).
     """
-    log_f = n * _log_cdf(f, sf)
+    log_f = n * _log_cdf(f, sf) * widen
     return _side_from_logs(log_f, log_f)
 
 
@@ -280,12 +283,16 @@ def log_lattice_iid_max(dist: LogLatticeDistribution, n: int) -> LogLatticeDistr
     """
     f_lo, s_lo = dist._cum("F_lo"), dist._cum("S_lo")  # at the points, zero atom first
     f_hi, s_hi = dist._cum("F_hi"), dist._cum("S_hi")
-    below = dist.below**n
-    lo = _power_side(f_lo, s_lo, n)
+    # the power's own round-off (sums, logs, exp: cdf_roundoff), reported or folded outwards
+    rho = log_sum_rel_error(f_lo.size, 1)
+    w = exp_log_fold(rho) if dist.policy.fold_roundoff else 0.0
+    own = 0.0 if w else exp_log_cdf_error(rho)
+    below = min(dist.below**n * (1.0 + w), 1.0)
+    lo = _power_side(f_lo, s_lo, n, 1.0 - w)
     # the first CDF value includes the -inf atom (and is only that without a zero atom)
     zero = max(lo[0] - below, 0.0) if dist.nonneg else 0.0
-    hi = _power_side(f_hi, s_hi, n)
-    above = float(-np.expm1(n * np.log1p(-dist.above)))
+    hi = _power_side(f_hi, s_hi, n, 1.0 + w)
+    above = float(-np.expm1(n * np.log1p(-dist.above) * (1.0 + w)))
     return dist._with(
         lo=lo[1:].reshape(dist.lo.shape),
         hi=hi[1:].reshape(dist.hi.shape),
@@ -293,7 +300,7 @@ def log_lattice_iid_max(dist: LogLatticeDistribution, n: int) -> LogLatticeDistr
         above=above,
         zero=zero,
         moments=None,
-        roundoff=min(1.0, n * dist.roundoff),
+        roundoff=min(1.0, n * dist.roundoff + own),
     )
 
 
@@ -416,19 +423,24 @@ def log_lattice_max(
     common = _relattice(parts)
     log_lo = sum(_log_cdf(c._cum("F_lo"), c._cum("S_lo")) for c in common)
     log_hi = sum(_log_cdf(c._cum("F_hi"), c._cum("S_hi")) for c in common)
-    lo = _side_from_logs(log_lo, log_lo)
-    hi = _side_from_logs(log_hi, log_hi)
-    below = float(np.prod([c.below for c in common]))
+    # the product's own round-off (sums, logs, exp: cdf_roundoff), reported or folded outwards
+    rho = log_sum_rel_error(common[0]._cum("F_lo").size, len(common))
+    w = exp_log_fold(rho) if common[0].policy.fold_roundoff else 0.0
+    own = 0.0 if w else exp_log_cdf_error(rho)
+    lo = _side_from_logs(log_lo * (1.0 - w), log_lo * (1.0 - w))
+    hi = _side_from_logs(log_hi * (1.0 + w), log_hi * (1.0 + w))
+    below = min(float(np.prod([c.below for c in common])) * (1.0 + w), 1.0)
+    log_above = np.sum(np.log1p(-np.array([c.above for c in common]))) * (1.0 + w)
     nonneg = any(c.nonneg for c in common)
     first = common[0]
     return first._with(
         lo=lo[1:].reshape(first.lo.shape),
         hi=hi[1:].reshape(first.hi.shape),
         below=below,
-        above=float(-np.expm1(np.sum(np.log1p(-np.array([c.above for c in common]))))),
+        above=float(-np.expm1(log_above)),
         zero=max(float(lo[0]) - below, 0.0) if nonneg else 0.0,
         nonneg=nonneg,
         moments=None,
         tail_index=min(c.tail_index for c in common),
-        roundoff=min(1.0, sum(c.roundoff for c in common)),
+        roundoff=min(1.0, sum(c.roundoff for c in common) + own),
     )
