@@ -365,3 +365,19 @@ def test_log_lattice_power_and_product(op: str, fold: bool) -> None:
         f_hi = (1 - _mp(ta[3])) * (1 - _mp(tb[3]))
         ref.append((f_lo, 1 - f_lo, f_hi, 1 - f_hi))
     assert _check_sides(_ll_sides(out), ref, out.roundoff, fold) <= 0.0
+
+
+def test_bounds_min_cdf_folds() -> None:
+    # the bounds engine's lower bound: the pointwise minimum of the paths' CDFs
+    from prism_analytic.engines.bounds import _min_cdf
+
+    rng = np.random.default_rng(29)
+    specs = ((40, 1e-20, 0.2, 0), (300, 0.1, 0.0, 2), (80, 0.0, 1e-18, 5))
+    grids = [_grid(rng, n, b, a, FOLD, k0) for n, b, a, k0 in specs]
+    k = _span(*grids)
+    refs = [_ref_sides(g, k) for g in grids]
+    ref = []
+    for at_k in zip(*refs):
+        f_lo, f_hi = min(t[0] for t in at_k), min(1 - t[3] for t in at_k)
+        ref.append((f_lo, 1 - f_lo, f_hi, 1 - f_hi))
+    assert _check(_min_cdf(grids), ref, k, fold=True) <= 0.0

@@ -20,8 +20,16 @@ import networkx as nx
 import numpy as np
 
 from ..distributions import GridDistribution, to_grid
-from ..distributions.grid import _pmf_from_cdf_sf, align, convolve_grids_bounded, mix_grids
+from ..distributions.cdf_roundoff import gamma
+from ..distributions.grid import (
+    _fold_relative,
+    _pmf_from_cdf_sf,
+    align,
+    convolve_grids_bounded,
+    mix_grids,
+)
 from ..distributions.grid_extremes import _cdf_sf, max_grids
+from ..distributions.roundoff import UNIT_ROUNDOFF
 from ..graph import OP, PIPELINE, StepGraph
 from ..graph.pipeline import pipeline_step_graph
 from ..graph.pipeline_match import match_pipeline, parse_op_name
@@ -202,7 +210,14 @@ def _min_cdf(grids: list[GridDistribution]) -> GridDistribution:
     s_hi = np.max([_cdf_sf(hi, 0.0, g.above)[1] for hi, g in zip(his, grids)], axis=0)
     lo = _pmf_from_cdf_sf(f_lo, s_lo, below)
     hi = _pmf_from_cdf_sf(f_hi, s_hi, 0.0)
-    return GridDistribution(h, k0, lo, hi, below, float(s_hi[-1]), grids[0].policy).trimmed()
+    above = float(s_hi[-1])
+    if grids[0].policy.fold_roundoff:  # always, in this engine (bound_distributions)
+        # every stored CDF and survival value is within relative ~2 gamma(n) of the exact
+        # minimum (the cumulative sums; the masses' differences, u each; the switch from CDF
+        # to survival differences at 1/2, where the two sums disagree by their errors): fold
+        rel = 4.0 * gamma(lo.size + 2) + 4.0 * UNIT_ROUNDOFF
+        lo, hi, below, above = _fold_relative(lo, hi, below, above, rel)
+    return GridDistribution(h, k0, lo, hi, below, above, grids[0].policy).trimmed()
 
 
 def bound_distributions(
