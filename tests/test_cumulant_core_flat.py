@@ -89,3 +89,27 @@ def test_transient_pipeline_keeps_the_long_evaluation(monkeypatch):
     assert calls == [(16, 32, 48), (80, 96)]
     monkeypatch.setattr(skew_core, "STEADY_CAP", 10**9)  # no trial
     assert cumulant_pipeline(spec, cap=3072)[0] == res
+
+
+def test_slot_capacity_does_not_change_a_bit(monkeypatch):
+    """The engine's arrays grown one slot at a time (contiguous views) or by doubling from the
+    start (views of larger arrays, other slot numbers): the same values, every max being
+    elementwise over the live slots."""
+    import networkx as nx
+    import numpy as np
+
+    from prism_analytic.engines import cumulant_core
+    from prism_analytic.schedules import pipeline_dag
+
+    dag = pipeline_dag(6, 12)
+    sink = ("sink",)
+    dag.add_edges_from((v, sink) for v in list(dag) if dag.out_degree(v) == 0)  # a wide max
+    dag.add_edge(next(iter(nx.topological_sort(dag))), sink)
+    rng = np.random.default_rng(5)
+    mean = {v: float(rng.uniform(1, 2)) for v in dag}
+    std = {v: 0.1 * mean[v] for v in dag}
+    k3 = {v: 0.002 * mean[v] ** 3 for v in dag}
+    grown = cumulant_core.cumulant_makespan(dag, mean, std, kappa3=k3)
+    monkeypatch.setattr(cumulant_core, "_EXACT_CAP", 1)
+    doubled = cumulant_core.cumulant_makespan(dag, mean, std, kappa3=k3)
+    assert grown == doubled
