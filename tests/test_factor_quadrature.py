@@ -65,7 +65,7 @@ def _inside(mix: pf.NormalMixture, x: np.ndarray) -> dict[str, bool]:
 def test_mean_path_level_matches_monte_carlo(case):
     spec, x = case
     comps, info = pc.pipeline_components(spec)
-    assert info["factor_points"] > 4 * info["core_points"]
+    assert info["binned_on_mean_path"] and info["factor_points"] > info["core_points"]
     mix = _mixture(comps)
     assert _inside(mix, x) == {"p99": True, "spread": True}
     # KS within the DKW band at 99.9% plus a small allowance for the approximation
@@ -78,7 +78,8 @@ def test_one_level_quadrature_misses(case):
     # above can fail, and the level of the mean path is what fixes it
     spec, x = case
     core = pc._conditioned_core(spec, "clark-mehler", None)
-    comps, _ = pf.factor_components(spec, core, n_path=pf.default_points(spec))
+    old = {"n": pf.N_POINTS, "n_path": pf.N_POINTS, "anchors": pf.N_ANCHORS}
+    comps, _ = pf.factor_components(spec, core, **old)
     assert not _inside(_mixture(comps), x)["p99"]
 
 

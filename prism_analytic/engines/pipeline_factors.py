@@ -56,21 +56,26 @@ __all__ = [
     "N_POINTS",
     "default_points",
     "N_ANCHORS",
+    "default_anchors",
     "mean_paths",
     "path_points",
 ]
 
-#: Quasi-Monte-Carlo points at which the core's bias and variance are evaluated (a power of two
-#: for Sobol balance). With the mean path at these points only (before 2026-12-01), the
-#: quadrature of the mean path's law left KS ~0.003-0.005 on the agreement's 8x32 factor rows;
-#: the mean path now has its own, larger level (:func:`path_points`).
+#: Default points of :func:`normal_scores` (a power of two for Sobol balance). The engine's
+#: levels are :func:`path_points` and :func:`default_points`: with the mean path at 2**15
+#: points only (before 2026-12-01), the quadrature of its law left KS ~0.003-0.005 on the
+#: agreement's 8x32 factor rows.
 N_POINTS = 32768
 #: Fewest points for a long pipeline (bulk quantiles stay within ~1% of Monte Carlo's).
 MIN_POINTS = 8192
 #: Ops x points evaluated by the vectorised recursions (about 2 s on one core).
 CELL_BUDGET = 2**24
-#: Conditions evaluated with the Clark-Mehler core to calibrate the cheap recursion.
+#: Fewest conditions evaluated with the Clark-Mehler core to calibrate the cheap recursion.
 N_ANCHORS = 8
+#: Most of them (:func:`default_anchors`).
+MAX_ANCHORS = 64
+#: Ops x anchors evaluated with the Clark-Mehler core (~0.2 s for 8x32 x 8 anchors).
+ANCHOR_CELLS = 2**12
 #: Sobol scrambling seed (fixed: the engine is deterministic).
 SEED = 20261130
 #: Largest (ops x conditions) block held at once by the vectorised recursions.
@@ -81,6 +86,12 @@ PATH_CELL_BUDGET = 2**27
 MAX_PATH_POINTS = 2**18
 #: Equal-count bins of the mean path in which the core's bias and variance are averaged.
 PATH_BINS = 64
+#: Largest share of the conditional variance that the bias's scatter about its binned mean
+#: may have for the binning to be used (otherwise the core's points keep their own values).
+#: The agreement's 8x32 rows with per-microbatch factors of CV 50% / 15% / 5%: 0.1% / 1.9% /
+#: 9.8%, binned; against 1e6 Monte Carlo samples KS 0.0048 -> 0.0013 (CV 50%) and 0.0044 ->
+#: 0.0037 (CV 5%). With per-stage speeds: 73%, not binned (binned: KS 0.0080, not: 0.0072).
+BIN_SCATTER_MAX = 0.5
 #: Cuts (normal-score units) of the tail strata along the mean path's gradient direction.
 STRATA = (2.0, 3.5)
 #: Mean bins the conditional normals are merged into (moment-matched) before gridding.
@@ -90,13 +101,27 @@ WINDOW_SD = 9.0
 
 
 def default_points(spec: Any) -> int:
-    """Quasi-Monte-Carlo points for a pipeline (a power of two).
+    """Quasi-Monte-Carlo points of the core's level for a pipeline (a power of two).
 
-    :data:`N_POINTS`, or fewer (down to :data:`MIN_POINTS`) where ops x points would pass
-    :data:`CELL_BUDGET`, which bounds the vectorised recursions' cost.
+    As many as ops x points within :data:`CELL_BUDGET` allow (which bounds the vectorised
+    recursions' cost; 2**15 for 8x32), at least :data:`MIN_POINTS` and at most
+    :func:`path_points` (all of them on a small pipeline: 4x8 gets 2**18, no binning).
     """
     fit = CELL_BUDGET // max(spec.n_ops, 1)
-    return int(max(MIN_POINTS, min(N_POINTS, 2 ** int(np.log2(max(fit, 1))))))
+    return int(min(path_points(spec), max(MIN_POINTS, 2 ** int(np.log2(max(fit, 1))))))
+
+
+def default_anchors(spec: Any) -> int:
+    """Clark-Mehler anchors for a pipeline: ops x anchors within :data:`ANCHOR_CELLS`.
+
+    At least :data:`N_ANCHORS` (8x32 gets 8), at most :data:`MAX_ANCHORS` (4x8 gets 64). The
+    line through 8 anchors is noisy where the op noise matters inside a condition: on 4x8 with
+    per-microbatch factors of CV 15% (5%) it moved p50 by 0.08% (0.05%) between two anchor
+    sets; 64 anchors brought KS from 0.0041 (0.0078 for Clark's core) to 0.0011 (0.0086)
+    against 1e6 op-by-op Monte Carlo samples.
+    """
+    fit = ANCHOR_CELLS // max(spec.n_ops, 1)
+    return int(min(MAX_ANCHORS, max(N_ANCHORS, fit)))
 
 
 def normal_scores(spec: Any, n: int = N_POINTS, seed: int = SEED) -> np.ndarray:
@@ -295,13 +320,13 @@ def factor_design(spec: Any, n: int, seed: int = SEED) -> dict[str, Any]:
 
 
 def path_points(spec: Any) -> int:
-    """Points of the mean-path level (a power of two, at least :func:`default_points`).
+    """Points of the mean-path level (a power of two, at least :data:`MIN_POINTS`).
 
     As many as :data:`PATH_CELL_BUDGET` ops x points allow, at most :data:`MAX_PATH_POINTS`.
     """
     fit = PATH_CELL_BUDGET // max(spec.n_ops, 1)
     cap = min(MAX_PATH_POINTS, 2 ** int(np.log2(max(fit, 1))))
-    return int(max(default_points(spec), cap))
+    return int(max(MIN_POINTS, cap))
 
 
 def factor_components(
@@ -310,7 +335,7 @@ def factor_components(
     *,
     n: int | None = None,
     n_path: int | None = None,
-    anchors: int = N_ANCHORS,
+    anchors: int | None = None,
     seed: int = SEED,
 ) -> tuple[list[tuple[float, float, float]], dict[str, Any]]:
     """The makespan as a mixture ``[(weight, mean, std)]`` over quasi-random factor conditions.
@@ -325,7 +350,10 @@ def factor_components(
     costly part) at ``n`` of them (the first points of each stratum's Sobol block), averaged
     in :data:`PATH_BINS` equal-count bins of ``L`` and interpolated at every point; the
     bias's scatter inside a bin is added to the variance, so that the mixture keeps the
-    core's mean and variance. With ``n_path == n`` every point keeps its own core values.
+    core's mean and variance. Where that scatter passes :data:`BIN_SCATTER_MAX` of the
+    conditional variance (``L`` does not explain the bias: per-stage speeds), and where
+    ``n_path == n`` (small pipelines), every core point keeps its own values and the mixture
+    is over the core's points only.
 
     Parameters
     ----------
@@ -335,41 +363,54 @@ def factor_components(
         ``core(w_row, s_row) -> (mean, var)``: the canonical core evaluated in one condition
         (used at the anchors).
     n, n_path, anchors, seed
-        Points of the core level (default :func:`default_points`) and of the mean-path level
-        (default :func:`path_points`, at least ``n``), Clark-Mehler anchor conditions, Sobol
-        seed.
+        Points of the core level (default :func:`default_points`, at most ``n_path``) and of
+        the mean-path level (default :func:`path_points`, at least ``n``), Clark-Mehler anchor
+        conditions (default :func:`default_anchors`), Sobol seed.
 
     Returns
     -------
     tuple
         The components and an ``info`` dict.
     """
-    n = default_points(spec) if n is None else n
-    n_path = max(n, path_points(spec) if n_path is None else n_path)
+    n_path = path_points(spec) if n_path is None else n_path
+    n = min(n_path, default_points(spec)) if n is None else n
+    n_path = max(n, n_path)
+    anchors = default_anchors(spec) if anchors is None else anchors
     design = factor_design(spec, n_path, seed)
     w, s, weight = design["w"], design["s"], design["weight"]
-    if n_path == n:
-        mean, sd = anchored_laws(spec, w, s, weight, core, anchors)
-        n_core = weight.size
-    else:
-        # the core's level: the first n / n_path of each stratum's Sobol block (balanced)
+    binned = False
+    if n_path > n:
+        # the core's level: the first n / n_path of each stratum's Sobol block (balanced),
+        # each block's subset carrying the block's whole probability
         idx = design["index"]
         sub = np.zeros(idx.size, dtype=bool)
+        w_sub = np.zeros(idx.size)
         for lo, hi in design["strata"]:
-            sub |= (idx >= lo) & (idx < lo + (hi - lo) * n // n_path)
+            block = (idx >= lo) & (idx < hi)
+            part = block & (idx < lo + (hi - lo) * n // n_path)
+            sub |= part
+            w_sub[part] = weight[block].sum() / max(part.sum(), 1)
         w_c = None if w is None else w[sub]
         s_c = None if s is None else s[sub]
+        mean_c, sd_c = anchored_laws(spec, w_c, s_c, w_sub[sub], core, anchors)
         path = mean_paths(spec, w, s)
-        mean_c, sd_c = anchored_laws(spec, w_c, s_c, weight[sub], core, anchors)
-        bias, var = _binned(path[sub], mean_c - path[sub], sd_c, path)
-        mean, sd = path + bias, np.sqrt(var)
-        n_core = int(sub.sum())
+        bias, var, scatter = _binned(path[sub], mean_c - path[sub], sd_c, path, w_sub[sub])
+        binned = scatter <= BIN_SCATTER_MAX
+        if binned:
+            mean, sd = path + bias, np.sqrt(var)
+        else:  # the bias depends on more than L: the core's points, each with its own values
+            w, s, weight, mean, sd = w_c, s_c, w_sub[sub], mean_c, sd_c
+    else:
+        mean, sd = anchored_laws(spec, w, s, weight, core, anchors)
+        scatter = None
     comps = merge_components(weight, mean, sd)
     info = {
         "conditioned_on": "shared factors (scrambled Sobol points, tail-stratified)",
         "tilt_direction_norm": design["tilt_norm"],
         "factor_points": int(weight.size),
-        "core_points": n_core,
+        "core_points": int(n if n_path > n else weight.size),
+        "binned_on_mean_path": binned,
+        "bias_scatter_share": scatter,
         "anchors": int(anchors),
         "components": len(comps),
     }
@@ -377,22 +418,28 @@ def factor_components(
 
 
 def _binned(
-    x: np.ndarray, bias: np.ndarray, sd: np.ndarray, at: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+    x: np.ndarray, bias: np.ndarray, sd: np.ndarray, at: np.ndarray, weight: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
     """Bias and variance as functions of the mean path ``x``, interpolated at ``at``.
 
-    Means over :data:`PATH_BINS` equal-count bins of ``x`` (points, not weights: the tail
-    strata hold many points of little weight, so the tail gets its own bins), interpolated
-    linearly between the bins' mean ``x`` and constant beyond. The variance is the bin's mean
-    of ``sd**2`` plus the bias's scatter about the interpolated line.
+    Probability-weighted means over :data:`PATH_BINS` bins of ``x`` of equal point counts
+    (the tail strata hold many points of little weight, so the tail gets its own bins),
+    interpolated linearly between the bins' mean ``x`` and constant beyond. The variance is
+    the bin's mean of ``sd**2`` plus the bias's scatter about the interpolated line. The third
+    value is that scatter's share of the conditional variance (probability-weighted by
+    ``weight``): how much of the bias ``L`` does not explain.
     """
     bins = max(1, min(PATH_BINS, x.size))
     groups = np.array_split(np.argsort(x, kind="stable"), bins)
-    xc = np.array([x[g].mean() for g in groups])
-    bc = np.array([bias[g].mean() for g in groups])
-    r2 = (bias - np.interp(x, xc, bc)) ** 2 + sd**2
-    vc = np.array([r2[g].mean() for g in groups])
-    return np.interp(at, xc, bc), np.interp(at, xc, vc)
+    # probability-weighted means: at one L, a tail stratum's points (moved along one
+    # direction) need not be tied like the bulk's
+    xc = np.array([np.average(x[g], weights=weight[g]) for g in groups])
+    bc = np.array([np.average(bias[g], weights=weight[g]) for g in groups])
+    d2 = (bias - np.interp(x, xc, bc)) ** 2
+    r2 = d2 + sd**2
+    vc = np.array([np.average(r2[g], weights=weight[g]) for g in groups])
+    share = float(weight @ d2) / max(float(weight @ sd**2), 1e-300)
+    return np.interp(at, xc, bc), np.interp(at, xc, vc), share
 
 
 def anchored_laws(
