@@ -22,54 +22,65 @@ tp 8, pp 16, vpp 8, dp 512, 16 microbatches, a 4,096-op pipeline body):
   the analytic error is no larger than that half-width.
 
 Measured (``python validation/bench_workload.py --out validation/results/bench_workload``,
-2026-11-30 23:23 UTC, commit 88410ef (a clean clone: no uncommitted work of others), load
-average 3.0 -> 3.3 on 2 CPUs: processes got well under a core each; read the CPU times)::
+2026-12-01 02:09 UTC, the package from a clean archive of commit 2ad6480 (no uncommitted work
+of others), load average 6.6 -> 6.2 on 2 CPUs: processes got about a third of a core each; read
+the CPU times)::
 
-    analytic first call of the process: 0.553 s wall, 0.276 s CPU
-    analytic cold (fresh graph, caches cleared, best of 3): 0.490 s wall, 0.242 s CPU
-    analytic warm (pipeline makespan cached): 0.192 s wall, 0.095 s CPU
-    Monte Carlo, 1,000 samples, every replica explicit: 44.3 s wall, 25.9 s CPU
-    ratio Monte Carlo / analytic: cold 90x wall, 107x CPU; warm 231x wall, 272x CPU
+    analytic first call of the process: 0.555 s wall, 0.276 s CPU
+    analytic cold (fresh graph, caches cleared, best of 3): 0.562 s wall, 0.234 s CPU
+    analytic warm (pipeline makespan cached): 0.238 s wall, 0.095 s CPU
+    Monte Carlo, 1,000 samples, every replica explicit: 56.1 s wall, 25.6 s CPU
+    ratio Monte Carlo / analytic: cold 100x wall, 109x CPU; warm 236x wall, 270x CPU
 
-(A run at 23:16, commit acd95f5, load 5.2: cold 0.237 s CPU, warm 0.086 s, Monte Carlo 25.6 s:
-108x and 298x.) Quantiles are bit-identical to the previous session's (the accuracy table is
-unchanged). Before and after this session's cuts at the same load (cold predict, process CPU,
-best of 6 per round, 4 alternating rounds, load 3.2-3.8): commit a5ad1ec 0.271-0.291 s,
-88410ef 0.228-0.246 s (about -15%; at 25.9 s of Monte Carlo: 96x -> 114x); llama3-405b at
-1,024 GPUs 0.458-0.460 s -> 0.395-0.417 s. The previous session's figures (load 1.0 -> 1.3):
-cold 0.271 s CPU (93x), warm 0.111 s (228x), Monte Carlo 25.2 s CPU.
+The graph is not the previous session's (e0f27faa979d343f, not dc854248d6c57f24): since
+7da6d51 a replica's speed factor is the mixture ``(1 - q) S + q f S``, whose quantiles the grid
+policy finds by bisection. The same 2ad6480 with this session's three speed files
+(``engines/canonical.py``, ``schedules.py``, ``distributions/base.py``) put back to 021bd66,
+run a minute earlier (02:08, load 6.9): cold 0.295 s CPU, warm 0.114 s, Monte Carlo 26.3 s:
+89x and 230x. So the cuts below took cold -21% and warm -17% on the current graph. On the
+previous graph (021bd66 with and without the canonical-core cuts, 01:51-01:53, load 7.6-9.3):
+cold 0.242 -> 0.234 s CPU, warm 0.093 s both. Every cut is bit-identical: ``python
+validation/bench_record_hex.py --compare`` finds 0 of 93 recorded values changed, both at
+021bd66 and at c539d59 with and without them, and 731 random-DAG makespans of the three
+canonical methods and the skew and kurtosis cores are unchanged.
 
-Where the cold time goes (cProfile, line timings and timeit of the parts, llama3-405b at
-65,536 GPUs; approximate CPU seconds, read at loads 1-5, of the ~0.25 s cold total):
+Where the cold time goes (CPU ms, llama3-405b at 65,536 GPUs, 2ad6480, load 6.5; wrappers
+timing each part, best of 5 cold calls, 253 ms in all; ``analytic warm`` repeats all but the
+first two items):
 
-1. the canonical-form core, ~0.13 s: 284 batched maxima (one per topological generation of
-   the 4,096-op interleaved body, 16 at a time), ~100-150 numpy calls each. With a residual
-   window of 16 instead of 512 it still takes ~0.085 s: two thirds is per-call overhead; the
-   Mehler sums over the window are ~0.03 s. Cut here (bit-identical): successor bookkeeping
-   on Python lists (16 -> 8 ms), ring writes by slice, M gathered once, Clark's max without
-   the tie branches when there is no tie (core alone, same load: 0.130-0.138 s -> 0.117-0.127 s).
-2. the FFT convolutions of the step's series part, ~0.03 s (6 grid sums, 2^17-2^18-point
-   transforms: the bracket's cell count sets the length, and the round-off bound needs powers
-   of two).
-3. discretising the laws, ~0.05 s: the hiccup mixture's five bisections now run as two grouped
-   passes with the same bits (26 -> 11 ms); the exposed-communication laws' CDF and SF on
-   ~150,000 cells, ~0.02 s.
-4. numeric moments of the replica speed factor (slowest of 128 GPUs), a 20,001-point
-   integral, ~0.012 s (its mean sets the product's spacing); the same integral for its log,
-   whose moments the product dropped, is no longer computed (~0.01 s, cold and warm).
-5. pipeline moments and structure, ~0.02 s: spec moments once per distinct law (256 keys,
-   6 laws: 11 ms -> < 1 ms), the mean-path walk on Python floats (3.4 -> 1.6 ms; at 1,024
-   GPUs 57 -> 6 ms), successor counts by bincount; left: the schedule's levels
-   (``schedules.schedule_levels``, pure Python, ~0.01 s here and ~0.04 s at 1,024 GPUs,
-   cached by size in use).
+1. the canonical-form core, ~124 ms: 284 batched maxima (one per topological generation of
+   the 4,096-op interleaved 16 x 16 x vpp 8 body, ~14 maxima each), ~0.4 ms each. A quarter of
+   it is the Mehler sum over the window (7 orders x 16 maxima x 528 residuals a batch, ~0.1 ms:
+   einsum, seven powers, a product and a sum, at numpy's elementwise floor); the rest is ~100
+   small numpy calls per batch. Cut (135 -> 124 ms in a same-load A/B): the window's and the
+   batch's Mehler sums in one call, in-place buffers for the cosines and for the mixed rows of
+   M and cw, ``count_nonzero`` fast paths instead of ``any``/``all``/``where``, slot
+   allocation by slice, np.clip's wrapper avoided on small arrays. Before the cuts, with a
+   16-residual window (no arithmetic to speak of) the core still took ~80 ms, and with plain
+   Clark (no Mehler terms) ~20 ms: the Clark-Mehler bookkeeping's call count, not its
+   arithmetic, is the cost.
+2. the schedule's structure, ~9 ms (``schedules.schedule_levels``, pure Python, 6 ms; cached by
+   size in use), and the mean-path walk, ~2 ms.
+3. the FFT convolutions of the step's series part, ~41-46 ms (16 real transforms and 8
+   inverses of 2^17-2^18 points: the bracket's cell count sets the length, the round-off bound
+   needs powers of two).
+4. discretising the laws, ~32-34 ms (the exposed-communication laws' CDF and SF on ~150,000
+   cells; grid windows by grouped bisection, now one CDF call per six steps), and trimming the
+   grids, ~11 ms.
+5. the grid policy's speed-factor quantiles, ~7 ms (was ~17 ms: the mixture's two bisections
+   now evaluate its CDF once per six steps, bit-identical).
 
-The 1,000x goal is not met (107-114x cold, 272-298x warm, CPU). The core is about half of the
-time and the rest is spread over fixed costs of the grid side, so 10x needs the core not to
-walk 4,096 ops (the periodic structure, item 4 of issue #8) and the grid side to shed most of
-items 2-4; what is left to tuning is a few tens of percent.
+The 1,000x goal is not met (109x cold, 270x warm, CPU). Cold needs <= 26 ms: the core alone
+is ~120 ms of sequential numpy calls, and the grid side ~90 ms of transforms and
+discretisation whose sizes the bracket fixes. Tuning without changing numbers is near its end
+(the core's Mehler sum is at the elementwise floor; a batch needs its ~100 calls); 10x needs the
+core compiled (a new dependency) or not walked op by op (this body has m = p: no steady state
+to extrapolate), and a coarser or non-power-of-two grid side, which changes numbers.
 
-Earlier (other commits, other model defaults, wall times only): 0.78 s vs 65.0 s (83x, idle);
-0.36 s warm vs 113.5 s under load 8 (314x warm, 121x cold).
+Previous session (88410ef, the previous graph, load 3.0-3.3): cold 0.242 s CPU (107x), warm
+0.095 s (272x), Monte Carlo 25.9 s CPU. Earlier (other commits, other model defaults, wall
+times only): 0.78 s vs 65.0 s (83x, idle); 0.36 s warm vs 113.5 s under load 8 (314x warm,
+121x cold).
 
 Usage::
 
