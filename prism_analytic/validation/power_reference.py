@@ -342,7 +342,9 @@ def _pilot_grid(
     # (resolves the quantiles in the tails)
     levels = np.linspace(GRID_FLOOR, 1.0, size // 2, endpoint=False)[1:]
     by_p = pts[np.minimum(np.searchsorted(fp, levels), pts.size - 1)]
-    by_x = np.linspace(lo, pts[-1], size - size // 2)
+    # beyond the pilot's largest value by half its range: the pilot's top copies are few, and
+    # a band that ends below the step's p99.9 leaves that quantile's interval open above
+    by_x = np.linspace(lo, pts[-1] + 0.5 * (pts[-1] - lo), size - size // 2)
     return np.unique(np.concatenate([[lo], by_p, by_x]))
 
 
