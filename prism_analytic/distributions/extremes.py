@@ -59,6 +59,10 @@ class IIDMax(Distribution):
         """The parent's support."""
         return self.parent.support
 
+    @property
+    def _pointwise_cdf(self) -> bool:  # type: ignore[override]  # ufuncs of the parent's
+        return self.parent._pointwise_cdf
+
     def _cdf(self, x: np.ndarray) -> np.ndarray:
         return np.exp(self.n * log_cdf(self.parent, x))
 

@@ -60,6 +60,10 @@ class Mixture(Distribution):
         hi = max(float(c._isf(np.array([0.0]))[0]) for c in self.components)
         return lo, hi
 
+    @property
+    def _pointwise_cdf(self) -> bool:  # type: ignore[override]  # a weighted sum, point by point
+        return all(c._pointwise_cdf for c in self.components)
+
     def _cdf(self, x: np.ndarray) -> np.ndarray:
         return sum(w * c._cdf(x) for w, c in zip(self.weights, self.components))
 

@@ -103,6 +103,10 @@ class ScipyDistribution(Distribution):
         a = float(shapes[0])
         return (a, float(loc), float(scale)) if a >= LARGE_SHAPE else None
 
+    @property
+    def _pointwise_cdf(self) -> bool:  # type: ignore[override]  # scipy.stats' ufuncs
+        return self._large_gamma is None
+
     def _cdf(self, x: np.ndarray) -> np.ndarray:
         if (g := self._large_gamma) is not None:
             return gamma_cdf_sf(x, *g)[0]
