@@ -90,3 +90,25 @@ def test_no_degraded_gpus_leaves_the_speed_law_alone() -> None:
     assert slow_replica_probability(_job(0.05, 1.0)) == 0.0  # factor 1: nothing is slower
     assert slow_replica_probability(_job(1.0, 1.5)) == 1.0
     assert math.isclose(slow_replica_probability(_job(0.01, 1.5)), 0.01)
+
+
+def test_runs_over_allocations_without_a_lognormal_spread() -> None:
+    # cv = 0: the speed law is two point masses; the allocation law enumerates Binomial counts
+    # (the continuous quadrature read it as one allocation: std 1 s against Monte Carlo's 64 s)
+    from prism_analytic.analyses.allocation import allocation_moments
+    from prism_analytic.analyses.runtime import _parts, simulate_runs
+
+    job = preset_job("llama3-8b", 64)
+    spatial = replace(job.variability.spatial, cv=0.0, slow_fraction=0.05, slow_factor=1.3)
+    job = replace(job, variability=replace(job.variability, spatial=spatial))
+    parts = _parts(job)
+    am = allocation_moments(parts)
+    q = slow_replica_probability(job)
+    assert am.weights[0] == pytest.approx(stats.binom.pmf(0, 64, q), rel=1e-9)
+    steps = 50
+    mean = steps * float(np.dot(am.weights, am.mean))
+    std = steps * math.sqrt(float(np.dot(am.weights, (am.mean - np.dot(am.weights, am.mean)) ** 2)))
+    runs = simulate_runs(parts, steps, 3000, seed=5)
+    assert abs(mean - runs.mean()) < 4.0 * runs.std() / math.sqrt(runs.size)  # MC's own error
+    # the spread across allocations (3.8% of them have no slow replica): within MC error
+    assert std == pytest.approx(runs.std(), rel=0.1)

@@ -18,8 +18,10 @@ allocation-to-allocation spread of the other replicas' product (a law-of-large-n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from .decompose import StepParts
 
@@ -88,6 +90,9 @@ def allocation_moments(
         return AllocationMoments(
             np.ones(1), np.array([m + tail_m]), np.array([v + tail_v]), np.array([np.nan])
         )
+    atoms = _speed_atoms(parts.speed)
+    if atoms is not None:
+        return _discrete_allocations(parts, atoms, t_cells, tail_m, tail_v)
     g = parts.speed
     pops = [(n - k, 1.0)] + ([(k, f)] if k else [])
 
@@ -137,3 +142,58 @@ def allocation_moments(
     m, v = _moments_from_cdf(t, cdf)
     total = w_star.sum()
     return AllocationMoments(w_star / total, m + tail_m, v + tail_v, mid)
+
+
+def _speed_atoms(speed: Any) -> list[tuple[float, float]] | None:
+    """(value, probability) of a speed law made of one or two point masses, else None.
+
+    A job without a lognormal spread but with degraded GPUs has the builder's speed law
+    ``(1 - q) delta_1 + q delta_f``: the quadrature over a continuous slowest factor cannot
+    read it, and the allocations are few enough to enumerate.
+    """
+    parts = getattr(speed, "components", None)
+    weights = getattr(speed, "weights", None)
+    if parts is None or weights is None:
+        return None
+    atoms = []
+    for c, w in zip(parts, weights, strict=True):
+        lo, hi = c.support
+        if lo != hi or not np.isfinite(lo):
+            return None
+        if w > 0:
+            atoms.append((float(lo), float(w)))
+    return atoms if 1 <= len(atoms) <= 2 else None
+
+
+def _discrete_allocations(
+    parts: StepParts,
+    atoms: list[tuple[float, float]],
+    t_cells: int,
+    tail_m: float,
+    tail_v: float,
+) -> AllocationMoments:
+    """Every allocation of a two-valued speed law: Binomial counts at the second value.
+
+    Counts whose probability is below 1e-15 are left out (their total is reported in the
+    weights' normalisation: at most ``n`` times that).
+    """
+    n, (k, f) = parts.n, parts.slow
+    free = n - k
+    v1 = atoms[0][0]
+    v2, p2 = atoms[1] if len(atoms) == 2 else (v1, 0.0)
+    j = np.arange(free + 1)
+    w = stats.binom.pmf(j, free, p2)
+    keep = w > 1e-15
+    j, w = j[keep], w[keep]
+    values = [v1, v2] + ([f] if k else [])
+    t = barrier_grid(parts, min(values), max(values), t_cells)
+    rows = []
+    for jj in j:
+        speeds = np.r_[np.full(free - jj, v1), np.full(jj, v2), np.full(k, f)]
+        rows.append(parts.barrier_cdf(t, speeds))
+    m, v = _moments_from_cdf(t, np.array(rows))
+    # the slowest factor present in each allocation
+    slowest = np.maximum(np.where(j < free, v1, -np.inf), np.where(j > 0, v2, -np.inf))
+    if k:
+        slowest = np.maximum(slowest, f)
+    return AllocationMoments(w / w.sum(), m + tail_m, v + tail_v, slowest)
