@@ -10,7 +10,7 @@ import numpy as np
 from scipy import special
 
 from ..policy import GridPolicy
-from .cdf_roundoff import exp_log_cdf_error, exp_log_fold, log_sum_rel_error
+from .cdf_roundoff import exp_log_cdf_error, exp_log_fold, gamma, log_sum_rel_error
 from .grid import GridDistribution, _pmf_from_cdf_sf, align
 
 __all__ = ["max_grids", "min_grids", "iid_max_grid", "order_statistic_grid"]
@@ -115,8 +115,10 @@ def min_grids(grids: list[GridDistribution]) -> GridDistribution:
     ls_hi, ls_lo, roundoff, w = _own_error(
         grids[0].policy, los[0].size, len(grids), roundoff, ls_hi, ls_lo
     )
-    if w > 0:  # the union of m atoms is off by at most 1.5 m u < w (absolute)
-        below = min((below + w) * (1.0 + w), 1.0)
+    if w > 0:
+        # the union of m atoms is off by at most 1.5 m u (absolute): adding gamma(2m + 2)
+        # keeps at least (2m + 1) u after this addition's own rounding
+        below = min(below + gamma(2 * len(grids) + 2), 1.0)
         above = min(above * (1.0 + w), 1.0)  # a product of atoms: relative gamma(m) < w
     f_lo, s_lo = -np.expm1(ls_lo), np.exp(ls_lo)
     f_hi, s_hi = -np.expm1(ls_hi), np.exp(ls_hi)
