@@ -22,31 +22,32 @@ tp 8, pp 16, vpp 8, dp 512, 16 microbatches, a 4,096-op pipeline body):
   the analytic error is no larger than that half-width.
 
 Measured (``python validation/bench_workload.py --out validation/results/bench_workload``,
-2026-12-01 02:09 UTC, the package from a clean archive of commit 2ad6480 (no uncommitted work
-of others), load average 6.6 -> 6.2 on 2 CPUs: processes got about a third of a core each; read
-the CPU times)::
+2026-12-01 02:25 UTC, the package from a clean archive of commit 393eefa (no uncommitted work
+of others), load average 2.7 -> 2.8 on 2 CPUs; read the CPU times)::
 
-    analytic first call of the process: 0.555 s wall, 0.276 s CPU
-    analytic cold (fresh graph, caches cleared, best of 3): 0.562 s wall, 0.234 s CPU
-    analytic warm (pipeline makespan cached): 0.238 s wall, 0.095 s CPU
-    Monte Carlo, 1,000 samples, every replica explicit: 56.1 s wall, 25.6 s CPU
-    ratio Monte Carlo / analytic: cold 100x wall, 109x CPU; warm 236x wall, 270x CPU
+    analytic first call of the process: 0.453 s wall, 0.254 s CPU
+    analytic cold (fresh graph, caches cleared, best of 3): 0.264 s wall, 0.213 s CPU
+    analytic warm (pipeline makespan cached): 0.086 s wall, 0.084 s CPU
+    Monte Carlo, 1,000 samples, every replica explicit: 36.1 s wall, 25.1 s CPU
+    ratio Monte Carlo / analytic: cold 137x wall, 118x CPU; warm 419x wall, 297x CPU
 
+The analytic error is within the 1,000-sample run's 95% half-width at all seven levels (the
+results file's table; reference re-sampled for this graph, 16,384 samples, seed 1, 866 s wall).
 The graph is not the previous session's (e0f27faa979d343f, not dc854248d6c57f24): since
 7da6d51 a replica's speed factor is the mixture ``(1 - q) S + q f S``, whose quantiles the grid
-policy finds by bisection. The same 2ad6480 with this session's three speed files
-(``engines/canonical.py``, ``schedules.py``, ``distributions/base.py``) put back to 021bd66,
-run a minute earlier (02:08, load 6.9): cold 0.295 s CPU, warm 0.114 s, Monte Carlo 26.3 s:
-89x and 230x. So the cuts below took cold -21% and warm -17% on the current graph. On the
-previous graph (021bd66 with and without the canonical-core cuts, 01:51-01:53, load 7.6-9.3):
-cold 0.242 -> 0.234 s CPU, warm 0.093 s both. Every cut is bit-identical: ``python
-validation/bench_record_hex.py --compare`` finds 0 of 93 recorded values changed, both at
-021bd66 and at c539d59 with and without them, and 731 random-DAG makespans of the three
-canonical methods and the skew and kurtosis cores are unchanged.
+policy finds by bisection. The same 393eefa with this session's speed edits put back to 021bd66
+(``engines/canonical.py``, ``schedules.py``, ``distributions/{base,mixture,extremes,
+parametric}.py``, the trimming search in ``grid.py``), run a minute earlier (02:25, load 2.6):
+cold 0.246 s CPU, warm 0.108 s, Monte Carlo 25.5 s: 103x and 235x. So the cuts took cold -13%
+and warm -22% CPU on the current graph (at load 6.6-6.9, 02:08-02:09: 0.295 -> 0.234 s and
+0.114 -> 0.095 s). Every cut is bit-identical: ``python validation/bench_record_hex.py
+--compare`` finds 0 of 93 recorded values changed, at 021bd66 and at 2ad6480 with and without
+them; 731 random-DAG makespans of the three canonical methods and the skew and kurtosis cores,
+434 bisections of the presets' laws and 74 of a normal mixture are unchanged.
 
-Where the cold time goes (CPU ms, llama3-405b at 65,536 GPUs, 2ad6480, load 6.5; wrappers
-timing each part, best of 5 cold calls, 253 ms in all; ``analytic warm`` repeats all but the
-first two items):
+Where the cold time goes (CPU ms, llama3-405b at 65,536 GPUs, 2ad6480, load 6.5, so about 15%
+above the figures above; wrappers timing each part, best of 5 cold calls, 253 ms in all;
+``analytic warm`` repeats all but the first two items):
 
 1. the canonical-form core, ~124 ms: 284 batched maxima (one per topological generation of
    the 4,096-op interleaved 16 x 16 x vpp 8 body, ~14 maxima each), ~0.4 ms each. A quarter of
@@ -66,11 +67,11 @@ first two items):
    needs powers of two).
 4. discretising the laws, ~32-34 ms (the exposed-communication laws' CDF and SF on ~150,000
    cells; grid windows by grouped bisection, now one CDF call per six steps), and trimming the
-   grids, ~11 ms.
+   grids, ~11 ms (since then its last-cell scan is a binary search: ~4 ms less).
 5. the grid policy's speed-factor quantiles, ~7 ms (was ~17 ms: the mixture's two bisections
    now evaluate its CDF once per six steps, bit-identical).
 
-The 1,000x goal is not met (109x cold, 270x warm, CPU). Cold needs <= 26 ms: the core alone
+The 1,000x goal is not met (118x cold, 297x warm, CPU). Cold needs <= 25 ms: the core alone
 is ~120 ms of sequential numpy calls, and the grid side ~90 ms of transforms and
 discretisation whose sizes the bracket fixes. Tuning without changing numbers is near its end
 (the core's Mehler sum is at the elementwise floor; a batch needs its ~100 calls); 10x needs the
