@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from prism_analytic.engines.core_shape import AUTO_RULE
+import prism_analytic as pa
+from prism_analytic.engines.core_shape import (
+    AUTO_RULE,
+    AUTO_RULE_BY_CV,
+    CV_BANDS,
+    CV_SPLIT,
+    cv_band,
+    op_cv,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS_D = ROOT / "validation" / "results" / "core_shape_choice_D.json"
@@ -141,3 +149,40 @@ def test_each_band_is_read_alone(choice):
     for i, r in enumerate(rows):
         r["case"] += f" #{i // 4}"
     assert choice.v4_picks(rows) == {(CLS, LOW): "cumulant", (CLS, HIGH): "normal"}
+
+
+#: Reading D's accuracy picks that the cost guard refused (the band holds a workload preset
+#: whose time the shape broke: llama3-405b 0.42-0.94 s CPU, slowest / fastest 2.2 > 2).
+GUARD_REFUSED = {("pipeline-interleaved, skewed ops", LOW)}
+
+
+def test_reading_d_gives_the_recorded_verdict_and_the_engine_table(choice):
+    rows = json.loads(ROWS_D.read_text())
+    assert {r["seed"] for r in rows} == {20261204}
+    assert len({r["case"] for r in rows}) == 96 and len(rows) == 96 * 5
+    picks = choice.v4_picks(rows)
+    changed = {k: s for k, s in picks.items() if s != choice.V3_RULE[k[0]]}
+    assert changed == {
+        ("pipeline-1f1b, skewed ops", HIGH): "cumulant",
+        ("pipeline-1f1b, symmetric ops", HIGH): "kurtosis",
+        ("pipeline-interleaved, skewed ops", LOW): "cumulant",
+        ("pipeline-interleaved, skewed ops", HIGH): "cumulant",
+    }
+    # the engine: v3's table by class, v4's picks by (class, band) less what the guard refused
+    assert AUTO_RULE == choice.V3_RULE
+    assert AUTO_RULE_BY_CV == {k: s for k, s in changed.items() if k not in GUARD_REFUSED}
+    assert tuple(CV_BANDS) == choice.BANDS and CV_SPLIT == choice.CV_SPLIT
+
+
+def test_the_engine_reads_the_band_from_the_ops(choice):
+    assert op_cv([pa.normal(1.0, 0.05), pa.lognormal(2.0, 0.4), pa.point_mass(0.0)]) == 0.2
+    assert cv_band(0.1) == LOW and cv_band(0.2) == HIGH
+    with pytest.raises(ValueError, match="op CV"):
+        cv_band(float("nan"))
+    # a 1F1B 4x8 with lognormal ops: CV 20% gets the cumulant core, its CV 5% twin the Gaussian
+    for cv, shape in ((0.2, "cumulant"), (0.05, "normal")):
+        (core,) = pa.predict(choice.pipe(4, 8, "1f1b", "lognormal", cv), "analytic").diagnostics[
+            "cores"
+        ]
+        assert core["core_class"] == "pipeline-1f1b, skewed ops" and core["shape"] == shape
+        assert ("rule v4" in core["shape_reason"]) == (shape == "cumulant")

@@ -43,6 +43,18 @@ truncated schedules and took long pipelines from their steady state (three ~2,04
 extrapolated only when they agree to 1e-5 sd; :mod:`.skew_core`), every preset stayed <= 1 s
 and <= 2x (``validation/bench_scale.py``, numbers in ``validation/results/core_shape_choice.md``
 "v3 applied"), so the pre-registered rule now gives that class ``kurtosis``.
+
+**Rule v4** (cumulant core, :mod:`.cumulant_core`): the same five conditions, written down
+before a fourth fresh reading (seed 20261204; reading C's grid plus 30 held-out variants: sizes
+12x48 and 24x64, op CV 2% and 10%, a slow first stage, vpp 4 and 8, FSDP 12 layers), with four
+shapes and each class split by its cores' largest op CV (:func:`op_cv`; bands
+:data:`CV_BANDS`, at 10%, fixed before the reading because the cumulant core had won at CV 5%
+and lost at 20% on interleaved lattices). Its picks (:data:`AUTO_RULE_BY_CV`) are all in the
+band above 10%: 1F1B and interleaved pipelines with skewed ops get ``cumulant``, 1F1B with
+normal ops ``kurtosis``. It also picked ``cumulant`` for interleaved pipelines with skewed ops
+at CV <= 10% (worst-case KS 0.104 -> 0.028), which holds llama3-405b; with it that preset took
+0.42-0.94 s CPU (slowest / fastest 2.2 > 2), so the cost guard kept the Gaussian core there.
+Every workload preset's cores are in the low band, so presets are unchanged by v4.
 """
 
 from __future__ import annotations
@@ -63,6 +75,9 @@ from .series_parallel import SINK, SOURCE, reduce_graph
 
 __all__ = [
     "AUTO_RULE",
+    "AUTO_RULE_BY_CV",
+    "CV_SPLIT",
+    "CV_BANDS",
     "SYMMETRIC_SKEW",
     "STRUCTURES",
     "op_skewness",
@@ -71,6 +86,8 @@ __all__ = [
     "explicit_class",
     "lattice_schedule",
     "auto_shape",
+    "op_cv",
+    "cv_band",
 ]
 
 #: Largest |skewness| of an op law still counted as symmetric.
@@ -96,6 +113,27 @@ AUTO_RULE: dict[str, str] = {
 AUTO_RULE["pipeline-1f1b, symmetric ops"] = "skew"
 AUTO_RULE["explicit, skewed ops"] = "skew"
 AUTO_RULE["pipeline-interleaved, symmetric ops"] = "kurtosis"
+
+#: Rule v4's op-CV split: a core's band is its largest op CV <= :data:`CV_SPLIT` or above (the
+#: earlier grid had CV 5% and 20% only and the cumulant core won at 5% and lost at 20% on
+#: interleaved lattices; 10% is their geometric midpoint, fixed before reading D).
+CV_SPLIT = 0.10
+CV_BANDS = ("CV <= 10%", "CV > 10%")
+
+#: (class, band) -> shape where rule v4 (reading D, seed 20261204, four shapes, the v3
+#: conditions) changed the v3 shape of :data:`AUTO_RULE`; every other (class, band) keeps it.
+#: Worst-case KS over each (class, band)'s variants, v3 shape -> v4 shape
+#: (``validation/results/core_shape_choice.md``, "Reading D"): 1F1B lognormal CV > 10%
+#: 0.523 -> 0.064 (cumulant), 1F1B normal ops CV > 10% 0.033 -> 0.020 (kurtosis), interleaved
+#: lognormal CV > 10% 0.997 -> 0.080 (cumulant). No workload preset is in these bands (their
+#: op CVs are 0.2-0.8%). The accuracy conditions also picked cumulant for interleaved lognormal
+#: CV <= 10% (0.104 -> 0.028), but that band holds llama3-405b, which it made 0.42-0.94 s CPU
+#: (slowest / fastest 2.2 > 2): the cost guard refused it and the band keeps the Gaussian core.
+AUTO_RULE_BY_CV: dict[tuple[str, str], str] = {
+    ("pipeline-1f1b, skewed ops", CV_BANDS[1]): "cumulant",
+    ("pipeline-1f1b, symmetric ops", CV_BANDS[1]): "kurtosis",
+    ("pipeline-interleaved, skewed ops", CV_BANDS[1]): "cumulant",
+}
 
 
 def op_skewness(law: Distribution) -> float:
@@ -201,10 +239,47 @@ def _lattice_core(schedule: str, p: int, m: int, vpp: int) -> Counter:
     return Counter(reduce_graph(named, lambda _: None).graph.edges())
 
 
-def auto_shape(cls: str) -> tuple[str, str]:
-    """``(shape, reason)`` that ``core_shape="auto"`` uses for a core of class ``cls``."""
+def op_cv(laws: Iterable[Distribution]) -> float:
+    """The largest CV (sd / mean) of a core's op laws (0 for none; laws with mean <= 0 skipped).
+
+    Rule v4 reads a core's band from it: "largest", as :func:`ops_kind` calls a core skewed
+    when any op is.
+    """
+    seen: set[int] = set()
+    largest = 0.0
+    for law in laws:
+        if id(law) in seen:
+            continue
+        seen.add(id(law))
+        mean = float(law.mean())
+        if mean > 0:
+            largest = max(largest, float(law.std()) / mean)
+    return largest
+
+
+def cv_band(cv: float) -> str:
+    """Rule v4's op-CV band of a core whose largest op CV is ``cv``."""
+    if not cv >= 0:
+        raise ValueError(f"op CV must be a number >= 0, got {cv!r}")
+    # an op built at exactly 10% stays in the low band despite its moments' round-off
+    return CV_BANDS[0] if cv <= CV_SPLIT * (1 + 1e-9) else CV_BANDS[1]
+
+
+def auto_shape(cls: str, cv: float | None = None) -> tuple[str, str]:
+    """``(shape, reason)`` that ``core_shape="auto"`` uses for a core of class ``cls``.
+
+    ``cv``: the core's largest op CV (:func:`op_cv`); rule v4 gives some (class, band) pairs
+    another shape (:data:`AUTO_RULE_BY_CV`). Without it, the class's :data:`AUTO_RULE` shape.
+    """
     if cls not in AUTO_RULE:
         raise ValueError(f"core class must be one of {sorted(AUTO_RULE)}, got {cls!r}")
+    if cv is not None and (cls, cv_band(cv)) in AUTO_RULE_BY_CV:
+        shape = AUTO_RULE_BY_CV[(cls, cv_band(cv))]
+        return shape, (
+            f"auto: {cls}, {cv_band(cv)}: rule v4: {shape} core's worst-case KS lowest beyond"
+            " Monte Carlo noise, resolvably worse on no variant, within the flat-time guard"
+            " (validation/results/core_shape_choice.md)"
+        )
     shape = AUTO_RULE[cls]
     verdict = {
         "skew": "skew core's KS <= Gaussian's (or a numerical tie) on every tested variant",
