@@ -161,20 +161,6 @@ def skew_conditional(spec: Any, w: Any, s: Any) -> tuple[float, float, float]:
     return mu, math.sqrt(var), sc._skewness(var, kappa3)
 
 
-def _two_level_unmerged(spec: Any, core: Any, d: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The two-level conditional means and sds at every point of design ``d`` (no merge)."""
-    idx, n_path = d["index"], d["n"]
-    sub = np.zeros(idx.size, dtype=bool)
-    for lo, hi in d["strata"]:
-        sub |= (idx >= lo) & (idx < lo + (hi - lo) * n // n_path)
-    w_c = None if d["w"] is None else d["w"][sub]
-    s_c = None if d["s"] is None else d["s"][sub]
-    path = pf.mean_paths(spec, d["w"], d["s"])
-    mean_c, sd_c = pf.anchored_laws(spec, w_c, s_c, d["weight"][sub], core)
-    bias, var = pf._binned(path[sub], mean_c - path[sub], sd_c, path)
-    return path + bias, np.sqrt(var)
-
-
 def study(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Every variant of one scenario, scored against its Monte Carlo reference."""
     rows: list[dict[str, Any]] = []
@@ -211,7 +197,8 @@ def study(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         ("one level, points x8", {"n": 8 * n0, "n_path": 8 * n0}),
         ("one level, 64 anchors", {"n_path": n0, "anchors": 64}),
         ("two levels (new)", {}),
-        ("two levels, 64 anchors", {"anchors": 64}),
+        ("two levels, 16 anchors", {"anchors": 16}),
+        ("two levels, 32 anchors", {"anchors": 32}),
     ):
         t = time.process_time()
         comps, info = pf.factor_components(spec, core, **kw)
@@ -231,10 +218,25 @@ def study(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         f"{mean.size} components",
     )
     t = time.process_time()
-    d2 = pf.factor_design(spec, pf.path_points(spec))
-    mean2, sd2 = _two_level_unmerged(spec, core, d2, n0)
-    comps = pf.merge_components(d2["weight"], mean2, sd2, bins=8192)
+    bins, pf.MERGE_BINS = pf.MERGE_BINS, 8192
+    try:
+        comps, _ = pf.factor_components(spec, core)
+    finally:
+        pf.MERGE_BINS = bins
     add("two levels, 8192 bins", mix(comps), time.process_time() - t, f"{len(comps)} components")
+    # the binning on L alone: per-point core values at every path point, then binned
+    t = time.process_time()
+    d2 = pf.factor_design(spec, pf.path_points(spec))
+    mean3, sd3 = pf.anchored_laws(spec, d2["w"], d2["s"], d2["weight"], core)
+    path3 = pf.mean_paths(spec, d2["w"], d2["s"])
+    b3, v3, share = pf._binned(path3, mean3 - path3, sd3, path3, d2["weight"])
+    comps = pf.merge_components(d2["weight"], path3 + b3, np.sqrt(v3))
+    add(
+        "one level x8, binned on L",
+        mix(comps),
+        time.process_time() - t,
+        f"bias scatter share {share:.3f}",
+    )
 
     # ---- a smaller design: exact per-point cores and conditional Monte Carlo. Its own
     # quadrature error is large; the column "vs nested" compares each variant with the
