@@ -21,7 +21,11 @@ core's, or a tie (a difference within the two analytic CDFs' numerical brackets:
 with ``--seed``) the kurtosis core (:mod:`prism_analytic.engines.kurtosis_core`) is measured
 too, and the v3 criterion (:func:`v3_class`, written in ``validation/results/
 core_shape_choice.md`` before that reading) is applied: a lower worst-case KS, resolved beyond
-Monte Carlo noise and the brackets, and resolvably worse on no variant.
+Monte Carlo noise and the brackets, and resolvably worse on no variant. Since reading D
+(seed 20261204, ``--fresh`` adds 30 held-out variants, ``--by-class`` runs class by class) the
+cumulant core (:mod:`prism_analytic.engines.cumulant_core`) is measured too and the v4
+criterion (:func:`v4_class`: the v3 conditions with four shapes, each class split by the ops'
+CV at 10%, :data:`EARLIER_LOWEST_V4`) is applied.
 
 Metrics: KS (``scipy.stats.kstest`` of the sample against the analytic CDF), relative errors
 of p99 and of the spread p99 - p50 (with the Monte Carlo spread's 95% half-width), mean error
