@@ -69,7 +69,9 @@ from .confirmation import (
     confirmation_samples,
     confirmation_seed,
     confirmed_misses,
+    mc_noise,
     noise_decided,
+    target_comparison,
     unconfirmable_miss,
 )
 from .issue8 import issue8_verdict, largest_replica_group
@@ -405,17 +407,11 @@ def comparisons(row: dict[str, Any]) -> list[Comparison]:
     (the exact condition for a swap). A failed bounds check (99.9% intervals, already
     noise-aware) is decided outside the noise.
     """
-    noise = {
-        "ks": row["mc_dkw_95"] + row["mc_pool_ks"],
-        "p50": row["p50_mc_ci"],
-        "p99": row["p99_mc_ci"],
-        "spread": row["spread_mc_ci"],
-    }
+    noise = mc_noise(row)
     out: list[Comparison] = []
 
     def target(metric: str, value: float, goal: float) -> None:
-        size = abs(value)
-        out.append(Comparison(metric, bool(size <= goal), bool(abs(size - goal) <= noise[metric])))
+        out.append(target_comparison(metric, value, goal, noise[metric]))
 
     if row["reconvergent"]:
         t = TARGETS["reconvergent"]

@@ -37,8 +37,9 @@ evaluate` applies it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "CONFIRM_FACTOR",
@@ -47,7 +48,9 @@ __all__ = [
     "confirmation_samples",
     "confirmation_seed",
     "confirmed_misses",
+    "mc_noise",
     "noise_decided",
+    "target_comparison",
     "unconfirmable_miss",
 ]
 
@@ -75,6 +78,26 @@ class Comparison:
     name: str
     met: bool
     within_noise: bool
+
+
+def mc_noise(row: Mapping[str, Any]) -> dict[str, float]:
+    """Monte Carlo's own noise per metric of an agreement row.
+
+    KS: the DKW 95% half-width plus any pooled-group error; quantiles and the spread: their 95%
+    interval half-widths (relative), as the row reports them.
+    """
+    return {
+        "ks": row["mc_dkw_95"] + row["mc_pool_ks"],
+        "p50": row["p50_mc_ci"],
+        "p99": row["p99_mc_ci"],
+        "spread": row["spread_mc_ci"],
+    }
+
+
+def target_comparison(metric: str, value: float, goal: float, noise: float) -> Comparison:
+    """``|value| <= goal``, inside the noise when ``| |value| - goal | <= noise``."""
+    size = abs(value)
+    return Comparison(metric, bool(size <= goal), bool(abs(size - goal) <= noise))
 
 
 def noise_decided(comparisons: Sequence[Comparison]) -> list[str]:

@@ -39,7 +39,7 @@ from typing import Any
 
 from prism_analytic.graph import REPLICA, StepGraph
 
-from .confirmation import Comparison
+from .confirmation import Comparison, mc_noise, target_comparison
 
 __all__ = [
     "ISSUE8_REPLICAS",
@@ -90,16 +90,11 @@ def issue8_comparisons(row: dict[str, Any]) -> list[Comparison]:
         ``within_noise`` is True for a target whose value lies within Monte Carlo's noise of
         it, and for a baseline comparison the paired test calls a tie.
     """
-    noise = {
-        "ks": row["mc_dkw_95"] + row["mc_pool_ks"],
-        "p99": row["p99_mc_ci"],
-        "spread": row["spread_mc_ci"],
-    }
+    noise = mc_noise(row)
     out: list[Comparison] = []
 
     def target(metric: str, value: float, goal: float) -> None:
-        size = abs(value)
-        out.append(Comparison(metric, bool(size <= goal), bool(abs(size - goal) <= noise[metric])))
+        out.append(target_comparison(metric, value, goal, noise[metric]))
 
     if not row["reconvergent"]:
         target("ks", row["ks"], ISSUE8_TARGETS["exact"]["ks"])
