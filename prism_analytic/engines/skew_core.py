@@ -667,8 +667,8 @@ def _block_sizes(engine: type[_FullEngine], spec: Any, cap: int) -> tuple[int, i
     """
     from . import pipeline_core as pc
 
-    cut = pc.truncation(spec, cap)
     k = getattr(engine, "block_periods", 1)
+    cut = pc.truncation(spec, cap, periods=k)  # checks the steady state over all k periods
     if cut is None or k == 1:
         return cut
     m2, p = cut[1], spec.period
