@@ -38,7 +38,16 @@ from .canonical import (
     shared_generations,
 )
 
-__all__ = ["pipeline_makespan", "pipeline_mean_path", "OPS_CAP", "clear_caches"]
+__all__ = [
+    "pipeline_makespan",
+    "pipeline_mean_path",
+    "truncation",
+    "first_size",
+    "steady_from",
+    "bottleneck_rate",
+    "OPS_CAP",
+    "clear_caches",
+]
 
 #: Largest pipeline evaluated op by op; longer ones are truncated and extrapolated.
 OPS_CAP = 2048
@@ -258,13 +267,10 @@ def truncation(spec: Any, cap: int = OPS_CAP, periods: int = 1) -> tuple[int, in
     ``periods``: the blocks between the sizes the caller extrapolates from (``m2 - periods *
     period`` to ``m2``, as :func:`~.skew_core._block_sizes` takes them); the check covers them.
     """
-    if spec.n_ops <= cap:
+    m2 = first_size(spec, cap)
+    if m2 is None:
         return None
     p = spec.period
-    per_mb = 2 * spec.stages * spec.vpp
-    m2 = max((cap // per_mb) // p * p, 2 * p)
-    if spec.schedule == "interleaved":
-        m2 = max(m2, 2 * p)  # the warm-up of an interleaved stage spans about one block
     key = (spec.stages, spec.microbatches, spec.schedule, spec.vpp, m2, periods, _means_key(spec))
     if key not in _TRUNCATION_CACHE:
         if len(_TRUNCATION_CACHE) > 64:
@@ -272,6 +278,20 @@ def truncation(spec: Any, cap: int = OPS_CAP, periods: int = 1) -> tuple[int, in
         _TRUNCATION_CACHE[key] = steady_from(spec, m2, periods)
     m2 = _TRUNCATION_CACHE[key]
     return None if m2 is None else (m2 - p, m2)
+
+
+def first_size(spec: Any, cap: int = OPS_CAP) -> int | None:
+    """The larger truncated size before any steady-state check (None: evaluate whole).
+
+    The largest multiple of the period whose schedule fits ``cap`` ops, at least two periods;
+    None when the pipeline fits ``cap`` or is no longer than that size.
+    """
+    if spec.n_ops <= cap:
+        return None
+    p = spec.period
+    per_mb = 2 * spec.stages * spec.vpp
+    m2 = max((cap // per_mb) // p * p, 2 * p)  # two blocks: an interleaved warm-up spans one
+    return None if m2 >= spec.microbatches else m2
 
 
 def _means_key(spec: Any) -> tuple:

@@ -617,10 +617,12 @@ def _pipeline(
 
     k3_law = {k: third_cumulant(law) for k, law in spec.laws.items()}
 
-    cut = _block_sizes(engine, spec, cap)
-    steady = _steady(engine, spec, window, k3_law, spec.microbatches if cut is None else cut[1])
+    # the size the cap's truncation would start from (its steady-state check only if needed)
+    first = pc.first_size(spec, cap)
+    steady = _steady(engine, spec, window, k3_law, spec.microbatches if first is None else first)
     if steady is not None:
         return steady
+    cut = _block_sizes(engine, spec, cap)
     if cut is None:
         mu, var, k3, w = direct(spec)
         info = {"ops": spec.n_ops, "evaluated_microbatches": [spec.microbatches]}
