@@ -45,6 +45,8 @@ __all__ = [
     "first_size",
     "steady_from",
     "bottleneck_rate",
+    "short_of_rate",
+    "next_sizes",
     "OPS_CAP",
     "clear_caches",
 ]
@@ -343,8 +345,42 @@ def steady_from(spec: Any, m2: int, periods: int = 1) -> int | None:
             nxt = _mean_path_direct(spec, m2 + p)[0]
             if abs((nxt - hi) - step) <= tol:
                 return m2
-        m2 += p
+        m2 = _grown(m2, p)
     return None
+
+
+def _grown(m2: int, p: int) -> int:
+    """The next larger size to try: about 1.5 times ``m2``, a multiple of the period ``p``.
+
+    Geometric, so that a long transient costs a few times its final evaluation, not its square.
+    """
+    return m2 + max(p, (m2 // 2) // p * p)
+
+
+def short_of_rate(spec: Any, sizes: tuple[int, int], d_mean: float, var: float) -> bool:
+    """Whether an extrapolation's mean increment falls short of the busiest stage's rate.
+
+    The makespan grows at least as fast as the busiest stage's work (:func:`bottleneck_rate`);
+    an engine's mean increment between ``sizes`` below it, times the blocks still to come, by
+    more than :data:`STEADY_SD` of the truncated makespan's sd (``var`` its variance) means the
+    evaluation is still in its stochastic transient. That outlasts the deterministic one near a
+    tie: 16 x 256, vpp 2, middle stage x1.05, Gaussian core: increments 50.30 then 50.40 (the
+    rate) per block; extrapolated from the first, mean -0.8 sd and std +25% of the whole.
+    """
+    m1, m2 = sizes
+    blocks = (spec.microbatches - m2) / (m2 - m1)
+    scale = 1.0  # shared factors scale every op's mean by their own
+    for f in (spec.microbatch_factor, spec.stage_factor):
+        scale *= 1.0 if f is None else float(f.mean())
+    rate = scale * bottleneck_rate(spec) * (m2 - m1) / spec.period
+    return blocks * max(rate - d_mean, 0.0) > STEADY_SD * math.sqrt(max(var, 0.0))
+
+
+def next_sizes(spec: Any, sizes: tuple[int, int]) -> tuple[int, int] | None:
+    """The sizes to try after ``sizes`` failed :func:`short_of_rate` (same gap), or None."""
+    m1, m2 = sizes
+    nxt = _grown(m2, spec.period)
+    return None if nxt >= spec.microbatches else (nxt - (m2 - m1), nxt)
 
 
 def pipeline_makespan(
@@ -371,23 +407,18 @@ def pipeline_makespan(
         mu, var, _ = _direct(spec, method, window)
         info = {"ops": spec.n_ops, "evaluated_microbatches": [spec.microbatches]}
         return mu, math.sqrt(max(var, 0.0)), info
-    rate = bottleneck_rate(spec)
     while True:
         m1, m2 = cut
         res = _direct_pair(spec, (m1, m2), method, window)
-        blocks = (spec.microbatches - m2) / (m2 - m1)
         d_mean = res[1][0] - res[0][0]
-        # the stochastic transient outlasts the deterministic one near a tie (16 x 256, vpp 2,
-        # middle stage x1.05: increments 50.30 then 50.40 = the rate; from the first, mean
-        # -0.8 sd, std +25%): a mean increment short of the rate moves the pair up a block
-        short = blocks * max(rate - d_mean, 0.0)
-        if short <= STEADY_SD * math.sqrt(max(res[1][1], 0.0)) or m2 + m2 - m1 >= spec.microbatches:
+        if not short_of_rate(spec, cut, d_mean, res[1][1]):
             break
-        cut = (m2, m2 + m2 - m1)
-    if short > STEADY_SD * math.sqrt(max(res[1][1], 0.0)):
-        mu, var, _ = _direct(spec, method, window)
-        info = {"ops": spec.n_ops, "evaluated_microbatches": [spec.microbatches]}
-        return mu, math.sqrt(max(var, 0.0)), info
+        cut = next_sizes(spec, cut)
+        if cut is None:  # still in its transient: evaluate the pipeline whole
+            mu, var, _ = _direct(spec, method, window)
+            info = {"ops": spec.n_ops, "evaluated_microbatches": [spec.microbatches]}
+            return mu, math.sqrt(max(var, 0.0)), info
+    blocks = (spec.microbatches - m2) / (m2 - m1)
     # Persistent stage factors scale the whole schedule: their loadings grow linearly with the
     # microbatches (variance quadratically); everything else adds variance block by block.
     a1, a2 = res[0][2], res[1][2]

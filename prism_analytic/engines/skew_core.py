@@ -623,15 +623,17 @@ def _pipeline(
     if steady is not None:
         return steady
     cut = _block_sizes(engine, spec, cap)
-    if cut is None:
-        mu, var, k3, w = direct(spec)
-        info = {"ops": spec.n_ops, "evaluated_microbatches": [spec.microbatches]}
-        return SkewResult(mu, math.sqrt(var), _skewness(var, k3), w, spec.n_ops), info
-    m1, m2 = cut
-    r1, r2 = _forked(engine, spec, (m1, m2), window, k3_law) or [
-        direct(spec.with_microbatches(m)) for m in (m1, m2)
-    ]
-    return _extrapolate(spec, (m1, m2), (r1, r2))
+    while cut is not None:
+        m1, m2 = cut
+        r1, r2 = _forked(engine, spec, (m1, m2), window, k3_law) or [
+            direct(spec.with_microbatches(m)) for m in (m1, m2)
+        ]
+        if not pc.short_of_rate(spec, cut, r2[0] - r1[0], r2[1]):
+            return _extrapolate(spec, (m1, m2), (r1, r2))
+        cut = pc.next_sizes(spec, cut)  # still in its stochastic transient: larger, or whole
+    mu, var, k3, w = direct(spec)
+    info = {"ops": spec.n_ops, "evaluated_microbatches": [spec.microbatches]}
+    return SkewResult(mu, math.sqrt(var), _skewness(var, k3), w, spec.n_ops), info
 
 
 def _extrapolate(
