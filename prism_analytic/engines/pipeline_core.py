@@ -10,6 +10,15 @@ is over) and extrapolated linearly from the last block's increment of the mean a
 variance. The two truncated schedules begin alike, and their common first generations are
 propagated once (:func:`_direct_forked`; narrow pipelines instead share one pass).
 
+Extrapolation needs the schedule past its transient, which a slow first or middle stage makes
+longer than two blocks (interleaved 16 x 64, vpp 2, first stage x1.25: the mean was 18 sd low).
+Two checks move the sizes up (by about half, :func:`next_sizes`), or send the pipeline to a
+whole evaluation: the deterministic schedule must grow at the busiest stage's rate by the
+earlier size (:func:`truncation`, :func:`steady_from`), and the engine's own mean increment
+must not fall short of that rate by more than :data:`STEADY_SD` sd over the blocks to come
+(:func:`short_of_rate`: the stochastic transient outlasts the deterministic one near a tie).
+The presets pass both at their first sizes (increments equal to the rate to 1e-9).
+
 Measured on interleaved 16 x m x 8 (normal ops, CV 5%; Clark-Mehler): the mean's increment per
 block is 48.03 / 48.08 / 48.10 for m = 16-32 / 32-48 / 48-64, so extrapolating from the first
 block is within 0.15% per block. The variance's increments *decrease* (0.0195, 0.0094, 0.0040;
