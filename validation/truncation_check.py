@@ -1,0 +1,232 @@
+"""Whether extrapolating a long pipeline from a truncation moves the presets' answers.
+
+A compact pipeline longer than its core's op cap is evaluated at two (or three) truncated
+microbatch counts and extrapolated block by block (:mod:`prism_analytic.engines.pipeline_core`,
+:func:`~prism_analytic.engines.skew_core.skew_pipeline`). On balanced interleaved pipelines with
+normal ops of CV 5% that extrapolation is off against evaluating the same core whole (16 x 256,
+vpp 2, Gaussian core: mean -1.46 sd, std +60%). The presets are long balanced interleaved
+pipelines evaluated from truncations; this script measures, at each preset's GPU counts with the
+most microbatches per replica:
+
+* the pipeline body's mean and std from the engine's truncated path (what ``predict`` uses),
+* the same core evaluated whole (the truncation forced off: :func:`pipeline_core.first_size`
+  answers None, so no truncation, steady-state trial or extrapolation happens),
+* Monte Carlo of the body alone (``predict(body, "montecarlo")``; mean and std with a 95%
+  interval: the normal interval for the mean, a bootstrap one for the std),
+* the step's p50 / p99 with the truncated core and with the whole core, beside the step's
+  numerical bracket (the grid rounding of the approximation).
+
+Run (about 10 minutes of CPU at the defaults)::
+
+    nice python validation/truncation_check.py --out validation/results/truncation_check.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from prism_analytic.engines import pipeline_core as pc
+from prism_analytic.engines.predict import predict
+from prism_analytic.engines.skew_core import clear_cache as clear_shape_cache
+from prism_analytic.graph.step_graph import StepGraph
+from prism_analytic.workload.builder import build_step_graph
+from prism_analytic.workload.presets import preset_job
+
+#: (preset, GPUs): each preset's GPU counts with the most microbatches per replica.
+CASES = (
+    ("llama3-405b", 1024),
+    ("llama3-405b", 2048),
+    ("gpt3-175b", 64),
+    ("gpt3-175b", 256),
+    ("llama3-70b", 32),
+    ("llama3-70b", 128),
+    ("llama3-405b", 512),
+    ("llama3-405b", 128),
+)
+LEVELS = (0.5, 0.99)
+
+
+def _pipeline_node(graph: StepGraph) -> tuple[StepGraph, str]:
+    """The (sub-graph, node) of the step's one compact pipeline (searched depth first)."""
+    stack = [graph]
+    while stack:
+        g = stack.pop()
+        for v, d in g.graph.nodes(data=True):
+            if d["type"] == "pipeline":
+                return g, v
+            if "body" in d:
+                stack.append(d["body"])
+    raise ValueError("no compact pipeline in the step graph")
+
+
+def _analytic(graph: StepGraph) -> tuple[dict, object, float]:
+    """The auto-shape prediction's pipeline core record, the result and its CPU seconds."""
+    pc.clear_caches()
+    clear_shape_cache()
+    c0 = time.process_time()
+    res = predict(graph, core_shape="auto")
+    cpu = time.process_time() - c0
+    cores = [c for c in res.diagnostics["cores"] if "evaluated_microbatches" in c]
+    return cores[0], res, cpu
+
+
+def _whole(graph: StepGraph) -> tuple[dict, object, float]:
+    """:func:`_analytic` with every pipeline evaluated whole (no truncation anywhere)."""
+    keep = pc.first_size
+    pc.first_size = lambda spec, cap=pc.OPS_CAP: None
+    try:
+        return _analytic(graph)
+    finally:
+        pc.first_size = keep
+
+
+def _body_mc(graph: StepGraph, samples: int, seed: int) -> dict[str, float]:
+    """Monte Carlo of the pipeline node alone: mean and std with 95% intervals."""
+    g, v = _pipeline_node(graph)
+    d = g.graph.nodes[v]
+    body = StepGraph(v)
+    body.add_pipeline(v, d["spec"], kind=d["kind"], tags=d["tags"])
+    c0 = time.process_time()
+    res = predict(body, "montecarlo", samples=samples, seed=seed)
+    x = np.asarray(res.distribution.samples, dtype=float)
+    rng = np.random.default_rng(seed + 1)
+    boot = [np.std(rng.choice(x, x.size), ddof=1) for _ in range(400)]
+    return {
+        "mean": float(x.mean()),
+        "mean_half": 1.96 * float(x.std(ddof=1)) / np.sqrt(x.size),
+        "std": float(x.std(ddof=1)),
+        "std_lo": float(np.quantile(boot, 0.025)),
+        "std_hi": float(np.quantile(boot, 0.975)),
+        "cpu_s": time.process_time() - c0,
+        "n": int(x.size),
+    }
+
+
+def check(preset: str, gpus: int, samples: int, seed: int) -> dict:
+    """One row: truncated vs whole core vs Monte Carlo of the body, and the step quantiles."""
+    job = preset_job(preset, gpus)
+    graph = build_step_graph(job)
+    core_t, res_t, cpu_t = _analytic(graph)
+    core_w, res_w, cpu_w = _whole(graph)
+    mc = _body_mc(graph, samples, seed)
+    row = {
+        "preset": preset,
+        "gpus": gpus,
+        "pp": job.parallelism.pp,
+        "vpp": job.parallelism.vpp,
+        "microbatches": job.parallelism.microbatches,
+        "shape": core_t["shape"],
+        "sizes": core_t["evaluated_microbatches"],
+        "trunc": (core_t["mean_s"], core_t["std_s"], cpu_t),
+        "whole": (core_w["mean_s"], core_w["std_s"], cpu_w),
+        "whole_sizes": core_w["evaluated_microbatches"],
+        "mc": mc,
+    }
+    for q in LEVELS:
+        lo, hi = res_t.quantile_bracket(q)
+        row[f"p{q}"] = (float(res_t.quantile(q)), float(res_w.quantile(q)), float(lo), float(hi))
+    return row
+
+
+def increments(preset: str, gpus: int, sizes: Sequence[int]) -> list[str]:
+    """The Gaussian core's makespan truncated vs whole as the preset's pipeline lengthens.
+
+    The preset's pipeline spec at each microbatch count of ``sizes``: the difference of the
+    truncated path from the whole evaluation, and the whole evaluation's mean and variance
+    increments per block since the previous size (a linear extrapolation assumes them constant).
+    """
+    sg, v = _pipeline_node(build_step_graph(preset_job(preset, gpus)))
+    spec = sg.graph.nodes[v]["spec"]
+    out = [
+        f"{preset}@{gpus} pipeline spec (pp {spec.stages}, vpp {spec.vpp}, period {spec.period}):",
+        "",
+        "| microbatches | trunc - whole mean (ms; sd) | std trunc / whole (ms) | "
+        "whole: mean / variance increment per block since the previous row |",
+        "|---|---|---|---|",
+    ]
+    prev = None
+    for m in sizes:
+        s = spec.with_microbatches(m)
+        mu_t, sd_t, _ = pc.pipeline_makespan(s)
+        mu_w, sd_w, _ = pc.pipeline_makespan(s, cap=10**12)
+        inc = "-"
+        if prev is not None:
+            blocks = (m - prev[2]) / spec.period
+            inc = f"{(mu_w - prev[0]) / blocks:.6f} s / {(sd_w**2 - prev[1] ** 2) / blocks:.3e} s^2"
+        out.append(
+            f"| {m} | {1e3 * (mu_t - mu_w):+.4f}; {(mu_t - mu_w) / sd_w:+.4f} | "
+            f"{1e3 * sd_t:.4f} / {1e3 * sd_w:.4f} ({sd_t / sd_w - 1:+.2%}) | {inc} |"
+        )
+        prev = (mu_w, sd_w, m)
+    return out
+
+
+def _lines(rows: list[dict]) -> list[str]:
+    out = [
+        "| preset | GPUs | pp x m (vpp) | core | sizes | body mean: trunc - whole (ms; sd) | "
+        "body std: trunc / whole / MC [95%] (ms) | whole - MC mean (ms) [MC 95% half] | "
+        "step p50: trunc - whole (ms) [bracket width] | step p99: trunc - whole (ms) "
+        "[bracket width] | CPU s trunc / whole / MC |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        (mt, st, ct), (mw, sw, cw), mc = r["trunc"], r["whole"], r["mc"]
+        p50, p99 = r["p0.5"], r["p0.99"]
+        out.append(
+            f"| {r['preset']} | {r['gpus']:,} | {r['pp']} x {r['microbatches']} ({r['vpp']}) | "
+            f"{r['shape']} | {r['sizes']} | {1e3 * (mt - mw):+.4f}; {(mt - mw) / sw:+.4f} | "
+            f"{1e3 * st:.4f} / {1e3 * sw:.4f} / {1e3 * mc['std']:.3f} "
+            f"[{1e3 * mc['std_lo']:.3f}, {1e3 * mc['std_hi']:.3f}] | "
+            f"{1e3 * (mw - mc['mean']):+.3f} [{1e3 * mc['mean_half']:.3f}] | "
+            f"{1e3 * (p50[0] - p50[1]):+.3f} [{1e3 * (p50[3] - p50[2]):.1f}] | "
+            f"{1e3 * (p99[0] - p99[1]):+.3f} [{1e3 * (p99[3] - p99[2]):.1f}] | "
+            f"{ct:.2f} / {cw:.2f} / {mc['cpu_s']:.1f} |"
+        )
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure the cases (``--case preset@gpus`` to pick) and print / write the table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--case", action="append", help="preset@gpus (repeatable; default: CASES)")
+    ap.add_argument("--samples", type=int, default=4000, help="Monte Carlo samples of the body")
+    ap.add_argument("--seed", type=int, default=20261201)
+    ap.add_argument("--out", type=Path, help="append the table to this markdown file")
+    ap.add_argument(
+        "--increments",
+        metavar="PRESET@GPUS",
+        help="instead: the Gaussian core truncated vs whole as that preset's pipeline lengthens",
+    )
+    args = ap.parse_args(argv)
+    if args.increments:
+        preset, gpus = args.increments.split("@")
+        sizes = (128, 256, 512, 768, 1024, 1536, 2048)
+        text = "\n".join(increments(preset, int(gpus), sizes))
+        print(text)
+        if args.out:
+            with args.out.open("a") as fh:
+                fh.write(text + "\n")
+        return 0
+    cases = CASES
+    if args.case:
+        cases = tuple((c.split("@")[0], int(c.split("@")[1])) for c in args.case)
+    rows = []
+    for preset, gpus in cases:
+        rows.append(check(preset, gpus, args.samples, args.seed))
+        print(_lines(rows[-1:])[-1], flush=True)
+    table = "\n".join(_lines(rows))
+    print(table)
+    if args.out:
+        with args.out.open("a") as fh:
+            fh.write(table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
