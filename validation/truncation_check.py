@@ -24,6 +24,7 @@ Run (about 10 minutes of CPU at the defaults)::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from collections.abc import Sequence
@@ -31,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from prism_analytic import normal
 from prism_analytic.engines import pipeline_core as pc
 from prism_analytic.engines.predict import predict
 from prism_analytic.engines.skew_core import clear_cache as clear_shape_cache
@@ -92,6 +94,11 @@ def _body_mc(graph: StepGraph, samples: int, seed: int) -> dict[str, float]:
     d = g.graph.nodes[v]
     body = StepGraph(v)
     body.add_pipeline(v, d["spec"], kind=d["kind"], tags=d["tags"])
+    return _mc_moments(body, samples, seed)
+
+
+def _mc_moments(body: StepGraph, samples: int, seed: int) -> dict[str, float]:
+    """Monte Carlo mean and std of ``body`` with 95% intervals (normal; bootstrap for std)."""
     c0 = time.process_time()
     res = predict(body, "montecarlo", samples=samples, seed=seed)
     x = np.asarray(res.distribution.samples, dtype=float)
@@ -134,17 +141,34 @@ def check(preset: str, gpus: int, samples: int, seed: int) -> dict:
     return row
 
 
-def increments(preset: str, gpus: int, sizes: Sequence[int]) -> list[str]:
+def increments(
+    preset: str,
+    gpus: int,
+    sizes: Sequence[int],
+    sd_scale: float | None = None,
+    samples: int = 0,
+    seed: int = 20261201,
+) -> list[str]:
     """The Gaussian core's makespan truncated vs whole as the preset's pipeline lengthens.
 
     The preset's pipeline spec at each microbatch count of ``sizes``: the difference of the
     truncated path from the whole evaluation, and the whole evaluation's mean and variance
     increments per block since the previous size (a linear extrapolation assumes them constant).
+    ``sd_scale``: every op law replaced by a normal law of the same mean and ``sd_scale`` times
+    its std (how the bend moves with the ops' noise). ``samples``: Monte Carlo of the body at
+    the largest size too.
     """
     sg, v = _pipeline_node(build_step_graph(preset_job(preset, gpus)))
-    spec = sg.graph.nodes[v]["spec"]
+    d = sg.graph.nodes[v]
+    spec = d["spec"]
+    tag = ""
+    if sd_scale is not None:
+        laws = {k: normal(mu, sd_scale * sd) for k, (mu, sd) in spec.moments.items()}
+        spec = dataclasses.replace(spec, laws=laws)
+        tag = f", ops normal with {sd_scale:g} x the preset's std"
     out = [
-        f"{preset}@{gpus} pipeline spec (pp {spec.stages}, vpp {spec.vpp}, period {spec.period}):",
+        f"{preset}@{gpus} pipeline spec (pp {spec.stages}, vpp {spec.vpp}, period {spec.period}"
+        f"{tag}):",
         "",
         "| microbatches | trunc - whole mean (ms; sd) | std trunc / whole (ms) | "
         "whole: mean / variance increment per block since the previous row |",
@@ -164,6 +188,18 @@ def increments(preset: str, gpus: int, sizes: Sequence[int]) -> list[str]:
             f"{1e3 * sd_t:.4f} / {1e3 * sd_w:.4f} ({sd_t / sd_w - 1:+.2%}) | {inc} |"
         )
         prev = (mu_w, sd_w, m)
+    if samples:
+        m = max(sizes)
+        body = StepGraph(v)
+        body.add_pipeline(v, spec.with_microbatches(m), kind=d["kind"], tags=d["tags"])
+        mc = _mc_moments(body, samples, seed)
+        out += [
+            "",
+            f"Monte Carlo at {m} microbatches ({samples:,} samples, seed {seed}): mean "
+            f"{prev[0] - mc['mean']:+.6f} s from the whole core's (95% half-width "
+            f"{mc['mean_half']:.6f} s), std {1e3 * mc['std']:.3f} [{1e3 * mc['std_lo']:.3f}, "
+            f"{1e3 * mc['std_hi']:.3f}] ms; truncated - MC mean {mu_t - mc['mean']:+.6f} s.",
+        ]
     return out
 
 
@@ -203,11 +239,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="PRESET@GPUS",
         help="instead: the Gaussian core truncated vs whole as that preset's pipeline lengthens",
     )
+    ap.add_argument("--sizes", default="128,256,512,768,1024,1536,2048", help="--increments' m")
+    ap.add_argument("--sd-scale", type=float, help="--increments: ops normal, this x their std")
+    ap.add_argument("--mc", action="store_true", help="--increments: Monte Carlo at the last m")
     args = ap.parse_args(argv)
     if args.increments:
         preset, gpus = args.increments.split("@")
-        sizes = (128, 256, 512, 768, 1024, 1536, 2048)
-        text = "\n".join(increments(preset, int(gpus), sizes))
+        sizes = tuple(int(x) for x in args.sizes.split(","))
+        n = args.samples if args.mc else 0
+        text = "\n".join(increments(preset, int(gpus), sizes, args.sd_scale, n, args.seed))
         print(text)
         if args.out:
             with args.out.open("a") as fh:
