@@ -561,7 +561,8 @@ def _window_levels(dist: Distribution, tail: float) -> dict[str, Callable[[], np
     ``q_tail``/``s_tail``: ``_quantile``/``_isf`` at ``tail``; ``q_mid``: ``_quantile`` at 0.25
     and 0.75; ``q_bulk``/``s_bulk``: at 1e-9. A law that inverts its CDF by bisection (no closed
     form: mixtures) gets all five calls' answers from one vectorised bisection per side
-    (:meth:`~.base.Distribution._invert_groups`, the same bits as the separate calls: llama3-405b's
+    (:meth:`~.base.Distribution._invert_groups`, the same bits as the separate calls for a law
+    whose CDF is elementwise, the last bits may differ for BLAS-summed mixtures: llama3-405b's
     hiccup mixture, 5 bisections of ~70 steps, 26 -> 11 ms); any other law is asked call by
     call, only when a value is read.
     """
