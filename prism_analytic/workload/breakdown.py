@@ -28,8 +28,9 @@ step) pairs where a joint law is needed.
 2. The step is split where the builder's graph is a chain: ``T = max(R_own, R_others) +
    tail``, with ``R_own`` the rank's own pipeline replica, ``R_others`` the max over the other
    ``dp - 1`` replicas (a replica group of ``dp - 1`` with the builder's speed law, whose
-   degraded-GPU mixture makes each replica slow independently), ``tail`` the step-level ops after the barrier (fill/drain, data-
-   parallel collectives, optimizer, overhead, hiccup, with the network regime). The laws of
+   degraded-GPU mixture makes each replica slow independently), ``tail`` the step-level ops
+   after the barrier (fill/drain, data-parallel collectives, optimizer, overhead, hiccup, with
+   the network regime). The laws of
    the replica body, of ``R_others`` and of ``tail`` come from the analytic engine.
 3. ``(C, T)`` pairs are then sampled jointly: one rank's ``S`` sets both its compute and its
    replica's speed (``max(S, slowest of the other tp*pp*cp - 1 GPUs)`` under
