@@ -309,7 +309,7 @@ def _confirm(
     confirm_samples: int | None,
     core_shape: str | None,
 ) -> dict[str, Any]:
-    """Rules 2-4 of :mod:`.confirmation` on a noise-decided row ``first``."""
+    """Rule 5, then rules 2-4 of :mod:`.confirmation`, on a noise-decided row ``first``."""
     target = confirmation_samples(first["requested_samples"], confirm_samples)
     seed = confirmation_seed(first["seed"])
     if affordable_samples(graph, target) < target and is_iid_max(graph):

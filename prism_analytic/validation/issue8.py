@@ -61,15 +61,16 @@ ISSUE8_BASELINES = ("independent", "clark")
 
 
 def largest_replica_group(graph: StepGraph) -> int:
-    """The largest replica count of ``graph``'s replica groups, nested ones included (1: none).
+    """The most copies any replica group of ``graph`` stands for, nesting multiplied (1: none).
 
-    The step of a graph with a group of ``n`` replicas is a max over (at least) ``n`` copies;
-    the row key ``replicas`` carries it, for the p99 condition.
+    The step of a graph with a group of ``n`` replicas is a max over (at least) ``n`` copies,
+    and ``n`` copies of a body holding a group of ``m`` a max over ``n * m``; the row key
+    ``replicas`` carries it, for the p99 condition.
     """
     largest = 1
     for _, data in graph.graph.nodes(data=True):
         if data.get("type") == REPLICA:
-            largest = max(largest, int(data["n"]), largest_replica_group(data["body"]))
+            largest = max(largest, int(data["n"]) * largest_replica_group(data["body"]))
     return largest
 
 

@@ -37,10 +37,11 @@ import numpy as np
 
 __all__ = ["DEFAULT_RESAMPLES", "MIN_RESAMPLES", "PairedKs", "paired_ks"]
 
-#: Bootstrap resamples by default (a 95% percentile interval from 400 draws: the 10th and 391st
-#: ordered differences).
+#: Bootstrap resamples by default (a 95% percentile interval from 400 draws: its ends are
+#: interpolated between the 10th/11th and 390th/391st ordered differences).
 DEFAULT_RESAMPLES = 400
-#: Fewer resamples put the interval's ends on the 5th or fewer ordered values: refused.
+#: Fewest resamples accepted; the interval's ends must also lie at least 5 ordered values in
+#: from each end (``resamples * (1 - confidence) / 2 >= 5``), else it is refused.
 MIN_RESAMPLES = 200
 #: Elements (resamples x sample points) processed at once: bounds the memory of one chunk.
 _CHUNK_ELEMENTS = 4_000_000
@@ -55,7 +56,8 @@ class PairedKs:
     diff : float
         ``KS_method - KS_baseline`` on the sample itself.
     low, high : float
-        The 95% percentile bootstrap interval of that difference (widened by ``2 * widen``).
+        The percentile bootstrap interval (at ``confidence``) of that difference (widened by
+        ``2 * widen``).
     outcome : str
         ``"beats"`` (``high < 0``), ``"loses"`` (``low > 0``) or ``"tie"``.
     resamples : int
@@ -135,14 +137,20 @@ def paired_ks(
         :data:`MIN_RESAMPLES`, ``confidence`` outside (0, 1), a negative or non-finite
         ``widen``, or a CDF that does not return one finite value per point.
     """
-    x = np.sort(np.asarray(samples, dtype=float))
+    x = np.asarray(samples, dtype=float)
     if x.ndim != 1 or x.size < 2 or not np.all(np.isfinite(x)):
         raise ValueError("samples must be a 1-D array of at least 2 finite values")
+    x = np.sort(x)
     if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < MIN_RESAMPLES:
         raise ValueError(f"resamples must be an integer >= {MIN_RESAMPLES}, got {resamples!r}")
-    if not 0.0 < confidence < 1.0:
+    if not (isinstance(confidence, (int, float)) and 0.0 < confidence < 1.0):
         raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
-    if not (math.isfinite(widen) and widen >= 0.0):
+    if resamples * (1.0 - confidence) / 2.0 < 5.0:
+        raise ValueError(
+            f"resamples={resamples} at confidence={confidence} puts the interval's ends within "
+            "5 ordered values of the extremes; raise resamples"
+        )
+    if not (isinstance(widen, (int, float)) and math.isfinite(widen) and widen >= 0.0):
         raise ValueError(f"widen must be a finite number >= 0, got {widen!r}")
     n = x.size
     cdfs = {"": method, **baselines}

@@ -67,7 +67,8 @@ __all__ = [
     "MAX_BODIES",
 ]
 
-#: Random draws the reference may take by default: the work Monte Carlo's guard allows one run.
+#: Random draws per copy graph by default (the work Monte Carlo's guard allows one run); a
+#: regime that rescales only part of the copy makes several copy graphs, each sampled so.
 REFERENCE_DRAWS = 5 * 10**9
 #: At most this many copies per sample by default.
 MAX_BODIES = 10**8
@@ -289,8 +290,8 @@ class PowerReference:
     def ks(self, cdf: Callable[[np.ndarray], np.ndarray]) -> tuple[float, float, float]:
         """KS distance of a monotone CDF to the reference: (point estimate, lower, upper).
 
-        The estimate is sup |cdf - F_hat| over the jumps of ``F_hat`` (both one-sided limits)
-        and the grid; [lower, upper] contains sup |cdf - F_ref| wherever the band holds: on a
+        The estimate is sup |cdf - F_hat| over the jumps of ``F_hat`` (both one-sided
+        limits); [lower, upper] contains sup |cdf - F_ref| wherever the band holds: on a
         cell [x_i, x_{i+1}] both laws are monotone, so the distance is at most
         ``max(cdf(x_{i+1}) - lower_i, upper_{i+1} - cdf(x_i))``, and below the first point and
         above the last the band's ends and 0 or 1 bound it likewise.
