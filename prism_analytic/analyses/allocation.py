@@ -151,6 +151,9 @@ def _speed_atoms(speed: Any) -> list[tuple[float, float]] | None:
     ``(1 - q) delta_1 + q delta_f``: the quadrature over a continuous slowest factor cannot
     read it, and the allocations are few enough to enumerate.
     """
+    lo, hi = speed.support
+    if lo == hi and np.isfinite(lo):  # one point mass (every replica degraded: q = 1)
+        return [(float(lo), 1.0)]
     parts = getattr(speed, "components", None)
     weights = getattr(speed, "weights", None)
     if parts is None or weights is None:
@@ -174,26 +177,35 @@ def _discrete_allocations(
 ) -> AllocationMoments:
     """Every allocation of a two-valued speed law: Binomial counts at the second value.
 
-    Counts whose probability is below 1e-15 are left out (their total is reported in the
-    weights' normalisation: at most ``n`` times that).
+    The ``n - k`` free replicas and the ``k`` explicitly slow ones (``f`` times their own
+    draw, as the engine and :func:`simulate_runs` have them) each take the second value
+    independently: counts ``j1 ~ Binomial(n - k, p2)`` and ``j2 ~ Binomial(k, p2)``. Count
+    pairs whose probability is below 1e-15 are left out (their total is reported in the
+    weights' normalisation: at most ``(n + 1)^2`` times that).
     """
     n, (k, f) = parts.n, parts.slow
     free = n - k
     v1 = atoms[0][0]
     v2, p2 = atoms[1] if len(atoms) == 2 else (v1, 0.0)
-    j = np.arange(free + 1)
-    w = stats.binom.pmf(j, free, p2)
+    j1, j2 = np.meshgrid(np.arange(free + 1), np.arange(k + 1), indexing="ij")
+    w = stats.binom.pmf(j1, free, p2) * stats.binom.pmf(j2, k, p2)
     keep = w > 1e-15
-    j, w = j[keep], w[keep]
-    values = [v1, v2] + ([f] if k else [])
+    j1, j2, w = j1[keep], j2[keep], w[keep]
+    values = [v1, v2] + ([f * v1, f * v2] if k else [])
     t = barrier_grid(parts, min(values), max(values), t_cells)
     rows = []
-    for jj in j:
-        speeds = np.r_[np.full(free - jj, v1), np.full(jj, v2), np.full(k, f)]
+    for a, b in zip(j1, j2, strict=True):
+        speeds = np.r_[
+            np.full(free - a, v1), np.full(a, v2), np.full(k - b, f * v1), np.full(b, f * v2)
+        ]
         rows.append(parts.barrier_cdf(t, speeds))
     m, v = _moments_from_cdf(t, np.array(rows))
     # the slowest factor present in each allocation
-    slowest = np.maximum(np.where(j < free, v1, -np.inf), np.where(j > 0, v2, -np.inf))
-    if k:
-        slowest = np.maximum(slowest, f)
+    present = [
+        (j1 < free, v1),
+        (j1 > 0, v2),
+        (j2 < k, f * v1),
+        (j2 > 0, f * v2),
+    ]
+    slowest = np.max([np.where(mask, value, -np.inf) for mask, value in present], axis=0)
     return AllocationMoments(w / w.sum(), m + tail_m, v + tail_v, slowest)
