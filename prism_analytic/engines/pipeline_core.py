@@ -272,12 +272,15 @@ def _conditioned_core(spec: Any, method: str, window: int | None) -> Any:
 def truncation(spec: Any, cap: int = OPS_CAP, periods: int = 1) -> tuple[int, int] | None:
     """The two microbatch counts ``(m1, m2)`` to extrapolate from, or None to evaluate directly.
 
-    The sizes start as the largest that fit ``cap`` (at least two blocks) and move up one block
-    at a time until the deterministic schedule (every op at its mean latency) is in its steady
-    state by the earlier size (:func:`steady_from`); when that needs the whole pipeline, None.
+    The sizes start as the largest that fit ``cap`` (at least two blocks) and grow about 1.5x a
+    step (whole blocks) until the deterministic schedule (every op at its mean latency) is in
+    its steady state by the earlier size (:func:`steady_from`); when that needs the whole
+    pipeline, None.
     ``periods``: the blocks between the sizes the caller extrapolates from (``m2 - periods *
     period`` to ``m2``, as :func:`~.skew_core._block_sizes` takes them); the check covers them.
     """
+    if isinstance(periods, bool) or not isinstance(periods, int) or periods < 1:
+        raise ValueError(f"periods must be an integer >= 1, got {periods!r}")
     m2 = first_size(spec, cap)
     if m2 is None:
         return None
@@ -324,7 +327,7 @@ def bottleneck_rate(spec: Any) -> float:
 
 
 def steady_from(spec: Any, m2: int, periods: int = 1) -> int | None:
-    """The first size ``>= m2`` (by blocks) from which extrapolation is steady, or None.
+    """A size ``>= m2`` (whole blocks) from which extrapolation is steady, or None.
 
     Extrapolating a truncated schedule linearly assumes it is past its transient. In the
     deterministic schedule (ops at their mean latencies: :func:`_mean_path_direct`, exact
@@ -333,7 +336,8 @@ def steady_from(spec: Any, m2: int, periods: int = 1) -> int | None:
     state; it cannot be smaller. A size ``m2`` is taken when the increment from
     ``m2 - j * period`` (``j`` = ``periods``, at most ``m2 / period - 1``) to ``m2`` is at least
     ``j`` times that rate; when it is larger (the schedule's own dependencies set the rate), one
-    block more must repeat the increment. Otherwise the pair moves up a block.
+    block more must repeat the increment. Otherwise the sizes grow about 1.5x a step, so the
+    size found need not be the first steady one.
 
     Why: an interleaved pipeline whose *first* stage is the slowest has a transient longer than
     two blocks (16 x 64, vpp 2, first stage x1.25: increments 52.75, 60, 60 per block against a
