@@ -515,6 +515,24 @@ _SPECULATE_MAX_LEVELS = 8
 _SPECULATE_STEPS = 6
 
 
+def _speculative_round(
+    f: Callable[[np.ndarray], np.ndarray], a: np.ndarray, b: np.ndarray, k: int
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """The midpoints the next ``k`` bisection steps of brackets ``[a, b]`` may visit, and ``f``.
+
+    Level ``d`` holds ``2^d`` candidate brackets per element: child ``j`` (left: ``b = mid``)
+    and ``j + 2^d`` (right: ``a = mid``) of bracket ``j``. ``f`` is called once, on every
+    candidate midpoint of every level, flattened level by level.
+    """
+    lows, highs, mids = a[None, :], b[None, :], []
+    for d in range(k):
+        m = _bisection_midpoint(lows, highs)
+        mids.append(m)
+        if d + 1 < k:
+            lows, highs = np.concatenate((lows, m)), np.concatenate((m, highs))
+    return mids, f(np.concatenate([m.ravel() for m in mids]))
+
+
 def _speculative_bisection(
     f: Callable[[np.ndarray], np.ndarray], p: np.ndarray, a: np.ndarray, b: np.ndarray, upper: bool
 ) -> np.ndarray:
@@ -539,15 +557,7 @@ def _speculative_bisection(
     steps = 0
     while steps < 2200:  # the step-by-step loop's cap
         k = min(_SPECULATE_STEPS, 2200 - steps)
-        # level d holds 2^d candidate brackets per level of p: child j (left: b = mid) and
-        # j + 2^d (right: a = mid) of bracket j
-        lows, highs, mids = a[None, :], b[None, :], []
-        for d in range(k):
-            m = _bisection_midpoint(lows, highs)
-            mids.append(m)
-            if d + 1 < k:
-                lows, highs = np.concatenate((lows, m)), np.concatenate((m, highs))
-        vals = f(np.concatenate([m.ravel() for m in mids]))
+        mids, vals = _speculative_round(f, a, b, k)
         at = 0
         path = np.zeros(n, dtype=np.intp)
         for d, m in enumerate(mids):
@@ -590,13 +600,7 @@ def _speculative_groups(
         if idx.size == 0:
             return
         k = min(_SPECULATE_STEPS, 2200 - steps)
-        lows, highs, mids = a[idx][None, :], b[idx][None, :], []
-        for d in range(k):
-            m = _bisection_midpoint(lows, highs)
-            mids.append(m)
-            if d + 1 < k:
-                lows, highs = np.concatenate((lows, m)), np.concatenate((m, highs))
-        vals = f(np.concatenate([m.ravel() for m in mids]))
+        mids, vals = _speculative_round(f, a[idx], b[idx], k)
         at = 0
         path = np.zeros(idx.size, dtype=np.intp)
         sub = np.arange(idx.size)  # positions in idx of the elements still stepping
