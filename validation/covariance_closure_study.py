@@ -1,0 +1,351 @@
+"""Deep-lattice mean bias: which of a max's mean, variance or covariance errors drives it (#8, M).
+
+On deep 1F1B / interleaved lattices (16x64, 32x64, op CV 5%) every core's makespan mean is
+0.02-0.1 sd high, and the bias grows with depth. ``cumulant_bias_study.py`` (helper B) split the
+error born at each max into the closure's ``theta`` (sd of ``D = A - B``: its variances and
+covariances) and the law of ``D``. This study asks which *output* of the max closure is wrong,
+with two measurements against Monte Carlo that keeps every node's finish time:
+
+``local``: each max's one-step error. At every max the closure's formulas are fed Monte Carlo's
+exact moments of its inputs (means, variances, covariances of ``A``, ``B`` with every live node)
+and their ``E[max]``, ``Var[max]`` and ``Cov(max, X_j)`` are compared with Monte Carlo's,
+weighted by ``P(node critical)`` (back-tracked per draw, as B did). Closures: Clark's Gaussian
+formulas (``Cov = Phi(a) Cov(A, C) + Phi(-a) Cov(B, C)``) and Clark with the Stein term the
+cumulant core adds, ``kappa(e_j, D, D) E[f''] / 2``, at Monte Carlo's ``kappa(X_j, D, D)`` and
+``D``'s own skewness (Gram-Charlier ``D``).
+
+``oracle``: causal attribution. The closure runs forward; after each max its output's variance
+(``var``), its covariances with the live nodes (``cov``) or both are overwritten with Monte
+Carlo's. What is left of the sink's mean error when ``var`` / ``cov`` / both are exact says
+which one drives it; with both exact, every later ``theta`` is Monte Carlo's and only the law of
+``D`` (its ``E[D+]``) and the means are the closure's.
+
+``grid``: the alternatives of step 2 against Monte Carlo on the grid (KS of the Pearson III
+law of the sink's mean / std / third cumulant, mean error in sd, spread (p99 - p50) error);
+see :data:`CLOSURES`.
+
+Usage::
+
+    nice python validation/covariance_closure_study.py local  --case 1f1b32x64 [--cv 0.05]
+        [--ops normal|lognormal] [--samples 20000]
+    nice python validation/covariance_closure_study.py oracle --case 1f1b32x64 [...]
+    nice python validation/covariance_closure_study.py grid   --case 1f1b32x64 [...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).parent))
+from cumulant_closure_study import CumulantEngine, chaos_g2  # noqa: E402
+
+import prism_analytic as pa  # noqa: E402
+from prism_analytic.engines import pipeline_core as pc  # noqa: E402
+from prism_analytic.engines.cumulant_core import rectifier_marginals  # noqa: E402
+from prism_analytic.engines.skew_core import skew_law  # noqa: E402
+from prism_analytic.graph.pipeline import PipelineSpec, law_key  # noqa: E402
+
+#: (stages, microbatches, schedule, vpp); F 1 / B 2 per stage, divided by vpp
+CASES = {
+    "1f1b8x32": (8, 32, "1f1b", 1),
+    "1f1b16x64": (16, 64, "1f1b", 1),
+    "1f1b32x64": (32, 64, "1f1b", 1),
+    "il8x32v2": (8, 32, "interleaved", 2),
+    "il16x64v2": (16, 64, "interleaved", 2),
+    "il32x64v2": (32, 64, "interleaved", 2),
+}
+
+
+def spec_for(case: str, cv: float, ops: str) -> PipelineSpec:
+    """The agreement suite's lattice: F 1 / B 2 (divided by vpp), CV ``cv``, normal/lognormal."""
+    p, m, sched, vpp = CASES[case]
+    law = pa.normal if ops == "normal" else pa.lognormal
+    laws = {
+        law_key(ph, s, c): law(mu / vpp, cv * mu / vpp)
+        for ph, mu in (("F", 1.0), ("B", 2.0))
+        for s in range(p)
+        for c in range(vpp)
+    }
+    return PipelineSpec(p, m, laws, sched, vpp)
+
+
+def sample_nodes(st: dict, m_arr, s_arr, ops: str, samples: int, seed: int):
+    """Finish times of every node (float32, one row per node) and P(node on the critical path)."""
+    preds, pred2 = st["preds"], st["pred2"]
+    n = len(preds)
+    rng = np.random.default_rng(seed)
+    fin = np.zeros((n + 1, samples), dtype=np.float32)  # row n: a missing predecessor (0)
+    first = np.zeros((n, samples), dtype=bool)
+    for g in st["gens"]:
+        a, b = fin[pred2[g, 0]], fin[pred2[g, 1]]
+        first[g] = a >= b
+        z = rng.standard_normal((len(g), samples))
+        if ops == "normal":
+            x = m_arr[g, None] + s_arr[g, None] * z
+        else:  # lognormal with the op's mean and sd
+            sig2 = np.log1p((s_arr[g] / m_arr[g]) ** 2)
+            x = np.exp((np.log(m_arr[g]) - 0.5 * sig2)[:, None] + np.sqrt(sig2)[:, None] * z)
+        fin[g] = x
+        fin[g] += np.maximum(a, b)
+    has_succ = np.zeros(n, dtype=bool)
+    for ps in preds:
+        has_succ[list(ps)] = True
+    sinks = np.flatnonzero(~has_succ)
+    crit = np.zeros((n + 1, samples), dtype=bool)
+    top = sinks[np.argmax(fin[sinks], axis=0)]
+    crit[top, np.arange(samples)] = True
+    for g in reversed(st["gens"]):
+        c = crit[g]
+        f = first[g]
+        for col, sel in ((0, f), (1, ~f)):
+            rows, cols = np.nonzero(c & sel)
+            crit[pred2[g[rows], col], cols] = True
+    mk = fin[sinks].max(axis=0).astype(np.float64)
+    return fin[:n], crit[:n].mean(axis=1), mk
+
+
+class MCMoments:
+    """Monte Carlo moments of nodes and of the max of two nodes (centred float32 rows)."""
+
+    def __init__(self, fin: np.ndarray) -> None:
+        self.mean = fin.mean(axis=1, dtype=np.float64)
+        fin -= self.mean[:, None].astype(np.float32)  # centred in place (memory)
+        self.xc = fin
+        self.n = fin.shape[1]
+
+    def max_row(self, na: int, nb: int) -> np.ndarray:
+        """Draws of ``max(X_na, X_nb)`` (float64)."""
+        a = self.xc[na].astype(np.float64) + self.mean[na]
+        b = self.xc[nb].astype(np.float64) + self.mean[nb]
+        return np.maximum(a, b)
+
+    def cov_with(self, y: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Covariances of the draws ``y`` with the given nodes."""
+        yc = (y - y.mean()).astype(np.float32)
+        return (self.xc[nodes] @ yc).astype(np.float64) / self.n
+
+
+class ClosureEngine(CumulantEngine):
+    """B's prototype closure with op third cumulants, a Clark mode and Monte Carlo oracles.
+
+    ``mode``: ``"clark"`` (Gaussian ``D``, no Stein term: Clark's formulas with a full
+    covariance matrix), ``"cumulant"`` (the prototype of ``core_shape="cumulant"``: skewness of
+    ``D`` from ``K``, Stein terms, the chaos kurtosis in each max's mean only). ``oracle``: a
+    set of ``{"var", "cov"}``: after each max the output's variance / covariances with the live
+    nodes are overwritten with Monte Carlo's (``mc``).
+    """
+
+    def __init__(self, mode: str, g2=None, mc: MCMoments | None = None, oracle=()) -> None:
+        super().__init__(g2 if mode != "clark" else None, skew=mode != "clark")
+        self.g2_mean_only = True
+        self.mode = mode
+        self.mc = mc
+        self.oracle = set(oracle)
+        self.lognormal_ops = False
+
+    def max(self, a: int, b: int, node: int) -> int:
+        """New slot holding ``max(X_a, X_b)`` (``b``: the larger-mean input), then the oracles."""
+        y = self._clark_max(a, b, node) if self.mode == "clark" else super().max(a, b, node)
+        if self.oracle and node >= 0 and self.mc is not None:
+            na, nb = int(self.node_of[a]), int(self.node_of[b])
+            idx = np.array(sorted(self.active - {y}), dtype=np.intp)
+            mrow = self.mc.max_row(na, nb)
+            if "cov" in self.oracle:
+                cov = self.mc.cov_with(mrow, self.node_of[idx])
+                self.C[y, idx] = cov
+                self.C[idx, y] = cov
+            if "var" in self.oracle:
+                self.C[y, y] = float(mrow.var())
+        return y
+
+    def _clark_max(self, a: int, b: int, node: int) -> int:
+        """Clark's Gaussian closure with a full covariance matrix (no third cumulants)."""
+        y = self.alloc()
+        idx = np.array(sorted(self.active - {y}), dtype=np.intp)
+        C = self.C
+        th2 = C[a, a] + C[b, b] - 2 * C[a, b]
+        if th2 <= 1e-12 * (C[a, a] + C[b, b]):
+            self.release(y)
+            return self.copy(b)
+        th = math.sqrt(th2)
+        dm = self.mu[a] - self.mu[b]
+        self.record.append((node, self.node_of[idx].copy(), None, th, dm))
+        r = rectifier_marginals(dm, th, 0.0, 0.0)
+        beta = (C[a, idx] - C[b, idx]) / th2
+        cov = C[b, idx] + beta * r["CfD"]  # = Phi(a) Cov(A, X) + Phi(-a) Cov(B, X)
+        ib = int(np.searchsorted(idx, b))
+        var = C[b, b] + 2 * (cov[ib] - C[b, b]) + r["Vf"]
+        self.mu[y] = self.mu[b] + r["Ef"]
+        C[y, idx] = cov
+        C[idx, y] = cov
+        C[y, y] = var
+        return y
+
+    def add(self, s: int, m: float, sd: float, k3: float = 0.0) -> None:
+        """Add an op (with a lognormal's third cumulant when ``lognormal_ops``)."""
+        if self.lognormal_ops and self.mode != "clark" and sd > 0.0:
+            w = 1.0 + (sd / m) ** 2
+            k3 = (w + 2.0) * math.sqrt(w - 1.0) * sd**3
+        super().add(s, m, sd, k3)
+
+
+def _sink_line(name: str, mu: float, var: float, k3: float, mk: np.ndarray) -> str:
+    sd = math.sqrt(var)
+    law = skew_law(mu, sd, float(np.clip(k3 / sd**3, -2, 2)))
+    ks = float(stats.kstest(mk, law.cdf).statistic)
+    q50, q99 = np.quantile(mk, [0.5, 0.99])
+    spread = (law.quantile(0.99) - law.quantile(0.5)) / (q99 - q50) - 1.0
+    return (
+        f"  {name:28s} mean {(mu - mk.mean()) / mk.std():+.4f} sd  std {sd / mk.std() - 1:+.2%}  "
+        f"KS {ks:.4f}  spread {spread:+.2%}"
+    )
+
+
+def _setup(case: str, cv: float, ops: str, samples: int, seed: int):
+    spec = spec_for(case, cv, ops)
+    st = pc._structure(spec.stages, spec.microbatches, spec.schedule, spec.vpp)
+    m_arr, s_arr, lmat = pc._factor_model(spec, st)
+    fin, pcrit, mk = sample_nodes(st, m_arr, s_arr, ops, samples, seed)
+    return spec, st, (m_arr, s_arr, lmat), fin, pcrit, mk
+
+
+def _header(case, cv, ops, samples, seed, mk) -> str:
+    se = 1.0 / math.sqrt(samples)
+    return (
+        f"{case} CV {cv:.0%} {ops} ops; MC {samples} draws (seed {seed}): sink mean "
+        f"{mk.mean():.4f} sd {mk.std():.4f}; mean se {se:.4f} sd, DKW 95% "
+        f"{1.358 * se:.4f}"
+    )
+
+
+def oracle(case: str, cv: float, ops: str, samples: int, seed: int) -> list[str]:
+    """Sink errors of the closures with Monte Carlo's variances / covariances (docstring)."""
+    _, st, (m_arr, s_arr, lmat), fin, _, mk = _setup(case, cv, ops, samples, seed)
+    g2 = chaos_g2(st, m_arr, s_arr, lmat)
+    mc = MCMoments(fin)
+    out = [_header(case, cv, ops, samples, seed, mk)]
+    for mode in ("clark", "cumulant"):
+        for orc in ((), ("var",), ("cov",), ("var", "cov")):
+            t0 = time.process_time()
+            eng = ClosureEngine(mode, g2, mc, orc)
+            eng.lognormal_ops = ops == "lognormal"
+            mu, var, k = eng.run(st, m_arr, s_arr)
+            name = f"{mode} oracle {'+'.join(orc) or 'none'}"
+            out.append(_sink_line(name, mu, var, k, mk) + f"  ({time.process_time() - t0:.1f} s)")
+            print(out[-1], file=sys.stderr, flush=True)
+    return out
+
+
+def _clark_local(mu_a, mu_b, vaa, vbb, vab, ca, cb, kdd=None, g1=0.0):
+    """One max's ``E``, ``Var``, ``Cov`` row from its inputs' moments (Clark; + Stein term)."""
+    th2 = vaa + vbb - 2 * vab
+    th = math.sqrt(max(th2, 1e-300))
+    dm = mu_a - mu_b
+    r = rectifier_marginals(dm, th, g1, 0.0)
+    beta = (ca - cb) / th2
+    cov = cb + beta * r["CfD"]
+    if kdd is not None:  # Stein's first-order term in kappa(e_j, D, D)
+        cov = cov + 0.5 * (kdd - beta * g1 * th**3) * r["dens0"]
+    cov_b = vbb + (vab - vbb) / th2 * r["CfD"]
+    var = vbb + 2 * (cov_b - vbb) + r["Vf"]
+    return mu_b + r["Ef"], var, cov
+
+
+def _corr_err(c: np.ndarray, c_t: np.ndarray, sv: float, sj: np.ndarray) -> float:
+    """Mean error of a covariance row in correlation units (0 for no live node)."""
+    return float(np.mean((c - c_t) / (sv * sj))) if c.size else 0.0
+
+
+def local(case: str, cv: float, ops: str, samples: int, seed: int) -> list[str]:
+    """Each max's one-step errors given Monte Carlo's input moments (module docstring)."""
+    _, st, (m_arr, s_arr, lmat), fin, pcrit, mk = _setup(case, cv, ops, samples, seed)
+    sd_mk = float(mk.std())
+    mc = MCMoments(fin)
+    eng = ClosureEngine("clark")
+    eng.record = []
+    eng.run(st, m_arr, s_arr)  # only to list each max's live nodes
+    pred2 = st["pred2"]
+    gen_of = np.zeros(len(st["preds"]), dtype=int)
+    for k, g in enumerate(st["gens"]):
+        gen_of[g] = k
+    acc = {k: np.zeros((5, 2)) for k in ("E", "V", "C", "CS", "E_gc")}
+    for node, live, _, _, _ in eng.record:
+        if node < 0:
+            continue
+        na, nb = int(pred2[node, 0]), int(pred2[node, 1])
+        live = np.array([j for j in live if j >= 0 and j not in (na, nb)], dtype=np.intp)
+        y = mc.max_row(na, nb)
+        a = mc.xc[na].astype(np.float64)
+        b = mc.xc[nb].astype(np.float64)
+        vaa, vbb, vab = a.var(), b.var(), float(np.mean(a * b))
+        ca = mc.xc[live] @ mc.xc[na] / mc.n if live.size else np.zeros(0)
+        cb = mc.xc[live] @ mc.xc[nb] / mc.n if live.size else np.zeros(0)
+        d = a - b
+        dm = mc.mean[na] - mc.mean[nb]
+        th = math.sqrt(d.var())
+        g1 = float(np.clip(np.mean(d**3) / th**3, -1, 1))
+        kdd = mc.xc[live] @ (d * d).astype(np.float32) / mc.n if live.size else np.zeros(0)
+        e_t, v_t = float(y.mean()), float(y.var())
+        c_t = mc.cov_with(y, live) if live.size else np.zeros(0)
+        e_c, v_c, c_c = _clark_local(mc.mean[na], mc.mean[nb], vaa, vbb, vab, ca, cb)
+        _, _, c_s = _clark_local(mc.mean[na], mc.mean[nb], vaa, vbb, vab, ca, cb, kdd, g1)
+        g2 = float(np.mean((d - d.mean()) ** 4) / th**4 - 3.0)
+        e_gc = mc.mean[nb] + rectifier_marginals(dm, th, g1, float(np.clip(g2, -2, 4)))["Ef"]
+        p = pcrit[node]
+        q = min(4, int(5 * gen_of[node] / len(st["gens"])))
+        sv = math.sqrt(v_t)
+        sj = np.sqrt(np.maximum(np.einsum("ij,ij->i", mc.xc[live], mc.xc[live]) / mc.n, 1e-30))
+        acc["E"][q] += [p * (e_c - e_t), p]
+        acc["E_gc"][q] += [p * (e_gc - e_t), p]
+        acc["V"][q] += [p * (math.sqrt(v_c) / sv - 1.0), p]
+        acc["C"][q] += [p * _corr_err(c_c, c_t, sv, sj), p]
+        acc["CS"][q] += [p * _corr_err(c_s, c_t, sv, sj), p]
+    out = [_header(case, cv, ops, samples, seed, mk), "  by fifth of the generations:"]
+    names = {
+        "E": "E[max] err (Clark), sum P*err in sink sd",
+        "E_gc": "E[max] err (Gram-Charlier at MC's 4 moments), sum P*err, sink sd",
+        "V": "sd[max] rel err (Clark), P-weighted mean",
+        "C": "corr(max, X_j) err (Clark), P-weighted mean over maxima of mean over j",
+        "CS": "corr(max, X_j) err (Clark + Stein at MC kappa(X_j, D, D)), same",
+    }
+    for k, lab in names.items():
+        a = acc[k]
+        if k.startswith("E"):
+            vals = [f"{s / sd_mk:+.4f}" for s, _ in a]
+            tot = f"{a[:, 0].sum() / sd_mk:+.4f}"
+        else:
+            vals = [f"{s / max(w, 1e-30):+.4f}" for s, w in a]
+            tot = f"{a[:, 0].sum() / max(a[:, 1].sum(), 1e-30):+.4f}"
+        out.append(f"    {lab}: {', '.join(vals)}; all {tot}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line (module docstring)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cmd", choices=("local", "oracle", "grid"))
+    ap.add_argument("--case", choices=tuple(CASES), default="1f1b16x64")
+    ap.add_argument("--cv", type=float, default=0.05)
+    ap.add_argument("--ops", choices=("normal", "lognormal"), default="normal")
+    ap.add_argument("--samples", type=int, default=20_000)
+    ap.add_argument("--seed", type=int, default=3)
+    args = ap.parse_args(argv)
+    fn = {"local": local, "oracle": oracle, "grid": grid}[args.cmd]
+    print("\n".join(fn(args.case, args.cv, args.ops, args.samples, args.seed)), flush=True)
+    return 0
+
+
+def grid(case: str, cv: float, ops: str, samples: int, seed: int) -> list[str]:
+    """Placeholder until the alternatives land."""
+    raise NotImplementedError
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
