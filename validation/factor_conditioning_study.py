@@ -161,6 +161,38 @@ def skew_conditional(spec: Any, w: Any, s: Any) -> tuple[float, float, float]:
     return mu, math.sqrt(var), sc._skewness(var, kappa3)
 
 
+def old_anchor_count(spec: Any) -> int:
+    """The fixed anchor count of the rule before 2026-12-01 (ops x anchors <= 4096, 8 to 64)."""
+    return int(min(64, max(8, 4096 // max(spec.n_ops, 1))))
+
+
+def anchor_rows(spec: Any, core: Any, add: Any, mix: Any) -> list[dict[str, Any]]:
+    """The anchor rule: the fixed count before 2026-12-01 and fixed counts against the rule.
+
+    The rule is run with three seeds of its anchors' levels (the engine's and two others): a
+    rule driven by the line's own error should give the same KS whichever anchors it draws.
+    """
+    variants: list[tuple[str, dict[str, Any]]] = [
+        (f"fixed {old_anchor_count(spec)} anchors (old rule)", {"anchors": old_anchor_count(spec)})
+    ]
+    variants += [(f"fixed {k} anchors", {"anchors": k}) for k in (16, 64)]
+    variants += [
+        (f"adaptive (new), anchor seed {k}", {"anchor_seed": pf.SEED + k}) for k in (0, 1, 2)
+    ]
+    for label, kw in variants:
+        t = time.process_time()
+        comps, info = pf.factor_components(spec, core, **kw)
+        note = f"{info['anchors']} anchors"
+        if "anchor_cdf_effect" in info:
+            capped = ", budget reached" if info["anchor_budget_reached"] else ""
+            note += (
+                f", estimated CDF effect {info['anchor_cdf_effect']:.4f} (tol "
+                f"{info['anchor_tol']:.4f}{capped})"
+            )
+        add(label, mix(comps), time.process_time() - t, note)
+    return []
+
+
 def study(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Every variant of one scenario, scored against its Monte Carlo reference."""
     rows: list[dict[str, Any]] = []
@@ -191,6 +223,8 @@ def study(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         c = np.array(comps)
         return lambda g: mixture_cdf(g, c[:, 0] / c[:, 0].sum(), c[:, 1], c[:, 2])
 
+    if args.part == "anchors":
+        return rows + anchor_rows(spec, core, add, mix)
     n0 = pf.default_points(spec)
     for label, kw in (
         ("one level (old)", {"n_path": n0}),
@@ -210,7 +244,7 @@ def study(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         )
     t = time.process_time()
     d = pf.factor_design(spec, n0)
-    mean, sd = pf.anchored_laws(spec, d["w"], d["s"], d["weight"], core)
+    mean, sd, _ = pf.anchored_laws(spec, d["w"], d["s"], d["weight"], core, pf.N_ANCHORS)
     add(
         "one level, no merge",
         lambda g: mixture_cdf(g, d["weight"], mean, sd),
@@ -227,7 +261,7 @@ def study(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     # the binning on L alone: per-point core values at every path point, then binned
     t = time.process_time()
     d2 = pf.factor_design(spec, pf.path_points(spec))
-    mean3, sd3 = pf.anchored_laws(spec, d2["w"], d2["s"], d2["weight"], core)
+    mean3, sd3, _ = pf.anchored_laws(spec, d2["w"], d2["s"], d2["weight"], core, pf.N_ANCHORS)
     path3 = pf.mean_paths(spec, d2["w"], d2["s"])
     b3, v3, share = pf._binned(path3, mean3 - path3, sd3, path3, d2["weight"])
     comps = pf.merge_components(d2["weight"], path3 + b3, np.sqrt(v3))
@@ -260,7 +294,7 @@ def study(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
 
     add("design: nested MC", nested, cmc_s, f"{n} points x {args.inner} conditional draws")
     t = time.process_time()
-    mean, sd = pf.anchored_laws(spec, w, s, wt, core)
+    mean, sd, _ = pf.anchored_laws(spec, w, s, wt, core, pf.N_ANCHORS)
     add("design: line", lambda g: mixture_cdf(g, wt, mean, sd), time.process_time() - t, ref=nested)
     t = time.process_time()
     ex = np.array([core(*row(j)) for j in range(n)])
@@ -320,6 +354,13 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 FINDINGS = "## Findings"
+OUT = {"all": "factor_conditioning.md", "anchors": "factor_anchors.md"}
+TITLE = {"all": "Factor conditioning study", "anchors": "Factor conditioning: the anchor rule"}
+
+
+def dkw(samples: int, level: float = 0.95) -> float:
+    """The DKW band's half-width: ``sqrt(ln(2 / (1 - level)) / (2 samples))``."""
+    return math.sqrt(math.log(2 / (1 - level)) / (2 * samples))
 
 
 def _commit() -> str:
@@ -344,8 +385,21 @@ def main() -> None:
     ap.add_argument("--design", type=int, default=4096, help="points of the per-point design")
     ap.add_argument("--inner", type=int, default=256, help="conditional MC draws per point")
     ap.add_argument("--cache", default="/tmp/factor_conditioning_cache")
-    ap.add_argument("--out", default="validation/results/factor_conditioning.md")
+    ap.add_argument(
+        "--part",
+        choices=("all", "anchors"),
+        default="all",
+        help="all variants, or the engine and the anchor rule's rows (their own --out file)",
+    )
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="default: results/factor_conditioning.md "
+        "(--part all) or results/factor_anchors.md (--part anchors)",
+    )
     args = ap.parse_args()
+    if args.out is None:
+        args.out = f"validation/results/{OUT[args.part]}"
     rows = [r for name in args.only for r in study(name, args)]
     print(table(rows))
     if args.out:
@@ -353,12 +407,14 @@ def main() -> None:
         # the findings written by hand below the table survive a re-run
         keep = out.read_text().partition(FINDINGS)[2] if out.exists() else "\n"
         head = (
-            "# Factor conditioning study\n\n"
-            f"`nice python validation/factor_conditioning_study.py --samples {args.samples} "
+            f"# {TITLE[args.part]}\n\n"
+            f"`nice python validation/factor_conditioning_study.py --part {args.part} --only "
+            f"{' '.join(args.only)} --samples {args.samples} "
             f"--seed {args.seed} --design {args.design} --inner {args.inner}` at "
             f"{_commit()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. KS, p50, p99, "
             "p99.9 and spread (p99 - p50) errors against op-by-op Monte Carlo; CPU s of the "
-            "variant's own computation.\n\n"
+            "variant's own computation. Monte Carlo's own noise: DKW 95% band "
+            f"{dkw(args.samples):.4f} on the KS.\n\n"
         )
         out.write_text(head + table(rows) + "\n\n" + FINDINGS + keep)
 

@@ -56,7 +56,10 @@ __all__ = [
     "N_POINTS",
     "default_points",
     "N_ANCHORS",
-    "default_anchors",
+    "anchor_levels",
+    "anchor_tolerance",
+    "anchored_laws",
+    "line_cdf_effect",
     "mean_paths",
     "path_points",
 ]
@@ -70,12 +73,15 @@ N_POINTS = 32768
 MIN_POINTS = 8192
 #: Ops x points evaluated by the vectorised recursions (about 2 s on one core).
 CELL_BUDGET = 2**24
-#: Fewest conditions evaluated with the Clark-Mehler core to calibrate the cheap recursion.
+#: Anchors (conditions evaluated with the Clark-Mehler core) the adaptive rule starts from.
 N_ANCHORS = 8
-#: Most of them (:func:`default_anchors`).
-MAX_ANCHORS = 64
-#: Ops x anchors evaluated with the Clark-Mehler core (~0.2 s for 8x32 x 8 anchors).
-ANCHOR_CELLS = 2**12
+#: Ops x anchors the adaptive rule may evaluate (8x32: 64 anchors, ~1.3 s; 4x8: 512).
+ANCHOR_BUDGET = 2**15
+#: The anchor lines may move the mixture's CDF by ``ANCHOR_KS_RATE / sqrt(points)`` at one
+#: standard error (:func:`anchor_tolerance`): the order of the quadrature's own error.
+ANCHOR_KS_RATE = 0.5
+#: Grid points on which :func:`line_cdf_effect` takes its supremum.
+EFFECT_GRID = 1024
 #: Sobol scrambling seed (fixed: the engine is deterministic).
 SEED = 20261130
 #: Largest (ops x conditions) block held at once by the vectorised recursions.
@@ -109,19 +115,6 @@ def default_points(spec: Any) -> int:
     """
     fit = CELL_BUDGET // max(spec.n_ops, 1)
     return int(min(path_points(spec), max(MIN_POINTS, 2 ** int(np.log2(max(fit, 1))))))
-
-
-def default_anchors(spec: Any) -> int:
-    """Clark-Mehler anchors for a pipeline: ops x anchors within :data:`ANCHOR_CELLS`.
-
-    At least :data:`N_ANCHORS` (8x32 gets 8), at most :data:`MAX_ANCHORS` (4x8 gets 64). The
-    line through 8 anchors is noisy where the op noise matters inside a condition: on 4x8 with
-    per-microbatch factors of CV 15% (5%) it moved p50 by 0.08% (0.05%) between two anchor
-    sets; 64 anchors brought KS from 0.0041 (0.0078 for Clark's core) to 0.0011 (0.0086)
-    against 1e6 op-by-op Monte Carlo samples.
-    """
-    fit = ANCHOR_CELLS // max(spec.n_ops, 1)
-    return int(min(MAX_ANCHORS, max(N_ANCHORS, fit)))
 
 
 def normal_scores(spec: Any, n: int = N_POINTS, seed: int = SEED) -> np.ndarray:
@@ -337,6 +330,7 @@ def factor_components(
     n_path: int | None = None,
     anchors: int | None = None,
     seed: int = SEED,
+    anchor_seed: int = SEED,
 ) -> tuple[list[tuple[float, float, float]], dict[str, Any]]:
     """The makespan as a mixture ``[(weight, mean, std)]`` over quasi-random factor conditions.
 
@@ -363,10 +357,12 @@ def factor_components(
     core : callable
         ``core(w_row, s_row) -> (mean, var)``: the canonical core evaluated in one condition
         (used at the anchors).
-    n, n_path, anchors, seed
+    n, n_path, anchors, seed, anchor_seed
         Points of the core level (default :func:`default_points`, at most ``n_path``) and of
         the mean-path level (default :func:`path_points`, at least ``n``), Clark-Mehler anchor
-        conditions (default :func:`default_anchors`), Sobol seed.
+        conditions (default None: the error-driven rule of :func:`anchored_laws`, with the
+        tolerance :func:`anchor_tolerance` of ``n_path``; an int: that fixed count, the rule
+        before 2026-12-01), Sobol seeds of the design and of the anchors' levels.
 
     Returns
     -------
@@ -376,7 +372,8 @@ def factor_components(
     n_path = path_points(spec) if n_path is None else n_path
     n = min(n_path, default_points(spec)) if n is None else n
     n_path = max(n, n_path)
-    anchors = default_anchors(spec) if anchors is None else anchors
+    # the anchors may add an error of the order of the finest level's quadrature error
+    tol = anchor_tolerance(n_path)
     design = factor_design(spec, n_path, seed)
     w, s, weight = design["w"], design["s"], design["weight"]
     binned = False
@@ -393,7 +390,9 @@ def factor_components(
             w_sub[part] = weight[block].sum() / max(part.sum(), 1)
         w_c = None if w is None else w[sub]
         s_c = None if s is None else s[sub]
-        mean_c, sd_c = anchored_laws(spec, w_c, s_c, w_sub[sub], core, anchors)
+        mean_c, sd_c, a_info = anchored_laws(
+            spec, w_c, s_c, w_sub[sub], core, anchors, tol=tol, seed=anchor_seed
+        )
         path = mean_paths(spec, w, s)
         bias, var, scatter = _binned(path[sub], mean_c - path[sub], sd_c, path, w_sub[sub])
         binned = scatter <= BIN_SCATTER_MAX
@@ -402,7 +401,9 @@ def factor_components(
         else:  # the bias depends on more than L: the core's points, each with its own values
             w, s, weight, mean, sd = w_c, s_c, w_sub[sub], mean_c, sd_c
     else:
-        mean, sd = anchored_laws(spec, w, s, weight, core, anchors)
+        mean, sd, a_info = anchored_laws(
+            spec, w, s, weight, core, anchors, tol=tol, seed=anchor_seed
+        )
         scatter = None
     comps = merge_components(weight, mean, sd)
     info = {
@@ -412,7 +413,7 @@ def factor_components(
         "core_points": int(n if n_path > n else weight.size),
         "binned_on_mean_path": binned,
         "bias_scatter_share": scatter,
-        "anchors": int(anchors),
+        **a_info,
         "components": len(comps),
     }
     return comps, info
@@ -443,32 +444,151 @@ def _binned(
     return np.interp(at, xc, bc), np.interp(at, xc, vc), share
 
 
+def anchor_levels(count: int, seed: int = SEED) -> np.ndarray:
+    """Probability levels of the first ``count`` anchors: a scrambled 1-D Sobol sequence.
+
+    Nested (a larger count keeps the smaller count's levels, so the adaptive rule re-uses every
+    anchor it has evaluated) and stratified: the first ``2**j`` levels put one level in each
+    interval ``[i / 2**j, (i + 1) / 2**j)``. Deterministic for a given ``seed``.
+    """
+    if count < 1:
+        raise ValueError(f"anchor count must be >= 1, got {count}")
+    pow2 = 1 << max(count - 1, 0).bit_length()
+    return qmc.Sobol(1, scramble=True, seed=seed).random(pow2)[:count, 0]
+
+
 def anchored_laws(
-    spec: Any, w: Any, s: Any, weight: np.ndarray, core: Any, anchors: int = N_ANCHORS
-) -> tuple[np.ndarray, np.ndarray]:
+    spec: Any,
+    w: Any,
+    s: Any,
+    weight: np.ndarray,
+    core: Any,
+    anchors: int | None = None,
+    *,
+    tol: float | None = None,
+    budget: int | None = None,
+    seed: int = SEED,
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Conditional mean and sd of the makespan at every condition, by the anchor line.
 
     The mean path ``L`` is exact; the independent-input Clark recursion's bias ``E - L`` and
-    sd are mapped onto the ``core``'s by least-squares lines fitted at ``anchors`` conditions
-    (at the probability-weighted quantiles of the independent-input bias, so that the tail
-    strata do not crowd them).
+    sd are mapped onto the ``core``'s by least-squares lines fitted at anchor conditions, picked
+    at probability-weighted levels of the independent-input bias (so that the tail strata do
+    not crowd them). The core's bias is not a function of the independent-input one (on the
+    agreement's r90 8x32 row it scatters about the line by ~0.1 s, 0.13 of a conditional sd),
+    so the line is an estimate from the anchors and its error shrinks only as
+    ``1/sqrt(anchors)``: a fixed count left the mixture's CDF off by ~0.003 there.
+
+    With ``anchors=None`` (the engine's rule) the count is driven by that error:
+    :data:`N_ANCHORS` to start, then doubled (nested :func:`anchor_levels`, every evaluated
+    anchor kept) while the first-order change of the mixture's CDF that one standard error of
+    each line makes (:func:`line_cdf_effect`) exceeds ``tol`` (default
+    :func:`anchor_tolerance` of the conditions' count), or until ops x anchors reaches
+    ``budget`` (default :data:`ANCHOR_BUDGET`). The lines' residual scatter is added to every
+    condition's variance, so that the mixture keeps the spread of the core's own points about
+    the line. ``anchors=k`` evaluates ``k`` anchors at the levels ``(i + 1/2) / k`` (the rule
+    before 2026-12-01, no scatter added; kept for the study and the tests).
+
+    Returns
+    -------
+    tuple
+        ``(mean, sd, info)``; ``info``: ``anchors``, ``anchor_cdf_effect`` (the estimate the rule
+        compares with ``tol``), ``anchor_tol``, ``anchor_scatter_sd`` (the bias line's residual
+        sd) and ``anchor_budget_reached``.
     """
     n = weight.size
     cm = conditional_moments(spec, w, s)
     path, ind_bias = cm["path"], cm["ind_mean"] - cm["path"]
     ind_sd = np.sqrt(cm["ind_var"])
-    order = np.argsort(ind_bias)
+    order = np.argsort(ind_bias, kind="stable")
     cum = np.cumsum(weight[order]) / weight.sum()
-    levels = (np.arange(anchors) + 0.5) / anchors
-    pick = order[np.minimum(np.searchsorted(cum, levels), n - 1)]
-    a_bias, a_sd = [], []
-    for j in pick:
-        mu_j, var_j = core(w[j] if w is not None else None, s[j] if s is not None else None)
-        a_bias.append(mu_j - path[j])
-        a_sd.append(np.sqrt(max(var_j, 0.0)))
-    bias = _fit(ind_bias[pick], np.array(a_bias), ind_bias)
-    sd = np.maximum(_fit(ind_sd[pick], np.array(a_sd), ind_sd), 0.0)
-    return path + bias, sd
+    values: dict[int, tuple[float, float]] = {}
+
+    def evaluate(levels: np.ndarray) -> np.ndarray:
+        pick = order[np.minimum(np.searchsorted(cum, levels), n - 1)]
+        for j in pick:
+            if int(j) not in values:
+                mu_j, var_j = core(None if w is None else w[j], None if s is None else s[j])
+                values[int(j)] = (mu_j - path[j], np.sqrt(max(var_j, 0.0)))
+        return pick
+
+    if anchors is not None:
+        pick = evaluate((np.arange(anchors) + 0.5) / anchors)
+        a_bias = np.array([values[int(j)][0] for j in pick])
+        a_sd = np.array([values[int(j)][1] for j in pick])
+        bias, _, _ = _fit(ind_bias[pick], a_bias, ind_bias)
+        sd = np.maximum(_fit(ind_sd[pick], a_sd, ind_sd)[0], 0.0)
+        info = {"anchors": int(anchors), "anchor_rule": f"fixed ({anchors})"}
+        return path + bias, sd, info
+    tol = anchor_tolerance(n) if tol is None else float(tol)
+    budget = ANCHOR_BUDGET if budget is None else int(budget)
+    cap = max(N_ANCHORS, budget // max(spec.n_ops, 1))
+    count = N_ANCHORS
+    while True:
+        evaluate(anchor_levels(count, seed))
+        pick = np.fromiter(values, dtype=int)
+        a_bias = np.array([values[int(j)][0] for j in pick])
+        a_sd = np.array([values[int(j)][1] for j in pick])
+        bias, se_bias, scatter_bias = _fit(ind_bias[pick], a_bias, ind_bias)
+        sd_line, se_sd, scatter_sd = _fit(ind_sd[pick], a_sd, ind_sd)
+        # the anchors' own scatter about the lines stays in each condition's variance
+        sd = np.sqrt(np.maximum(sd_line, 0.0) ** 2 + scatter_bias**2)
+        effect = line_cdf_effect(weight, path + bias, sd, se_bias, se_sd)
+        if effect <= tol or 2 * count > cap:
+            break
+        count *= 2
+    info = {
+        "anchors": len(values),
+        "anchor_rule": "adaptive",
+        "anchor_cdf_effect": effect,
+        "anchor_tol": tol,
+        "anchor_scatter_sd": scatter_bias,
+        "anchor_budget_reached": bool(effect > tol),
+    }
+    return path + bias, sd, info
+
+
+def anchor_tolerance(points: int) -> float:
+    """CDF error the anchor lines may add: :data:`ANCHOR_KS_RATE` ``/ sqrt(points)``.
+
+    The quadrature over the factors has an error of that order (at 2**15 points 0.0031-0.0048
+    against 1e6 Monte Carlo samples, 0.56-0.87 / sqrt(points); ``validation/results/
+    factor_conditioning.md``), so lines within it add no error of a larger order.
+    """
+    if points < 1:
+        raise ValueError(f"points must be >= 1, got {points}")
+    return ANCHOR_KS_RATE / float(np.sqrt(points))
+
+
+def line_cdf_effect(
+    weight: np.ndarray, mean: np.ndarray, sd: np.ndarray, e_mean: np.ndarray, e_sd: np.ndarray
+) -> float:
+    """First-order change of a normal mixture's CDF when its means and sds move by ``e``.
+
+    ``sup_x sum_j weight_j phi(z_j) (e_mean_j + |z_j| e_sd_j) / sd_j``, ``z_j = (x - mean_j) /
+    sd_j``: every component moved in the direction that adds (an upper estimate of the first
+    order). Evaluated on :data:`EFFECT_GRID` points, with the components pooled in
+    :data:`MERGE_BINS` equal-width bins of their means (bin weight, weighted mean of the
+    mean, the rms sd, weighted mean errors), which keeps it cheap.
+    """
+    bins = MERGE_BINS
+    edges = np.linspace(mean.min(), mean.max(), bins + 1)
+    idx = np.clip(np.searchsorted(edges, mean, side="right") - 1, 0, bins - 1)
+    wb = np.bincount(idx, weight, bins)
+    keep = wb > 0
+    wk = wb[keep]
+
+    def avg(v: np.ndarray) -> np.ndarray:
+        return np.bincount(idx, weight * v, bins)[keep] / wk
+
+    mu, sig = avg(mean), np.sqrt(avg(sd**2))
+    em, es = avg(np.abs(e_mean)), avg(np.abs(e_sd))
+    sig = np.maximum(sig, 1e-12 * max(float(np.abs(mu).max()), 1.0))
+    lo, hi = float((mu - 6 * sig).min()), float((mu + 6 * sig).max())
+    x = np.linspace(lo, hi, EFFECT_GRID)[:, None]
+    z = (x - mu) / sig
+    dens = np.exp(-0.5 * z**2) / np.sqrt(2 * np.pi) / sig
+    return float(np.max(dens * (em + np.abs(z) * es) @ (wk / wk.sum())))
 
 
 def merge_components(
@@ -491,12 +611,24 @@ def merge_components(
     return [(float(a), float(b), float(c)) for a, b, c in zip(wb[keep], m1, sdb, strict=True)]
 
 
-def _fit(x: np.ndarray, y: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """Least-squares line of ``y`` on ``x`` evaluated at ``at`` (a constant if ``x`` is flat)."""
+def _fit(x: np.ndarray, y: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Least-squares line of ``y`` on ``x`` at ``at``, its standard error there, residual sd.
+
+    A constant (the mean) if ``x`` is flat. The standard error is the ordinary least-squares
+    one of the fitted value, ``r sqrt(1/k + (at - mean x)**2 / Sxx)``, with ``r`` the residual
+    sd (``k - 2`` degrees of freedom; ``k - 1`` for a constant; 0 with too few anchors).
+    """
+    k = x.size
     if np.ptp(x) <= 1e-12 * max(np.abs(x).max(), 1e-300):
-        return np.full_like(at, float(np.mean(y)))
+        r = float(np.std(y, ddof=1)) if k > 1 else 0.0
+        return np.full_like(at, float(np.mean(y))), np.full_like(at, r / np.sqrt(k)), r
     slope, icpt = np.polyfit(x, y, 1)
-    return slope * at + icpt
+    resid = y - (slope * x + icpt)
+    r = float(np.sqrt(resid @ resid / (k - 2))) if k > 2 else 0.0
+    xm = float(x.mean())
+    sxx = float(((x - xm) ** 2).sum())
+    se = r * np.sqrt(1.0 / k + (at - xm) ** 2 / sxx)
+    return slope * at + icpt, se, r
 
 
 class NormalMixture(Distribution):
