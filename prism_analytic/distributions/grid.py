@@ -851,8 +851,8 @@ def convolve_grids(a: GridDistribution, b: GridDistribution) -> GridDistribution
     return GridDistribution(
         h,
         a.k0 + b.k0,
-        np.maximum(lo, 0.0),
-        np.maximum(hi, 0.0),
+        lo,  # clipped at 0 above
+        hi,
         below,
         above,
         a.policy,

@@ -31,6 +31,7 @@ from ..distributions.products import scale_mixture
 from ..graph import OP, PIPELINE, StepGraph
 from ..graph.pipeline import explicit_pipeline
 from ..policy import DEFAULT_POLICY, GridPolicy
+from .grid_cache import cached_grid
 from .log_lattice_eval import LogLatticeParts
 from .series_parallel import SINK, deterministic_makespan, reduce_graph
 
@@ -178,9 +179,12 @@ class _Evaluator:
         for v in g.graph.nodes:
             d = g.graph.nodes[v]
             if d["type"] == OP:
-                key = (_dist_key(d["latency"]), h_ops)
+                law = d["latency"]
+                key = (_dist_key(law), h_ops)
                 if key not in self._grids:  # ops of a layer or schedule share a few laws
-                    self._grids[key] = to_grid(d["latency"], h_ops, self.policy)
+                    # and repeated evaluations share their grids (grid_cache.py: same bits)
+                    build = lambda x=law: to_grid(x, h_ops, self.policy)  # noqa: E731
+                    self._grids[key] = cached_grid(law, key[0], h_ops, self.policy, build)
                 weights[v] = self._grids[key]
         reduction = reduce_graph(g.graph, weights.__getitem__)
         if reduction.exact:

@@ -1,0 +1,96 @@
+"""Op laws' grids kept across evaluations: one discretisation per (law, spacing, policy).
+
+The analytic engine discretises every op law of a graph on the spacing its graph asks for
+(:func:`~prism_analytic.distributions.to_grid`), which on a large job is a third of a warm
+prediction (llama3-405b at 65,536 GPUs: five exposed-communication, optimizer and hiccup laws
+on ~200,000 cells, ~30 ms CPU of ~90 ms). One evaluator already shares them between ops of
+one law; this cache shares them between evaluations, so a repeated prediction of the same graph
+(the default cross-check re-evaluates the exact rest of the step, sweeps over regimes or core
+shapes, a warm call) reads them back. A grid is a pure function of its law and spacing, and no
+code changes a grid in place, so a cached grid is the one a fresh call would build, bit for bit
+(``validation/bench_record_hex.py --compare``: 93 of 93 values unchanged).
+
+Keys are the law's own ``_key()`` (equal parameters give equal keys) with the spacing and the
+policy. A law without parameter keys is keyed by its ``id``; the cache holds the law itself
+beside its grid, so that ``id`` cannot be reused by another object while the entry lives. The
+cache is bounded by the cells it holds (:data:`MAX_CELLS`, least recently used out first).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+
+from ..distributions import Distribution, GridDistribution
+from ..policy import GridPolicy
+
+__all__ = ["MAX_CELLS", "cached_grid", "clear_grid_cache", "grid_cache_info"]
+
+#: Cells held at most, summed over the cached grids (two float64 sides: 64 MiB).
+MAX_CELLS = 2**22
+
+_GRIDS: OrderedDict[Hashable, tuple[Distribution, GridDistribution]] = OrderedDict()
+_LOCK = threading.Lock()
+_STATE = {"cells": 0, "hits": 0, "misses": 0}
+
+
+def cached_grid(
+    law: Distribution,
+    key: Hashable,
+    h: float,
+    policy: GridPolicy,
+    build: Callable[[], GridDistribution],
+) -> GridDistribution:
+    """The grid of ``law`` on spacing ``h`` under ``policy``: cached, else ``build()``.
+
+    Parameters
+    ----------
+    law : Distribution
+        The op law (held with its grid: an ``id``-based key stays unique while cached).
+    key : hashable
+        The law's identity (``law._key()``).
+    h : float
+        The requested spacing.
+    policy : GridPolicy
+        The grid policy (part of the key: tail mass and cell cap shape the grid).
+    build : callable
+        Builds the grid on a miss.
+
+    Returns
+    -------
+    GridDistribution
+        The same object for the same key while it is cached.
+    """
+    full = (key, float(h), policy)
+    with _LOCK:
+        hit = _GRIDS.get(full)
+        if hit is not None:
+            _GRIDS.move_to_end(full)
+            _STATE["hits"] += 1
+            return hit[1]
+    grid = build()
+    cells = int(grid.lo.size)
+    with _LOCK:
+        _STATE["misses"] += 1
+        if cells > MAX_CELLS or full in _GRIDS:
+            return grid
+        _GRIDS[full] = (law, grid)
+        _STATE["cells"] += cells
+        while _STATE["cells"] > MAX_CELLS:
+            _, (_, old) = _GRIDS.popitem(last=False)
+            _STATE["cells"] -= int(old.lo.size)
+    return grid
+
+
+def clear_grid_cache() -> None:
+    """Forget every cached grid (a cold evaluation, as in ``validation/bench_workload.py``)."""
+    with _LOCK:
+        _GRIDS.clear()
+        _STATE.update(cells=0, hits=0, misses=0)
+
+
+def grid_cache_info() -> dict[str, int]:
+    """Entries, cells held, hits and misses since the last clear."""
+    with _LOCK:
+        return {"entries": len(_GRIDS), **_STATE}

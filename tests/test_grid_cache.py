@@ -1,0 +1,66 @@
+"""The analytic engine's op-grid cache (engines/grid_cache.py): same bits, bounded, keyed right."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import prism_analytic as pa
+from prism_analytic.distributions import to_grid
+from prism_analytic.engines import grid_cache
+from prism_analytic.engines.grid_cache import cached_grid, clear_grid_cache, grid_cache_info
+from prism_analytic.engines.predict import predict
+from prism_analytic.policy import GridPolicy
+
+LEVELS = np.array([0.01, 0.5, 0.9, 0.99])
+
+
+def _step() -> pa.StepGraph:
+    step = pa.StepGraph("s")
+    step.add_op("a", pa.lognormal(1e-3, 2e-4))
+    step.add_op("b", pa.mixture([pa.normal(2e-3, 1e-4), pa.normal(9e-3, 1e-4)], [0.99, 0.01]))
+    step.add_op("c", pa.lognormal(1e-3, 2e-4), after=["a", "b"])
+    return step
+
+
+def _answer(step: pa.StepGraph, policy: GridPolicy | None = None) -> bytes:
+    d = predict(step, "analytic", policy=policy).distribution
+    lo, hi = d.quantile_bracket(LEVELS)
+    return np.concatenate([d.quantile(LEVELS), lo, hi]).tobytes()
+
+
+def test_cached_answer_is_bit_identical() -> None:
+    clear_grid_cache()
+    cold = _answer(_step())
+    assert grid_cache_info()["misses"] > 0 and grid_cache_info()["hits"] == 0
+    warm = _answer(_step())  # a fresh graph: parameter-keyed laws hit
+    assert grid_cache_info()["hits"] > 0
+    clear_grid_cache()
+    assert _answer(_step()) == cold == warm
+
+
+def test_policy_is_part_of_the_key() -> None:
+    clear_grid_cache()
+    fine = _answer(_step())
+    coarse = _answer(_step(), GridPolicy(rel_width=2e-3))
+    assert fine != coarse  # a hit across policies would have returned the fine grids
+    clear_grid_cache()
+    assert _answer(_step(), GridPolicy(rel_width=2e-3)) == coarse
+
+
+def test_id_keyed_law_is_held_and_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    clear_grid_cache()
+    law = pa.normal(1.0, 0.1)
+    grid = to_grid(law, 1e-3)
+    key = ("object", id(law))
+    out = cached_grid(law, key, 1e-3, grid.policy, lambda: grid)
+    assert out is grid
+    assert cached_grid(law, key, 1e-3, grid.policy, lambda: pytest.fail("rebuilt")) is grid
+    assert grid_cache._GRIDS[(key, 1e-3, grid.policy)][0] is law  # the id stays unique
+    monkeypatch.setattr(grid_cache, "MAX_CELLS", grid.lo.size + 1)
+    other = to_grid(pa.normal(2.0, 0.1), 1e-3)
+    cached_grid(law, ("other",), 1e-3, grid.policy, lambda: other)
+    info = grid_cache_info()
+    assert info["entries"] == 1 and info["cells"] == other.lo.size  # the older one left
+    clear_grid_cache()
+    assert grid_cache_info() == {"entries": 0, "cells": 0, "hits": 0, "misses": 0}
