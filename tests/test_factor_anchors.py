@@ -1,0 +1,109 @@
+"""The anchor rule of engines/pipeline_factors.py against the core at every design point.
+
+The anchor line maps the cheap independent-input Clark recursion onto the Clark-Mehler core.
+The core's bias is not a function of the cheap one (it scatters about the line), so a line
+through a fixed 8 anchors is a noisy estimate: on the agreement's r90 8x32 row it left KS
+0.0033 against 1e6 Monte Carlo samples (0.0011 with the line at all points). The reference here
+is exact for the line's job: the core evaluated at every point of a 1,024-point design of an
+r90-like 1F1B 6x16 pipeline (stored by ``validation/factor_anchor_reference.py``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import special
+
+from prism_analytic.engines import pipeline_factors as pf
+
+ref = pytest.importorskip("validation.factor_anchor_reference", reason="run from the repo root")
+
+DATA = Path(__file__).parent / "data" / "factor_anchor_6x16.npz"
+#: The tolerance the engine gives the rule on its default 2**18 mean-path points.
+TOL = pf.anchor_tolerance(pf.MAX_PATH_POINTS)
+#: The rule stops at one standard error of the line; two allow for that estimate's own error.
+ALLOW = 2.0
+
+
+@pytest.fixture(scope="module")
+def case() -> dict:
+    stored = np.load(DATA)
+    d = ref.design()
+    return {"spec": ref.spec(), "d": d, **{k: stored[k] for k in stored.files}}
+
+
+def _lookup_core(case: dict):
+    """The stored core values, looked up by the condition's factor row."""
+    table = {row.tobytes(): j for j, row in enumerate(case["d"]["w"])}
+
+    def core(w, s):
+        j = table[np.asarray(w, dtype=float).tobytes()]
+        return float(case["mean"][j]), float(case["var"][j])
+
+    return core
+
+
+def _ks(case: dict, mean: np.ndarray, sd: np.ndarray) -> float:
+    """Sup distance between the line's mixture and the all-points core's, on a fine grid."""
+    emu, esd, wt = case["mean"], np.sqrt(case["var"]), case["d"]["weight"]
+    g = np.linspace((emu - 6 * esd).min(), (emu + 6 * esd).max(), 4000)[:, None]
+    return float(
+        np.abs(special.ndtr((g - mean) / sd) @ wt - special.ndtr((g - emu) / esd) @ wt).max()
+    )
+
+
+def test_stored_reference_is_current(case):
+    # the same design, and the live core gives the stored values (else: regenerate the file)
+    d = case["d"]
+    assert np.array_equal(d["weight"], case["weight"])
+    assert np.allclose(d["w"].sum(axis=1), case["w_sum"], rtol=1e-12, atol=0)
+    live = ref.core()
+    for j in (0, 500, d["weight"].size - 1):
+        mu, var = live(d["w"][j], None)
+        assert mu == pytest.approx(case["mean"][j], rel=1e-9)
+        assert var == pytest.approx(case["var"][j], rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_adaptive_line_matches_the_core_at_every_point(case, seed):
+    # whichever anchors the rule draws, its mixture is within ALLOW x TOL of the exact one
+    d = case["d"]
+    mean, sd, info = pf.anchored_laws(
+        case["spec"], d["w"], None, d["weight"], _lookup_core(case), tol=TOL, seed=pf.SEED + seed
+    )
+    assert info["anchor_rule"] == "adaptive" and info["anchors"] > pf.N_ANCHORS
+    assert info["anchor_budget_reached"] or info["anchor_cdf_effect"] <= TOL
+    assert _ks(case, mean, sd) <= ALLOW * TOL
+
+
+def test_fixed_eight_anchor_line_misses(case):
+    # the rule before 2026-12-01 (8 anchors at (i + 1/2) / 8) fails the same check
+    d = case["d"]
+    mean, sd, _ = pf.anchored_laws(case["spec"], d["w"], None, d["weight"], _lookup_core(case), 8)
+    assert _ks(case, mean, sd) > ALLOW * TOL
+
+
+def test_anchor_levels_are_nested_and_stratified():
+    a8, a64 = pf.anchor_levels(8), pf.anchor_levels(64)
+    assert np.array_equal(a64[:8], a8)
+    for k in (8, 16, 32, 64):
+        assert np.array_equal(np.sort(np.floor(a64[:k] * k)), np.arange(k))
+    with pytest.raises(ValueError, match="anchor count"):
+        pf.anchor_levels(0)
+    with pytest.raises(ValueError, match="points"):
+        pf.anchor_tolerance(0)
+
+
+def test_line_cdf_effect_is_the_first_order_shift():
+    # one standard normal moved by e: sup |Phi(x - e) - Phi(x)| = e phi(0) to first order;
+    # its sd scaled by 1 + e: sup |z| phi(z) e = e phi(1)
+    one = np.ones(1)
+    e = 1e-4
+    shift = pf.line_cdf_effect(one, np.zeros(1), one, e * one, 0 * one)
+    assert shift == pytest.approx(e / np.sqrt(2 * np.pi), rel=1e-3)
+    scale = pf.line_cdf_effect(one, np.zeros(1), one, 0 * one, e * one)
+    assert scale == pytest.approx(e * np.exp(-0.5) / np.sqrt(2 * np.pi), rel=1e-3)
+    x = np.linspace(-8, 8, 200001)
+    assert shift == pytest.approx(np.abs(special.ndtr(x - e) - special.ndtr(x)).max(), rel=1e-3)
