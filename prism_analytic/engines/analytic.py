@@ -175,7 +175,7 @@ class _Evaluator:
                 weights[v] = self.pipeline(d, h, f"{path}/{v}", g, v)
             elif d["type"] != OP:
                 weights[v] = self.group(d, f"{path}/{v}")
-        h_ops = _op_spacing(g, h, weights)
+        h_ops = _op_spacing(g, h, weights, self.policy.op_refine)
         for v in g.graph.nodes:
             d = g.graph.nodes[v]
             if d["type"] == OP:
@@ -351,18 +351,22 @@ class _Evaluator:
         return shape.scaled(a).shifted(res.mean - a * mean_t)
 
 
-def _op_spacing(g: StepGraph, h: float, children: dict[str, GridDistribution]) -> float:
+def _op_spacing(
+    g: StepGraph, h: float, children: dict[str, GridDistribution], refine: int = 4
+) -> float:
     """Lattice spacing for the ops of ``g``, given the grids of its pipelines and groups.
 
     ``h`` divides the bracket budget by the deepest path's op count, a pipeline counting its
     own ops; but a pipeline or a replica group enters the sum as one grid, and every sum or
     max of grids lands on the coarsest spacing among them. Once such a grid of spacing ``H``
     is in the graph, ops discretised much below ``H / k`` (``k`` ops on the deepest path) only
-    make larger FFTs. They get ``H / (4 k)``: their ``k`` roundings together stay within a
-    quarter cell of ``H``. Measured (prediction time under load 9; p50/p99 bracket widths):
-    llama3-405b at 65,536 GPUs 1.46 -> 0.91 s, gpt3-175b at 1,024 GPUs 1.35 -> 1.01 s, with
-    every bracket width unchanged (with ``H / k``: 0.86 s, but 405b's p99 bracket one cell
-    wider, +25%). ``h`` itself (the policy's spacing) is never coarsened.
+    make larger FFTs. They get ``H / (refine k)`` (``GridPolicy.op_refine``, default 4): their
+    ``k`` roundings together stay within ``1 / refine`` of a cell of ``H``. Measured with 4
+    (prediction time under load 9; p50/p99 bracket widths): llama3-405b at 65,536 GPUs 1.46
+    -> 0.91 s, gpt3-175b at 1,024 GPUs 1.35 -> 1.01 s, with every bracket width unchanged
+    (with ``H / k``: 0.86 s, but 405b's p99 bracket one cell wider, +25%). ``h`` itself (the
+    policy's spacing) is never coarsened. Re-measured 2026-12-01 with the op grids cached
+    (``validation/results/bench_workload.md``, "resolution"): refine 1 is the opt-in trade.
     """
     if not children:
         return h
@@ -371,7 +375,7 @@ def _op_spacing(g: StepGraph, h: float, children: dict[str, GridDistribution]) -
     for v in nx.topological_sort(g.graph):
         own = 1 if g.graph.nodes[v]["type"] == OP else 0
         ops[v] = own + max((ops[p] for p in g.graph.predecessors(v)), default=0)
-    return max(h, coarse / (4 * max(max(ops.values()), 1)))
+    return max(h, coarse / (refine * max(max(ops.values()), 1)))
 
 
 def _duration_dag(m: nx.MultiDiGraph) -> tuple[nx.DiGraph, dict[int, float], dict[int, float]]:
