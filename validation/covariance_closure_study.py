@@ -41,15 +41,17 @@ import time
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+from scipy import integrate, special, stats
 
 sys.path.insert(0, str(Path(__file__).parent))
+import cumulant_closure_study as ccs  # noqa: E402
 from cumulant_closure_study import CumulantEngine, chaos_g2  # noqa: E402
 
 import prism_analytic as pa  # noqa: E402
 from prism_analytic.engines import pipeline_core as pc  # noqa: E402
 from prism_analytic.engines.cumulant_core import rectifier_marginals  # noqa: E402
-from prism_analytic.engines.skew_core import skew_law  # noqa: E402
+from prism_analytic.engines.kurtosis_core import kurtosis_pipeline  # noqa: E402
+from prism_analytic.engines.skew_core import skew_law, skew_pipeline  # noqa: E402
 from prism_analytic.graph.pipeline import PipelineSpec, law_key  # noqa: E402
 
 #: (stages, microbatches, schedule, vpp); F 1 / B 2 per stage, divided by vpp
@@ -76,7 +78,7 @@ def spec_for(case: str, cv: float, ops: str) -> PipelineSpec:
     return PipelineSpec(p, m, laws, sched, vpp)
 
 
-def sample_nodes(st: dict, m_arr, s_arr, ops: str, samples: int, seed: int):
+def sample_nodes(st: dict, m_arr, s_arr, ops: str, samples: int, seed: int, crit: bool = True):
     """Finish times of every node (float32, one row per node) and P(node on the critical path)."""
     preds, pred2 = st["preds"], st["pred2"]
     n = len(preds)
@@ -98,6 +100,9 @@ def sample_nodes(st: dict, m_arr, s_arr, ops: str, samples: int, seed: int):
     for ps in preds:
         has_succ[list(ps)] = True
     sinks = np.flatnonzero(~has_succ)
+    mk = fin[sinks].max(axis=0).astype(np.float64)
+    if not crit:
+        return fin[:n], None, mk
     crit = np.zeros((n + 1, samples), dtype=bool)
     top = sinks[np.argmax(fin[sinks], axis=0)]
     crit[top, np.arange(samples)] = True
@@ -107,8 +112,50 @@ def sample_nodes(st: dict, m_arr, s_arr, ops: str, samples: int, seed: int):
         for col, sel in ((0, f), (1, ~f)):
             rows, cols = np.nonzero(c & sel)
             crit[pred2[g[rows], col], cols] = True
-    mk = fin[sinks].max(axis=0).astype(np.float64)
     return fin[:n], crit[:n].mean(axis=1), mk
+
+
+def skewnormal_pdf(z: np.ndarray, g1: float) -> np.ndarray:
+    """Density of the standardised (mean 0, sd 1) skew-normal law of skewness ``g1``."""
+    g1 = float(np.clip(g1, -0.99, 0.99))
+    t = abs(g1) ** (2.0 / 3.0)
+    delta = math.copysign(math.sqrt(0.5 * math.pi * t / (t + ((4 - math.pi) / 2) ** (2 / 3))), g1)
+    alpha = delta / math.sqrt(1.0 - delta * delta)
+    omega = 1.0 / math.sqrt(1.0 - 2.0 * delta * delta / math.pi)
+    xi = -omega * delta * math.sqrt(2.0 / math.pi)
+    u = (z - xi) / omega
+    return 2.0 / omega * np.exp(-0.5 * u * u) / math.sqrt(2 * math.pi) * special.ndtr(alpha * u)
+
+
+def law_marginals(dm: float, th: float, g1: float, g2: float = 0.0) -> dict[str, float]:
+    """:func:`rectifier_marginals`'s moments of ``f = D+`` under a skew-normal law of ``D``.
+
+    Same keys (bar the quadratic-regression ones), by Simpson quadrature on a grid starting at
+    the kink ``c = -dm / th`` (no first-order error from it); ``g2`` is ignored: the skew-normal
+    law's kurtosis follows from its skewness, and its density is never negative (Gram-Charlier's
+    is, at ``|g1|`` near 1).
+    """
+    c = -dm / th
+    hi = 9.0
+    z = np.linspace(c, max(hi, c + 1.0), 2001) if c < hi else np.linspace(c, c + 1.0, 3)
+    p = skewnormal_pdf(z, g1)
+    zc = z - c
+
+    def ey(a: int, b: int) -> float:  # E[(z - c)+^a z^b]
+        return float(integrate.simpson(zc**a * z**b * p, x=z))
+
+    m1 = ey(1, 0)
+    p0 = float(skewnormal_pdf(np.array([c]), g1)[0])
+    return {
+        "P": ey(0, 0),
+        "dens0": p0 / th,
+        "Ef": th * m1,
+        "Vf": th * th * (ey(2, 0) - m1 * m1),
+        "CfD": th * th * ey(1, 1),
+        "kfDD": th**3 * (ey(1, 2) - m1),
+        "kffD": th**3 * (ey(2, 1) - 2 * m1 * ey(1, 1)),
+        "k3f": th**3 * (ey(3, 0) - 3 * m1 * ey(2, 0) + 2 * m1**3),
+    }
 
 
 class MCMoments:
@@ -143,7 +190,7 @@ class ClosureEngine(CumulantEngine):
     """
 
     def __init__(self, mode: str, g2=None, mc: MCMoments | None = None, oracle=()) -> None:
-        super().__init__(g2 if mode != "clark" else None, skew=mode != "clark")
+        super().__init__(g2 if mode == "cumulant" else None, skew=mode != "clark")
         self.g2_mean_only = True
         self.mode = mode
         self.mc = mc
@@ -152,7 +199,18 @@ class ClosureEngine(CumulantEngine):
 
     def max(self, a: int, b: int, node: int) -> int:
         """New slot holding ``max(X_a, X_b)`` (``b``: the larger-mean input), then the oracles."""
-        y = self._clark_max(a, b, node) if self.mode == "clark" else super().max(a, b, node)
+        if self.mode == "clark":
+            y = self._clark_max(a, b, node)
+        elif self.mode == "sn":
+            # the prototype's max reads its module's rectifier_marginals: swap the law of D
+            saved = ccs.rectifier_marginals
+            ccs.rectifier_marginals = law_marginals
+            try:
+                y = super().max(a, b, node)
+            finally:
+                ccs.rectifier_marginals = saved
+        else:
+            y = super().max(a, b, node)
         if self.oracle and node >= 0 and self.mc is not None:
             na, nb = int(self.node_of[a]), int(self.node_of[b])
             idx = np.array(sorted(self.active - {y}), dtype=np.intp)
@@ -208,11 +266,11 @@ def _sink_line(name: str, mu: float, var: float, k3: float, mk: np.ndarray) -> s
     )
 
 
-def _setup(case: str, cv: float, ops: str, samples: int, seed: int):
+def _setup(case: str, cv: float, ops: str, samples: int, seed: int, crit: bool = True):
     spec = spec_for(case, cv, ops)
     st = pc._structure(spec.stages, spec.microbatches, spec.schedule, spec.vpp)
     m_arr, s_arr, lmat = pc._factor_model(spec, st)
-    fin, pcrit, mk = sample_nodes(st, m_arr, s_arr, ops, samples, seed)
+    fin, pcrit, mk = sample_nodes(st, m_arr, s_arr, ops, samples, seed, crit)
     return spec, st, (m_arr, s_arr, lmat), fin, pcrit, mk
 
 
@@ -239,7 +297,6 @@ def oracle(case: str, cv: float, ops: str, samples: int, seed: int) -> list[str]
             mu, var, k = eng.run(st, m_arr, s_arr)
             name = f"{mode} oracle {'+'.join(orc) or 'none'}"
             out.append(_sink_line(name, mu, var, k, mk) + f"  ({time.process_time() - t0:.1f} s)")
-            print(out[-1], file=sys.stderr, flush=True)
     return out
 
 
@@ -256,6 +313,10 @@ def _clark_local(mu_a, mu_b, vaa, vbb, vab, ca, cb, kdd=None, g1=0.0):
     cov_b = vbb + (vab - vbb) / th2 * r["CfD"]
     var = vbb + 2 * (cov_b - vbb) + r["Vf"]
     return mu_b + r["Ef"], var, cov
+
+
+#: how many live nodes nearest a max (smallest Var(max - X_j)) the pair-distance error reads
+NEAREST = 4
 
 
 def _corr_err(c: np.ndarray, c_t: np.ndarray, sv: float, sj: np.ndarray) -> float:
@@ -275,7 +336,7 @@ def local(case: str, cv: float, ops: str, samples: int, seed: int) -> list[str]:
     gen_of = np.zeros(len(st["preds"]), dtype=int)
     for k, g in enumerate(st["gens"]):
         gen_of[g] = k
-    acc = {k: np.zeros((5, 2)) for k in ("E", "V", "C", "CS", "E_gc")}
+    acc = {k: np.zeros((5, 2)) for k in ("E", "V", "C", "CS", "E_gc", "D2", "D2S")}
     for node, live, _, _, _ in eng.record:
         if node < 0:
             continue
@@ -306,6 +367,12 @@ def local(case: str, cv: float, ops: str, samples: int, seed: int) -> list[str]:
         acc["E_gc"][q] += [p * (e_gc - e_t), p]
         acc["V"][q] += [p * (math.sqrt(v_c) / sv - 1.0), p]
         acc["C"][q] += [p * _corr_err(c_c, c_t, sv, sj), p]
+        if live.size:  # Var(max - X_j) of the nearest live nodes: the later maxima's theta^2
+            d2_t = v_t + sj**2 - 2 * c_t
+            near = np.argsort(d2_t)[:NEAREST]
+            for key, vv, cc in (("D2", v_c, c_c), ("D2S", v_c, c_s)):
+                d2 = vv + sj[near] ** 2 - 2 * cc[near]
+                acc[key][q] += [p * float(np.mean(d2 / d2_t[near] - 1.0)), p]
         acc["CS"][q] += [p * _corr_err(c_s, c_t, sv, sj), p]
     out = [_header(case, cv, ops, samples, seed, mk), "  by fifth of the generations:"]
     names = {
@@ -314,6 +381,8 @@ def local(case: str, cv: float, ops: str, samples: int, seed: int) -> list[str]:
         "V": "sd[max] rel err (Clark), P-weighted mean",
         "C": "corr(max, X_j) err (Clark), P-weighted mean over maxima of mean over j",
         "CS": "corr(max, X_j) err (Clark + Stein at MC kappa(X_j, D, D)), same",
+        "D2": f"Var(max - X_j) rel err, {NEAREST} nearest live X_j (Clark), P-weighted",
+        "D2S": f"Var(max - X_j) rel err, {NEAREST} nearest (Clark + Stein), P-weighted",
     }
     for k, lab in names.items():
         a = acc[k]
@@ -342,9 +411,32 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+#: the closures the grid compares (``ClosureEngine`` modes)
+CLOSURES = ("clark", "cumulant", "sn")
+
+
 def grid(case: str, cv: float, ops: str, samples: int, seed: int) -> list[str]:
-    """Placeholder until the alternatives land."""
-    raise NotImplementedError
+    """The closures against Monte Carlo, each plain and with exact second moments (docstring)."""
+    spec, st, (m_arr, s_arr, lmat), fin, _, mk = _setup(case, cv, ops, samples, seed, False)
+    g2 = chaos_g2(st, m_arr, s_arr, lmat)
+    mc = MCMoments(fin)
+    out = [_header(case, cv, ops, samples, seed, mk)]
+    shape = "skew" if spec.schedule == "1f1b" else "kurtosis"
+    t0 = time.process_time()
+    r, _ = (skew_pipeline if shape == "skew" else kurtosis_pipeline)(spec)
+    out.append(
+        _sink_line(f"product {shape} core", r.mean, r.std**2, r.skew * r.std**3, mk)
+        + f"  ({time.process_time() - t0:.1f} s)"
+    )
+    for mode in CLOSURES:
+        for orc in ((), ("var", "cov")):
+            t0 = time.process_time()
+            eng = ClosureEngine(mode, g2, mc, orc)
+            eng.lognormal_ops = ops == "lognormal"
+            mu, var, k = eng.run(st, m_arr, s_arr)
+            name = f"{mode}{' (exact 2nd moments)' if orc else ''}"
+            out.append(_sink_line(name, mu, var, k, mk) + f"  ({time.process_time() - t0:.1f} s)")
+    return out
 
 
 if __name__ == "__main__":
