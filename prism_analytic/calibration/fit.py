@@ -43,6 +43,7 @@ the wrong job would otherwise return a number, silently off.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -61,6 +62,7 @@ from .result import (
     law_dict,
     overlay_toml,
 )
+from .shape_choice import SHAPE_OPTIONS, SHAPES, choose_shape
 
 __all__ = [
     "CalibrationError",
@@ -293,7 +295,7 @@ def calibrate_to_logs(
     confidence: float = 0.95,
     seed: int = 0,
     check_body: bool = True,
-    shape: str = "within-run",
+    shape: str = "auto",
     fit_jitter: bool = True,
     events: bool = False,
     event_resamples: int = 200,
@@ -314,9 +316,14 @@ def calibrate_to_logs(
         Percentile bootstrap settings.
     check_body : bool
         Test whether the body dispersion (kernel CV) is identifiable (two extra evaluations).
-    shape : {"within-run", "marginal"}
-        Which predicted law the per-run-normalised goodness of fit uses (see
-        :func:`_shape_law`).
+    shape : {"auto", "within-run", "marginal"}
+        Which predicted law the per-run-normalised steps are compared with (jitter fit and
+        goodness of fit; see :func:`_shape_law`). ``"auto"`` (default) takes the one closer
+        to the steps (:func:`.shape_choice.choose_shape`, reported as
+        ``goodness["shape_choice"]``): within-run (a real run holds one allocation) unless
+        the steps reject it at ``1 - confidence`` and the marginal law (steps drawn afresh
+        from the model) fits them better; fitted with the wrong one the jitter absorbs the
+        allocations' spread and moves the efficiency.
     fit_jitter : bool
         Fit the per-step jitter to the per-run-normalised p90/p50 (in seconds,
         ``variability.temporal.step_jitter_s``, reported); the overlay gets its relative
@@ -338,6 +345,7 @@ def calibrate_to_logs(
         raise CalibrationError(f"stall_threshold must be > 1, got {stall_threshold!r}")
     if not 0 < confidence < 1:
         raise CalibrationError(f"confidence must be in (0, 1), got {confidence!r}")
+    _check_shape(shape)
     check_logs_match_job(job, logs)
     all_logs = logs
     logs = without_pauses(logs)  # steps after an evaluation pause are not draws of the law
@@ -394,16 +402,21 @@ def calibrate_to_logs(
     m_lo, m_hi = _bootstrap_ci(pooled.times_s, _median, n_resamples, confidence, seed)
     r90 = float(_q90(norm))
     r90_ci = _bootstrap_ci(norm, _q90, n_resamples, confidence, seed)
+    shape_choice = None
     if fit_jitter:
         # the within-run spread fixes the per-step jitter; the median then fixes the GEMMs
         eff, _ = solve_gemm_efficiency(base, target, "p50", evaluate=evaluate)
         first = _with(base, _gemm_overlay(base, eff))
-        jitter_param = _fit_jitter(first, (r90, *r90_ci), shape, evaluate)
+        shape, jitter_param, shape_choice = _jitter_and_shape(
+            first, (r90, *r90_ci), shape, norm, evaluate, confidence
+        )
         params.append(jitter_param)
         if jitter_param.identified:
             base = _jitter(base, jitter_param.value)
     eff, law = solve_gemm_efficiency(base, target, "p50", evaluate=evaluate)
     tuned = _with(base, _gemm_overlay(base, eff))
+    if shape == "auto":  # no jitter fitted: the two laws of the fitted job compete
+        shape, shape_choice = _auto_shape(tuned, law, norm, evaluate, confidence)
     # the percentile interval maps through the monotone median(eff): slower median -> lower eff
     e_lo, _ = solve_gemm_efficiency(tuned, m_hi, "p50", evaluate=evaluate)
     e_hi, _ = solve_gemm_efficiency(tuned, m_lo, "p50", evaluate=evaluate)
@@ -428,6 +441,8 @@ def calibrate_to_logs(
     params += _not_identified_from_one_size()
     goodness = _goodness(_shape_law(tuned, law, shape, evaluate), norm, pooled.n, seed, law)
     goodness["shape"] = shape
+    if shape_choice is not None:
+        goodness["shape_choice"] = shape_choice
     goodness.update(_after_pause(all_logs))
     goodness["measured_p90_over_p50_ci"] = r90_ci
     goodness["measured_p90_over_p50"] = r90
@@ -595,7 +610,57 @@ def _after_pause(logs: list[StepLog]) -> dict:
     }
 
 
-SHAPES = ("within-run", "marginal")
+def _check_shape(shape: str) -> None:
+    if shape not in SHAPE_OPTIONS:
+        raise CalibrationError(f"shape must be one of {SHAPE_OPTIONS}, got {shape!r}")
+
+
+def _no_spatial_spread(job: Any) -> bool:
+    """Whether the within-run and marginal laws of ``job`` are the same law."""
+    sp = job.variability.spatial
+    return sp.cv == 0 and sp.slow_fraction == 0
+
+
+def _auto_shape(
+    job: Any, law: PredictedLaw, norm: np.ndarray, evaluate: Callable, confidence: float
+) -> tuple:
+    """(shape, choice report) for ``job`` as it is (no jitter fitted per shape)."""
+    if _no_spatial_spread(job):
+        return "within-run", {"rule": "no persistent spatial spread: the two shapes coincide"}
+    laws = {s: _shape_law(job, law, s, evaluate) for s in SHAPES}
+    return choose_shape(laws, norm, confidence)
+
+
+def _jitter_and_shape(
+    job: Any,
+    r90: tuple[float, float, float],
+    shape: str,
+    norm: np.ndarray,
+    evaluate: Callable,
+    confidence: float,
+) -> tuple[str, FittedParameter, dict | None]:
+    """The jitter fitted under ``shape``; under ``"auto"``, under each, and the closer shape.
+
+    Returns (shape used, jitter parameter, choice report or None).
+    """
+    if shape != "auto":
+        return shape, _fit_jitter(job, r90, shape, evaluate), None
+    if _no_spatial_spread(job):
+        note = {"rule": "no persistent spatial spread: the two shapes coincide"}
+        return "within-run", _fit_jitter(job, r90, "within-run", evaluate), note
+    fits = {s: _fit_jitter(job, r90, s, evaluate) for s in SHAPES}
+    laws = {}
+    for s, p in fits.items():
+        jittered = _jitter(job, p.value if p.identified else 0.0)
+        # with a spatial spread the within-run law is evaluated on its own (the marginal unused)
+        laws[s] = evaluate(jittered) if s == "marginal" else _shape_law(jittered, None, s, evaluate)
+    chosen, report = choose_shape(laws, norm, confidence)
+    p = fits[chosen]
+    why = (
+        f"; shape {chosen} chosen from the steps (KS {report['ks_within_run']:.4f} within-run,"
+        f" p {report['p_within_run']:.2g}; {report['ks_marginal']:.4f} marginal)"
+    )
+    return chosen, dataclasses.replace(p, method=p.method + why), report
 
 
 def _shape_law(job: Any, law: PredictedLaw, shape: str, evaluate: Callable) -> PredictedLaw:
@@ -610,8 +675,7 @@ def _shape_law(job: Any, law: PredictedLaw, shape: str, evaluate: Callable) -> P
     """
     if shape not in SHAPES:
         raise CalibrationError(f"shape must be one of {SHAPES}, got {shape!r}")
-    sp = job.variability.spatial
-    if shape == "marginal" or (sp.cv == 0 and sp.slow_fraction == 0):
+    if shape == "marginal" or _no_spatial_spread(job):
         return law
     return evaluate(_with(job, {"variability": {"spatial": {"cv": 0.0, "slow_fraction": 0.0}}}))
 
@@ -684,12 +748,20 @@ def check_against_logs(
     scaled to this size (:func:`~.step_events.predict_events`, which documents
     ``body_mode`` and ``stall_dispersion``; the engine's step jitter is left out of its
     body unless ``body_mode="none"``: the fitted body replaces it).
+
+    ``shape`` is ``"within-run"`` by default (measured runs each hold one allocation);
+    ``"auto"`` takes the law closer to the steps, as :func:`calibrate_to_logs` does, and
+    reports the distances as ``out["shape_choice"]``.
     """
+    _check_shape(shape)
     check_logs_match_job(job, logs)
     steady = without_pauses(logs)  # steps after an evaluation pause are not draws of the law
     pooled = pool_logs(steady)
     law = evaluate(job)
     norm = per_run_normalised(steady)
+    choice = None
+    if shape == "auto":
+        shape, choice = _auto_shape(job, law, norm, evaluate, 0.95)
     med = float(np.median(pooled.times_s))
     out = {
         "job": job.name,
@@ -704,6 +776,8 @@ def check_against_logs(
         "marginal_p99_over_p50": law.p99_s / law.p50_s,
         "shape": shape,
     }
+    if choice is not None:
+        out["shape_choice"] = choice
     out.update(_goodness(_shape_law(job, law, shape, evaluate), norm, pooled.n, seed, law))
     lo, hi = out["predicted_p99_over_p50_sampling_95"]
     c_lo, c_hi = out["predicted_count_poisson_95"]

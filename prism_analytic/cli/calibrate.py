@@ -88,7 +88,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
                 job,
                 logs,
                 seed=args.seed,
-                shape=args.shape,
+                shape=args.shape or "within-run",
                 events=events,
                 body_mode=args.body_mode,
                 stall_dispersion=args.stall_dispersion,
@@ -105,7 +105,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             stall_threshold=args.stall_threshold,
             n_resamples=args.bootstrap,
             seed=args.seed,
-            shape=args.shape,
+            shape=args.shape or "auto",
             events=args.events,
         )
     else:
@@ -164,10 +164,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument(
         "--shape",
-        choices=("within-run", "marginal"),
-        default="within-run",
+        choices=("auto", "within-run", "marginal"),
+        default=None,
         help="predicted law compared with per-run-normalised steps: persistent GPU speeds held"
-        " fixed (within-run, default) or redrawn every step (marginal)",
+        " fixed (within-run; the default with --check) or redrawn every step (marginal); auto"
+        " (the default when fitting): within-run unless the steps reject it (KS test) and the"
+        " marginal law fits them better",
     )
     p.add_argument(
         "--events",
