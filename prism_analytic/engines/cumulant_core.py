@@ -41,6 +41,14 @@ cumulant_closure_study.md``). That split was chosen on two bench cases and then 
 others and on the agreement grid; it is an estimate, not a bound, checked against Monte Carlo
 (``tests/test_cumulant_core.py``, the results file).
 
+Known limitation: on interleaved lattices much deeper (``stages x vpp``) than wide
+(microbatches) the std is high, by a drift that grows through the tied rows: interleaved 16 x 16
+x vpp 8 (llama3-405b's body at >= 16,384 GPUs) +10-11%, 8 x 8 x vpp 8 +8%, 16 x 32 x vpp 8
++3.5%, 32 x 64 x vpp 2 +0.2%, whatever the op CV. Each max's inputs are close to Monte Carlo's
+there, but the propagated ``kappa(B, D, D)`` has the wrong sign (+0.05 vs -0.03 theta^3), so
+the Stein term above adds ~0.02 theta^2 too much per max (``validation/results/
+cumulant_drift_study.md``; not fixed).
+
 Cost: O(L^2) per max for ``L`` live nodes (numpy on the ``[:L]`` views, one Python step per
 op), plus the kurtosis core's run, which goes ahead of it on the same DAG: about 0.1 ms
 an op in all (8,192-op interleaved 16-stage body: 0.49 s closure + 0.38 s kurtosis core of
