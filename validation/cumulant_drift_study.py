@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -218,6 +219,39 @@ def per_max(st: dict, t: np.ndarray, records: list[tuple]) -> np.ndarray:
     return np.array(rows)
 
 
+def cost(spec: Any) -> int:
+    """Print the closure's CPU time on ``spec`` whole and on the pair ``(m, 2m)`` forked.
+
+    The pair is what :func:`~prism_analytic.engines.skew_core._pipeline` evaluates for a longer
+    pipeline of the same layout whose truncation is one period (``m = p``) apart; the ops it
+    propagates are the shared start once plus each schedule's own rest.
+    """
+    from prism_analytic.engines.canonical import shared_generations
+    from prism_analytic.engines.skew_core import _forked
+
+    k3_law = {k: third_cumulant(law) for k, law in spec.laws.items()}
+    m = spec.microbatches
+    dags, n = [], []
+    for mm in (m, 2 * m):
+        st = pc._structure(spec.stages, mm, spec.schedule, spec.vpp)
+        mean, sd, lmat = pc._factor_model(spec.with_microbatches(mm), st)
+        dags.append((st["gens"], st["preds"], mean, sd, lmat))
+        n.append(len(mean))
+        k3 = np.array([k3_law[k] for k in st["keys"]])
+        c0 = time.process_time()  # the product's own propagation (run() records every node)
+        eng = cc._CumulantEngine.for_dag(0, st["window"], st["gens"], k3)
+        eng.run(st["gens"], st["preds"], mean, sd, lmat)
+        print(f"m = {mm}: {n[-1]} ops, closure whole {time.process_time() - c0:.3f} s CPU")
+    shared = sum(len(g) for g in dags[0][0][: shared_generations(dags)])
+    c0 = time.process_time()
+    _forked(cc._CumulantEngine, spec, (m, 2 * m), None, k3_law)
+    print(
+        f"pair ({m}, {2 * m}) forked: {shared} shared + {n[1] - shared} + {n[0] - shared}"
+        f" = {n[0] + n[1] - shared} ops, {time.process_time() - c0:.3f} s CPU"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stages", type=int, default=16)
@@ -228,6 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--preset", help="a workload preset (its pipeline replaces the schedule)")
     ap.add_argument("--gpus", type=int, help="the preset's GPU count")
+    ap.add_argument(
+        "--cost",
+        action="store_true",
+        help="with --preset: CPU time of the closure whole and of the forked pair (m, 2m) only",
+    )
     a = ap.parse_args(argv)
     if (a.preset is None) != (a.gpus is None):
         raise SystemExit("--preset and --gpus go together")
@@ -236,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--{name} must be >= 1, got {val}")
     if not (0 < a.cv < 1) or a.samples < 100:
         raise SystemExit("--cv must be in (0, 1) and --samples >= 100")
+    if a.cost:
+        if a.preset is None:
+            raise SystemExit("--cost needs --preset and --gpus")
+        return cost(*preset_pipeline(a.preset, a.gpus)[3:])
     spec, k3 = None, None
     if a.preset is not None:
         st, mean, sd, spec = preset_pipeline(a.preset, a.gpus)
