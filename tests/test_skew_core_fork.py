@@ -47,7 +47,8 @@ def test_forked_truncation_is_bit_identical(monkeypatch, schedule, p, m, vpp, fa
 
     monkeypatch.setattr(skew_core, "_forked", spy)
     forked, info = fn(spec, cap=cap)
-    assert calls == [True] and len(info["evaluated_microbatches"]) == 2
+    # one pair, or more where the first is refused as not yet steady (pipeline_core.steady_pair)
+    assert calls and all(calls) and len(info["evaluated_microbatches"]) == 2
     monkeypatch.setattr(engine, "forkable", False)
     plain, _ = fn(spec, cap=cap)
     assert forked == plain  # every field, bit for bit

@@ -628,7 +628,10 @@ def _pipeline(
         r1, r2 = _forked(engine, spec, (m1, m2), window, k3_law) or [
             direct(spec.with_microbatches(m)) for m in (m1, m2)
         ]
-        if not pc.short_of_rate(spec, cut, r2[0] - r1[0], r2[1]):
+        # steady: not short of the busiest stage's rate; competing paths' increments unchanged
+        if pc.steady_pair(
+            spec, cut, (r1[:2], r2[:2]), lambda m: direct(spec.with_microbatches(m))[:2]
+        ):
             return _extrapolate(spec, (m1, m2), (r1, r2))
         cut = pc.next_sizes(spec, cut)  # still in its stochastic transient: larger, or whole
     mu, var, k3, w = direct(spec)
