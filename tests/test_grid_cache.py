@@ -63,4 +63,22 @@ def test_id_keyed_law_is_held_and_cache_is_bounded(monkeypatch: pytest.MonkeyPat
     info = grid_cache_info()
     assert info["entries"] == 1 and info["cells"] == other.lo.size  # the older one left
     clear_grid_cache()
-    assert grid_cache_info() == {"entries": 0, "cells": 0, "hits": 0, "misses": 0}
+    assert grid_cache_info() == {"entries": 0, "values": 0, "cells": 0, "hits": 0, "misses": 0}
+
+
+def test_speed_range_is_kept_and_identical() -> None:
+    from prism_analytic.engines.resolution import resolve_policy
+
+    replica = pa.StepGraph("r")
+    replica.add_op("w", pa.normal(1.0, 0.01))
+    step = pa.StepGraph("s")
+    speed = pa.mixture([pa.lognormal(1.0, 0.02), pa.lognormal(1.5, 0.03)], [0.99, 0.01])
+    step.add_replica_group("dp", replica, n=8, speed=speed)
+    tight = GridPolicy(max_cells=64)  # the speed range decides the spacing here
+    clear_grid_cache()
+    first = resolve_policy(step, tight)
+    assert grid_cache_info()["values"] == 1
+    assert resolve_policy(step, tight) == first != tight
+    tail = tight.tail_mass
+    key = ("speed range", speed._key(), tail)
+    assert grid_cache._VALUES[key] == (speed, (float(speed.quantile(tail)), float(speed.isf(tail))))

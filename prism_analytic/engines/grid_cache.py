@@ -14,6 +14,8 @@ Keys are the law's own ``_key()`` (equal parameters give equal keys) with the sp
 policy. A law without parameter keys is keyed by its ``id``; the cache holds the law itself
 beside its grid, so that ``id`` cannot be reused by another object while the entry lives. The
 cache is bounded by the cells it holds (:data:`MAX_CELLS`, least recently used out first).
+Small per-law results (a speed law's tail quantiles: :func:`cached_value`, used by
+:func:`~.resolution.resolve_policy`) are kept the same way, at most :data:`MAX_VALUES`.
 """
 
 from __future__ import annotations
@@ -21,15 +23,27 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from typing import Any
 
 from ..distributions import Distribution, GridDistribution
 from ..policy import GridPolicy
 
-__all__ = ["MAX_CELLS", "cached_grid", "clear_grid_cache", "grid_cache_info"]
+__all__ = [
+    "MAX_CELLS",
+    "MAX_VALUES",
+    "cached_grid",
+    "cached_value",
+    "clear_grid_cache",
+    "grid_cache_info",
+]
 
 #: Cells held at most, summed over the cached grids (two float64 sides: 64 MiB).
 MAX_CELLS = 2**22
 
+#: Other per-law results held at most (:func:`cached_value`).
+MAX_VALUES = 256
+
+_VALUES: OrderedDict[Hashable, tuple[Any, Any]] = OrderedDict()
 _GRIDS: OrderedDict[Hashable, tuple[Distribution, GridDistribution]] = OrderedDict()
 _LOCK = threading.Lock()
 _STATE = {"cells": 0, "hits": 0, "misses": 0}
@@ -83,14 +97,35 @@ def cached_grid(
     return grid
 
 
+def cached_value(law: Any, key: Hashable, build: Callable[[], Any]) -> Any:
+    """A small result about ``law`` (e.g. its tail quantiles), cached under ``key``, else built.
+
+    ``key`` must identify the law (its ``_key()``) and what is computed; the law is held with
+    the value, as in :func:`cached_grid`. At most :data:`MAX_VALUES` entries (least recently
+    used out first).
+    """
+    with _LOCK:
+        hit = _VALUES.get(key)
+        if hit is not None:
+            _VALUES.move_to_end(key)
+            return hit[1]
+    value = build()
+    with _LOCK:
+        _VALUES[key] = (law, value)
+        while len(_VALUES) > MAX_VALUES:
+            _VALUES.popitem(last=False)
+    return value
+
+
 def clear_grid_cache() -> None:
-    """Forget every cached grid (a cold evaluation, as in ``validation/bench_workload.py``)."""
+    """Forget every cached grid and value (a cold evaluation: ``validation/bench_workload.py``)."""
     with _LOCK:
         _GRIDS.clear()
+        _VALUES.clear()
         _STATE.update(cells=0, hits=0, misses=0)
 
 
 def grid_cache_info() -> dict[str, int]:
-    """Entries, cells held, hits and misses since the last clear."""
+    """Grid entries, other values, cells held, grid hits and misses since the last clear."""
     with _LOCK:
-        return {"entries": len(_GRIDS), **_STATE}
+        return {"entries": len(_GRIDS), "values": len(_VALUES), **_STATE}
