@@ -75,3 +75,17 @@ def test_coarser_ops_and_default_unchanged() -> None:
 def test_bad_op_refine_is_named(bad: float) -> None:
     with pytest.raises((ValueError, TypeError), match="op_refine"):
         GridPolicy(op_refine=bad)
+
+
+def test_predict_job_passes_the_policy() -> None:
+    from prism_analytic.workload.jobs import build_job
+    from prism_analytic.workload.prediction import predict_job
+
+    job = build_job("llama3-8b", 64)
+    fast = GridPolicy(op_refine=1)
+    res, _, _ = predict_job(job, policy=fast)
+    assert res.diagnostics["policy"]["op_refine"] == 1
+    ref, _, _ = predict_job(job)
+    assert ref.diagnostics["policy"]["op_refine"] == 4
+    lo, hi = ref.quantile_bracket(0.5)
+    assert lo <= res.quantile(0.5) <= hi  # the coarser answer inside the default's bracket

@@ -107,6 +107,7 @@ from prism_analytic.engines.grid_cache import clear_grid_cache
 from prism_analytic.engines.montecarlo import MonteCarloSettings
 from prism_analytic.engines.pipeline_core import clear_caches
 from prism_analytic.engines.predict import predict
+from prism_analytic.policy import GridPolicy
 from prism_analytic.workload.builder import build_step_graph
 from prism_analytic.workload.presets import preset_job
 
@@ -130,6 +131,7 @@ def bench(
     time_samples: int | None = None,
     repeat: int = 3,
     seed: int = 0,
+    also: GridPolicy | None = None,
 ) -> dict:
     """Time the analytic engine (cold and warm) and PRISM-style Monte Carlo on one preset job.
 
@@ -138,7 +140,8 @@ def bench(
     very first call of the process also pays lazy imports and first-use set-up, and is listed
     separately. Warm: the same graph again, the pipeline
     makespan reused from the cache. Wall and CPU time of this process are both recorded: on a
-    shared machine the wall time depends on the load, the CPU time much less.
+    shared machine the wall time depends on the load, the CPU time much less. ``also``: a
+    second (opt-in) grid policy timed and answered the same way, beside the default.
     """
     graph = build_step_graph(preset_job(preset, gpus))
     dp = graph.node("replicas")["n"]
@@ -156,6 +159,24 @@ def bench(
         clear_grid_cache()  # op laws' grids too (engines/grid_cache.py)
         cold.append(_timed(lambda g=fresh: predict(g, "analytic"))[1:])
         warm.append(_timed(lambda g=fresh: predict(g, "analytic"))[1:])
+    opt = None
+    if also is not None:
+        cold_o, warm_o = [], []
+        for _ in range(repeat):
+            fresh = build_step_graph(preset_job(preset, gpus))
+            clear_caches()
+            clear_grid_cache()
+            cold_o.append(_timed(lambda g=fresh: predict(g, "analytic", policy=also))[1:])
+            warm_o.append(_timed(lambda g=fresh: predict(g, "analytic", policy=also))[1:])
+        res_o = predict(graph, "analytic", policy=also)
+        lo_o, hi_o = res_o.quantile_bracket(np.array(LEVELS))
+        opt = {
+            "policy": also.to_dict(),
+            "cold_s": {"wall": min(t[0] for t in cold_o), "cpu": min(t[1] for t in cold_o)},
+            "warm_s": {"wall": min(t[0] for t in warm_o), "cpu": min(t[1] for t in warm_o)},
+            "quantiles_s": {f"{q:g}": float(res_o.quantile(q)) for q in LEVELS},
+            "bracket_width_s": {f"{q:g}": float(b - a) for q, a, b in zip(LEVELS, lo_o, hi_o)},
+        }
     timed = min(time_samples or samples, samples)
     settings = MonteCarloSettings(
         explicit_limit=max(dp, MonteCarloSettings().explicit_limit), seed=seed
@@ -188,6 +209,10 @@ def bench(
         "analytic_cold_s": {"wall": best["cold_wall"], "cpu": best["cold_cpu"], "all": cold},
         "analytic_warm_s": {"wall": best["warm_wall"], "cpu": best["warm_cpu"], "all": warm},
         "analytic_quantiles_s": {f"{q:g}": float(res.quantile(q)) for q in LEVELS},
+        "analytic_bracket_width_s": {
+            f"{q:g}": float(b - a)
+            for q, a, b in zip(LEVELS, *res.quantile_bracket(np.array(LEVELS)))
+        },
         "analytic_exact": bool(res.exact),
         "mc_samples": samples,
         "mc_timed_samples": timed,
@@ -202,6 +227,13 @@ def bench(
                 for clock, mc_x in (("wall", mc_wall * scale), ("cpu", mc_cpu * scale))
             }
             for kind in ("cold", "warm")
+        },
+        "opt_in": opt
+        and {
+            **opt,
+            "ratio_cpu": {
+                kind: mc_cpu * scale / opt[f"{kind}_s"]["cpu"] for kind in ("cold", "warm")
+            },
         },
     }
 
@@ -238,7 +270,13 @@ def accuracy(r: dict, reference: dict | None) -> dict | None:
             "mc_err_s": r["mc_quantiles_s"][key] - ref["value"],
             "mc_ci95_half_s": mc_half,
             "analytic_within_mc_ci": abs(an_err) <= mc_half,
+            "analytic_bracket_width_s": r.get("analytic_bracket_width_s", {}).get(key),
         }
+        if r.get("opt_in"):
+            opt_err = r["opt_in"]["quantiles_s"][key] - ref["value"]
+            rows[key]["opt_in_err_s"] = opt_err
+            rows[key]["opt_in_bracket_width_s"] = r["opt_in"]["bracket_width_s"][key]
+            rows[key]["opt_in_within_mc_ci"] = abs(opt_err) <= mc_half
     return {
         "reference_samples": reference["samples"],
         "reference_seed": reference["seed"],
@@ -274,6 +312,17 @@ def format_report(r: dict) -> str:
             r["ratio"]["warm"]["cpu"],
         ),
     ]
+    opt = r.get("opt_in")
+    if opt:
+        pol = opt["policy"]
+        lines += [
+            f"opt-in policy rel_width {pol['rel_width']:g}, op_refine {pol['op_refine']}: cold"
+            f" {opt['cold_s']['wall']:.3f} s wall, {opt['cold_s']['cpu']:.3f} s CPU; warm"
+            f" {opt['warm_s']['wall']:.3f} s wall, {opt['warm_s']['cpu']:.3f} s CPU",
+            "ratio Monte Carlo / analytic with it: cold {:.0f}x CPU; warm {:.0f}x CPU".format(
+                opt["ratio_cpu"]["cold"], opt["ratio_cpu"]["warm"]
+            ),
+        ]
     acc = r.get("accuracy")
     if acc is None:
         lines.append("accuracy: no Monte Carlo reference (validation/bench_mc_reference.py)")
@@ -285,19 +334,29 @@ def format_report(r: dict) -> str:
             f" {acc['reference_seed']}), seconds:"
         )
         n = f"{r['mc_samples']:,}"
-        lines.append(
-            f"| level | reference (99% half) | analytic err | MC {n} err | MC {n} 95% half |"
-            " analytic within MC's CI |"
+        head = (
+            f"| level | reference (99% half) | analytic err (bracket) | MC {n} err |"
+            f" MC {n} 95% half | analytic within MC's CI |"
         )
-        lines.append("|---|---|---|---|---|---|")
+        if opt:
+            head += " opt-in err (bracket) | opt-in within MC's CI |"
+        lines.append(head)
+        lines.append("|---" * (8 if opt else 6) + "|")
         for key, row in acc["levels"].items():
             half = row["reference_ci99_half_s"]
             within = "yes" if row["analytic_within_mc_ci"] else "NO"
-            lines.append(
+            width = row.get("analytic_bracket_width_s")
+            line = (
                 f"| {key} | {row['reference_s']:.5f} ({'-' if half is None else f'{half:.5f}'})"
-                f" | {row['analytic_err_s']:+.5f} | {row['mc_err_s']:+.5f}"
-                f" | {row['mc_ci95_half_s']:.5f} | {within} |"
+                f" | {row['analytic_err_s']:+.5f} ({'-' if width is None else f'{width:.5f}'})"
+                f" | {row['mc_err_s']:+.5f} | {row['mc_ci95_half_s']:.5f} | {within} |"
             )
+            if opt:
+                line += (
+                    f" {row['opt_in_err_s']:+.5f} ({row['opt_in_bracket_width_s']:.5f}) |"
+                    f" {'yes' if row['opt_in_within_mc_ci'] else 'NO'} |"
+                )
+            lines.append(line)
     return "\n".join(lines)
 
 
@@ -315,6 +374,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
+        "--also",
+        metavar="REL_WIDTH:OP_REFINE",
+        help="also time an opt-in grid policy, e.g. 2.5e-4:1 (GridPolicy rel_width, op_refine)",
+    )
+    parser.add_argument(
         "--reference",
         type=Path,
         default=DEFAULT_OUT.with_suffix(".json"),
@@ -325,7 +389,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.samples < 2 or args.repeat < 1 or (args.time_samples or 2) < 2:
         parser.error("--samples and --time-samples must be >= 2, --repeat >= 1")
-    r = bench(args.preset, args.gpus, args.samples, args.time_samples, args.repeat)
+    also = None
+    if args.also:
+        rel, _, refine = args.also.partition(":")
+        try:
+            also = GridPolicy(rel_width=float(rel), op_refine=int(refine or 4))
+        except (TypeError, ValueError) as exc:
+            parser.error(f"--also: {exc}")
+    r = bench(args.preset, args.gpus, args.samples, args.time_samples, args.repeat, also=also)
     ref = json.loads(args.reference.read_text()) if args.reference.is_file() else None
     r["accuracy"] = accuracy(r, ref)
     text = format_report(r)
@@ -335,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "# bench_workload: analytic vs PRISM-style Monte Carlo\n\n```\n"
             + " ".join(["python validation/bench_workload.py", *(argv or sys.argv[1:])])
             + "\n```\n\n"
-            + text.replace("\n", "\n\n", 7)
+            + text.replace("\n", "\n\n", 9 if also else 7)
             + "\n"
         )
         args.out.with_suffix(".json").write_text(json.dumps(r, indent=2) + "\n")

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..engines.crosscheck import verify as cross_check
 from ..engines.predict import predict
+from ..policy import GridPolicy
 from .builder import build_step_model
 from .config import JobConfig
 from .step_estimate import step_time
@@ -26,6 +27,7 @@ def predict_job(
     verify_budget_s: float = 1.0,
     executor: Executor | None = None,
     progress: Callable[[int, int], None] | None = None,
+    policy: GridPolicy | None = None,
 ) -> tuple[Any, Any, dict[str, Any]]:
     """Build the step graph of ``job`` and predict its step time.
 
@@ -47,6 +49,10 @@ def predict_job(
         same for the same seed.
     progress : callable, optional
         ``progress(done, total)`` for Monte Carlo.
+    policy : GridPolicy, optional
+        Grid resolution of the analytic and bounds engines (default
+        :data:`~prism_analytic.policy.DEFAULT_POLICY`), e.g. ``GridPolicy(op_refine=1)``: the
+        opt-in coarser op grids (``validation/results/bench_resolution.md``).
 
     Returns
     -------
@@ -66,6 +72,7 @@ def predict_job(
         seed=seed,
         executor=executor,
         progress=progress if method == "montecarlo" else None,
+        policy=policy,
     )
     if verify and method == "analytic":
         result = cross_check(graph, result, budget_s=verify_budget_s, seed=seed)
