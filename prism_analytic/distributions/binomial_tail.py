@@ -38,7 +38,7 @@ import numpy as np
 from .cdf_roundoff import gamma
 from .roundoff import UNIT_ROUNDOFF
 
-__all__ = ["log_binomial", "binomial_tail_enclosure"]
+__all__ = ["log_binomial", "binomial_tail_enclosure", "order_statistic_values"]
 
 _U = UNIT_ROUNDOFF
 _TINY = 5e-324  # an underflowed operation's absolute error
@@ -270,3 +270,47 @@ def binomial_tail_enclosure(
     out_s_lo[edge] = 1.0 - g_hi[edge]  # exact: 0 or 1
     out_s_hi[edge] = 1.0 - g_lo[edge]
     return g_lo, np.minimum(g_hi, 1.0), out_s_lo, np.minimum(out_s_hi, 1.0)
+
+
+def order_statistic_values(
+    k: int, n: int, cdf: np.ndarray, sf: np.ndarray, delta: float
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The order statistic's CDF and survival at a side's points, and a bound on their error.
+
+    The values are scipy's (``betainc(k, n - k + 1, cdf)`` and ``betainc(n - k + 1, k, sf)``,
+    as before, so brackets do not move) where they lie inside the enclosure, else its
+    midpoint, made monotone along the lattice (a running max of the CDF, a running min of
+    the survival: each stays within the bound below, as the exact values are monotone).
+    The bound ``err`` holds at every point for the exact point ``x`` that ``cdf`` (where
+    ``sf >= 1/2``) or ``1 - sf`` stands for within relative ``delta``
+    (their sums' error): the exact CDF ``G(x)`` lies between the enclosure's lower bound at
+    the lowest such ``x`` and its upper bound at the highest (``G`` rises with ``x``), and
+    ``err`` is the largest distance of a value from those bounds.
+    """
+    from scipy import special
+
+    cdf = np.clip(np.asarray(cdf, dtype=float), 0.0, 1.0)
+    sf = np.clip(np.asarray(sf, dtype=float), 0.0, 1.0)
+    via_sf = sf < 0.5  # the form the readers (and _log_cdf) take as accurate
+    v = np.where(via_sf, sf, cdf)
+    wide = delta + 4.0 * _U  # covers the rounding of v * (1 +- wide) itself
+    up, down = np.minimum(v * (1.0 + wide), 1.0), v * (1.0 - wide)
+    x_high = np.where(via_sf, down, up)  # the highest x the point can stand for
+    x_low = np.where(via_sf, up, down)
+    _, gh_hi, sl_hi, _ = binomial_tail_enclosure(k, n, x_high, via_sf)
+    gl_lo, _, _, sh_lo = binomial_tail_enclosure(k, n, x_low, via_sf)
+    # G in [gl_lo, gh_hi], S in [sl_hi, sh_lo]; scipy's value where it lies inside (most
+    # points: brackets as before), else the enclosure's midpoint (betainc(1, 1e12, x) is
+    # off by up to ~2e-2)
+    f = special.betainc(k, n - k + 1, cdf)
+    s = special.betainc(n - k + 1, k, sf)
+    f = np.where((f >= gl_lo) & (f <= gh_hi), f, 0.5 * (gl_lo + gh_hi))
+    s = np.where((s >= sl_hi) & (s <= sh_lo), s, 0.5 * (sl_hi + sh_lo))
+    f, s = np.maximum.accumulate(f), np.minimum.accumulate(s)
+    err = max(
+        float(np.max(gh_hi - f, initial=0.0)),
+        float(np.max(f - gl_lo, initial=0.0)),
+        float(np.max(sh_lo - s, initial=0.0)),
+        float(np.max(s - sl_hi, initial=0.0)),
+    )
+    return f, s, err * (1.0 + 4.0 * _U) + _TINY

@@ -6,9 +6,12 @@ The FFT's own error has its bounds (:mod:`.roundoff`, :mod:`.bounded_conv`); thi
 bounds the rest: the +-inf atoms, the cumulative sums an operation reads its operands
 through, the logarithms and exponentials of ``F^n`` and of products of CDFs, the weighted
 sums of a mixture, and the sums of re-binning and trimming (``GridDistribution.rebin``,
-``trimmed``). Not bounded: order statistics (``scipy.special.betainc`` publishes no error
-bound), the log-lattice sums' and re-roundings' arithmetic (its maxima and ``F^n`` are
-counted), and a law's own CDF evaluation when it is discretised.
+``trimmed``), and order statistics (``scipy.special.betainc`` publishes no error bound: its
+values are checked against rigorous enclosures, :mod:`.binomial_tail`, and the distance is
+counted, :func:`order_statistic_error`). Not bounded: the log-lattice sums' and re-roundings'
+arithmetic (its maxima and ``F^n`` are counted), and a law's own CDF evaluation when it is
+discretised (:func:`~.grid.discretize` takes ``dist._cdf`` and ``dist._sf`` as exact; a
+guaranteed bracket relies on them, see README "What is guaranteed").
 
 Model: IEEE double precision, round to nearest, ``fl(x op y) = (x op y)(1 + d)`` with
 ``|d| <= u`` (:data:`UNIT_ROUNDOFF`), and ``exp``, ``expm1``, ``log``, ``log1p`` within one
@@ -39,6 +42,7 @@ __all__ = [
     "exp_log_cdf_error",
     "exp_log_fold",
     "mix_error",
+    "order_statistic_error",
 ]
 
 _U = UNIT_ROUNDOFF
@@ -141,3 +145,17 @@ def sum_error(*cells: int) -> float:
     each. Eight more ``u`` cover those and the O(u^2) remainders.
     """
     return sum(gamma(n) for n in cells) + 8.0 * _U
+
+
+def order_statistic_error(err: float) -> float:
+    """Absolute CDF error of :func:`~.grid_extremes.order_statistic_grid`'s sides.
+
+    ``err`` bounds every stored CDF and survival value's distance from the exact one
+    (:func:`~.binomial_tail.order_statistic_values`; both monotone along the lattice, so no
+    rebuilt mass is clipped). The masses are their differences (:func:`~.grid._pmf_from_cdf_sf`,
+    ``u`` each of the running sum), the CDF form up to the last point where it is <= 1/2, the
+    survival form after: a CDF read past that switch is ``1 - S_i + d`` and a survival read
+    before it ``1 - F_i + d``, with ``d = F + S - 1`` at the switch (at most ``2 err``: the two
+    exact values sum to 1). So ``3 err`` plus ``4u`` for the differences and the sums.
+    """
+    return 3.0 * err + 4.0 * _U

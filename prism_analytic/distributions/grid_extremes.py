@@ -1,17 +1,29 @@
 """Maxima, minima and order statistics of gridded variables, applied to both sandwich sides.
 
 Every map used here (product of CDFs, F -> F^n, F -> I_F(k, n-k+1)) is monotone in each
-operand, so the lower and upper variables stay lower and upper bounds.
+operand, so the lower and upper variables stay lower and upper bounds. Their floating-point
+round-off is bounded (:mod:`.cdf_roundoff`, :mod:`.binomial_tail`) and reported in
+``roundoff`` or folded outwards.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
 
 from ..policy import GridPolicy
-from .cdf_roundoff import exp_log_cdf_error, exp_log_fold, gamma, log_sum_rel_error
-from .grid import GridDistribution, _pmf_from_cdf_sf, align
+from .binomial_tail import order_statistic_values
+from .cdf_roundoff import (
+    exp_log_cdf_error,
+    exp_log_fold,
+    gamma,
+    log_sum_rel_error,
+    order_statistic_error,
+    sum_error,
+)
+from .grid import GridDistribution, _pmf_from_cdf_sf, align, move_mass_down, move_mass_up
+from .roundoff import UNIT_ROUNDOFF
+
+_U = UNIT_ROUNDOFF
 
 __all__ = ["max_grids", "min_grids", "iid_max_grid", "order_statistic_grid"]
 
@@ -131,22 +143,41 @@ def min_grids(grids: list[GridDistribution]) -> GridDistribution:
 
 
 def order_statistic_grid(g: GridDistribution, k: int, n: int) -> GridDistribution:
-    """k-th smallest of ``n`` independent copies: CDF I_F(k, n - k + 1) on both sides."""
-    out = []
+    """k-th smallest of ``n`` independent copies: CDF I_F(k, n - k + 1) on both sides.
+
+    ``k = n`` is :func:`iid_max_grid` (``exp(n log F)``, exact to ``n ~ 1e12`` and counted).
+    Otherwise scipy's ``betainc`` values are kept and their distance from rigorous enclosures
+    of the exact values (:func:`~.binomial_tail.order_statistic_values`, which also covers
+    the sides' own sum errors) is counted (:func:`~.cdf_roundoff.order_statistic_error`):
+    reported in ``roundoff``, or folded by moving that mass to the tail atoms.
+    """
+    if k == n:
+        return iid_max_grid(g, n)
+    delta = gamma(g.lo.size + 2)  # each CDF or survival value: a sum of size + 1 terms
+    values, err = [], 0.0
     for pmf, below, above in ((g.lo, g.below, 0.0), (g.hi, 0.0, g.above)):
         cdf, sf = _cdf_sf(pmf, below, above)
-        out.append(
-            (
-                special.betainc(k, n - k + 1, np.clip(cdf, 0, 1)),
-                special.betainc(n - k + 1, k, np.clip(sf, 0, 1)),
-            )
+        # the point before the first cell (the -inf atom) leads, so it stays monotone too
+        f, s, e = order_statistic_values(
+            k, n, np.concatenate(([below], cdf)), np.concatenate(([1.0 - below], sf)), delta
         )
-    below = float(special.betainc(k, n - k + 1, g.below))
-    above = float(special.betainc(n - k + 1, k, g.above))
-    lo = _pmf_from_cdf_sf(*out[0], below)
-    hi = _pmf_from_cdf_sf(*out[1], 0.0)
+        values.append((f, s))
+        err = max(err, e)
+    (f_lo, s_lo), (f_hi, s_hi) = values
+    below, above = float(f_lo[0]), float(s_hi[-1])  # the upper side's last S is its atom
+    lo = _pmf_from_cdf_sf(f_lo[1:], s_lo[1:], below)
+    hi = _pmf_from_cdf_sf(f_hi[1:], s_hi[1:], 0.0)
     tail = (n - k + 1) * g.tail_index  # exceeding x needs n - k + 1 copies above x
     roundoff = min(n * g.roundoff, 1.0)  # the binomial tail's derivative in F is at most n
+    own = order_statistic_error(err)
+    if g.policy.fold_roundoff:
+        # moving ``amount`` to -inf (lower side) and +inf (upper side) shifts every CDF and
+        # survival value outwards by it; the moves' own sums err by sum_error at most
+        amount = own + sum_error(lo.size, lo.size)
+        lo, below = move_mass_down(lo, amount), min((below + amount) * (1.0 + 2.0 * _U), 1.0)
+        hi, above = move_mass_up(hi, amount), min((above + amount) * (1.0 + 2.0 * _U), 1.0)
+    else:
+        roundoff = min(roundoff + own, 1.0)
     return GridDistribution(
         g.h, g.k0, lo, hi, below, above, g.policy, tail_index=tail, roundoff=roundoff
     ).trimmed()
