@@ -125,3 +125,21 @@ def test_binning_on_the_mean_path_keeps_the_mixtures_moments(case):
     assert abs(np.sqrt(v1 / v0) - 1) <= 1e-3
     # (without the scatter the conditional variance would be 2.8% smaller here)
     assert wt @ var == pytest.approx(wt @ sd**2 * (1 + share), rel=0.005)
+
+
+def test_spline_fit_follows_curvature_a_line_misses():
+    # the anchor curve is piecewise linear with ceil(K**(1/5)) pieces; on a curved relation
+    # it misses by less than a line does, and its standard error is the OLS one (line: exact)
+    assert [pf.segments(k) for k in (8, 32, 64, 128, 256, 512)] == [2, 2, 3, 3, 4, 4]
+    at = np.linspace(0.0, 1.0, 2001)
+    wt = np.full(at.size, 1.0 / at.size)
+    x = at[::8]
+    fit, se, r = pf._spline_fit(x, x**2, at, wt)
+    line = np.polyval(np.polyfit(x, x**2, 1), at)
+    assert np.abs(fit - at**2).max() < 0.3 * np.abs(line - at**2).max()
+    y = 1.0 + 2.0 * x + np.random.default_rng(1).normal(0, 0.1, x.size)
+    fit1, se1, r1 = pf._fit(x[:2], y[:2], at)  # two points: a line, no residual
+    assert r1 == 0.0 and np.allclose(fit1, np.polyval(np.polyfit(x[:2], y[:2], 1), at))
+    fit, se, r = pf._spline_fit(x[:4], y[:4], at, wt)  # 4 anchors: one piece, OLS line
+    line_fit, line_se, line_r = pf._fit(x[:4], y[:4], at)
+    assert np.allclose(fit, line_fit) and np.allclose(se, line_se) and r == pytest.approx(line_r)

@@ -161,6 +161,41 @@ def skew_conditional(spec: Any, w: Any, s: Any) -> tuple[float, float, float]:
     return mu, math.sqrt(var), sc._skewness(var, kappa3)
 
 
+def binning_check(spec: Any, core: Any) -> str:
+    """What the binning on ``L`` keeps, at the core's own points (factor_components' claim).
+
+    The core level as the engine runs it (the anchor rule), then :func:`pf._binned` evaluated
+    at those same points: the mixture's mean and sd against the core level's own, and the
+    conditional variance that took in the bias scatter. Empty where the engine does not bin.
+    """
+    n_path = pf.path_points(spec)
+    n = min(n_path, pf.default_points(spec))
+    if n_path <= n:
+        return ""
+    d = pf.factor_design(spec, n_path)
+    idx, weight = d["index"], d["weight"]
+    sub, w_sub = np.zeros(idx.size, dtype=bool), np.zeros(idx.size)
+    for lo, hi in d["strata"]:  # the core level's subset, as factor_components takes it
+        block = (idx >= lo) & (idx < hi)
+        part = block & (idx < lo + (hi - lo) * n // n_path)
+        sub |= part
+        w_sub[part] = weight[block].sum() / max(part.sum(), 1)
+    wt = w_sub[sub]
+    w_c = None if d["w"] is None else d["w"][sub]
+    s_c = None if d["s"] is None else d["s"][sub]
+    mean, sd, _ = pf.anchored_laws(spec, w_c, s_c, wt, core, tol=pf.anchor_tolerance(n_path))
+    path = pf.mean_paths(spec, w_c, s_c)
+    bias, var, share = pf._binned(path, mean - path, sd, path, wt)
+    m0, m1 = wt @ mean, wt @ (path + bias)
+    v0, v1 = wt @ (sd**2 + mean**2) - m0**2, wt @ (var + (path + bias) ** 2) - m1**2
+    cond = float(np.sqrt(wt @ sd**2))
+    return (
+        f"binned at the core's {wt.size} points: mixture mean {(m1 - m0) / cond:+.1e} "
+        f"conditional sd, sd {np.sqrt(v1 / v0) - 1:+.1e} (relative), conditional variance "
+        f"{(wt @ var) / (wt @ sd**2) - 1:+.2%} (bias scatter share {share:.4f})"
+    )
+
+
 def old_anchor_count(spec: Any) -> int:
     """The fixed anchor count of the rule before 2026-12-01 (ops x anchors <= 4096, 8 to 64)."""
     return int(min(64, max(8, 4096 // max(spec.n_ops, 1))))
@@ -224,7 +259,10 @@ def study(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         return lambda g: mixture_cdf(g, c[:, 0] / c[:, 0].sum(), c[:, 1], c[:, 2])
 
     if args.part == "anchors":
-        return rows + anchor_rows(spec, core, add, mix)
+        rows += anchor_rows(spec, core, add, mix)
+        NOTES.append(f"{name}: {binning_check(spec, core) or 'not binned (one level)'}")
+        print(NOTES[-1], flush=True)
+        return rows
     n0 = pf.default_points(spec)
     for label, kw in (
         ("one level (old)", {"n_path": n0}),
@@ -354,6 +392,8 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 FINDINGS = "## Findings"
+#: Lines written below the table (the anchor part's binning check).
+NOTES: list[str] = []
 OUT = {"all": "factor_conditioning.md", "anchors": "factor_anchors.md"}
 TITLE = {"all": "Factor conditioning study", "anchors": "Factor conditioning: the anchor rule"}
 
@@ -416,7 +456,8 @@ def main() -> None:
             "variant's own computation. Monte Carlo's own noise: DKW 95% band "
             f"{dkw(args.samples):.4f} on the KS.\n\n"
         )
-        out.write_text(head + table(rows) + "\n\n" + FINDINGS + keep)
+        notes = "".join(f"* {line}\n" for line in NOTES)
+        out.write_text(head + table(rows) + "\n\n" + notes + "\n" * bool(notes) + FINDINGS + keep)
 
 
 if __name__ == "__main__":

@@ -538,8 +538,8 @@ def anchored_laws(
         pick = np.fromiter(values, dtype=int)
         a_bias = np.array([values[int(j)][0] for j in pick])
         a_sd = np.array([values[int(j)][1] for j in pick])
-        bias, se_bias, scatter_bias = _fit(ind_bias[pick], a_bias, ind_bias)
-        sd_line, se_sd, scatter_sd = _fit(ind_sd[pick], a_sd, ind_sd)
+        bias, se_bias, scatter_bias = _spline_fit(ind_bias[pick], a_bias, ind_bias, weight)
+        sd_line, se_sd, _ = _spline_fit(ind_sd[pick], a_sd, ind_sd, weight)
         # the anchors' own scatter about the lines stays in each condition's variance
         sd = np.sqrt(np.maximum(sd_line, 0.0) ** 2 + scatter_bias**2)
         effect = line_cdf_effect(weight, path + bias, sd, se_bias, se_sd)
@@ -618,6 +618,56 @@ def merge_components(
     m2 = np.bincount(idx, w * (sd**2 + mu**2), bins)[keep] / wb[keep]
     sdb = np.sqrt(np.maximum(m2 - m1**2, 0.0))
     return [(float(a), float(b), float(c)) for a, b, c in zip(wb[keep], m1, sdb, strict=True)]
+
+
+def segments(anchors: int) -> int:
+    """Linear pieces of the anchor curve for ``anchors`` anchors: ``ceil(anchors**(1/5))``.
+
+    The rate at which a piecewise-linear least-squares fit balances its squared misfit
+    (``~ width**4``) against its noise (``~ 1 / (anchors width)``): 8-32 anchors get 2
+    pieces, 64-128 get 3, 256-512 get 4. A single line misses the core's curvature: on the
+    agreement's r90 4x8 row its residuals by decile of the independent-input bias ran +0.019,
+    -0.008 ... +0.018 s (5-10 standard errors; conditional sd 0.39 s).
+    """
+    return max(1, int(np.ceil(anchors**0.2 - 1e-9)))
+
+
+def _spline_fit(
+    x: np.ndarray, y: np.ndarray, at: np.ndarray, weight: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Continuous piecewise-linear least-squares fit of ``y`` on ``x``, at ``at``.
+
+    :func:`segments` pieces, their knots at the probability-weighted quantiles of ``at``
+    (``weight``). Returns the fitted values at ``at``, their ordinary least-squares standard
+    errors (``r sqrt(a (X'X)^-1 a')``, ``r`` the residual sd on ``anchors - parameters`` degrees
+    of freedom) and ``r``. Fewer pieces where the anchors cannot carry them.
+    """
+    k = x.size
+    pieces = segments(k)
+    while pieces > 1 and k <= pieces + 2:
+        pieces -= 1
+    order = np.argsort(at, kind="stable")
+    cum = np.cumsum(weight[order]) / weight.sum()
+    cuts = np.arange(1, pieces) / pieces
+    knots = np.unique(at[order][np.minimum(np.searchsorted(cum, cuts), at.size - 1)])
+    scale = max(float(np.ptp(at)), 1e-300)
+    centre = float(knots[0]) if knots.size else float(np.average(at, weights=weight))
+
+    def basis(v: np.ndarray) -> np.ndarray:
+        cols = [np.ones_like(v), (v - centre) / scale]
+        cols += [np.maximum(v - t, 0.0) / scale for t in knots]
+        return np.stack(cols, axis=1)
+
+    xb = basis(x)
+    coef, *_ = np.linalg.lstsq(xb, y, rcond=None)
+    resid = y - xb @ coef
+    rank = int(np.linalg.matrix_rank(xb))
+    dof = k - rank
+    r = float(np.sqrt(resid @ resid / dof)) if dof > 0 else 0.0
+    ab = basis(at)
+    cov = np.linalg.pinv(xb.T @ xb)
+    se = r * np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", ab, cov, ab), 0.0))
+    return ab @ coef, se, r
 
 
 def _fit(x: np.ndarray, y: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
