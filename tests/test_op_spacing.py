@@ -32,7 +32,7 @@ def test_spacing_is_bounded_by_the_group_grid(monkeypatch) -> None:
     monkeypatch.setattr(
         analytic,
         "_op_spacing",
-        lambda g_, h, w: seen.append((h, dict(w), real(g_, h, w))) or seen[-1][2],
+        lambda g_, h, w, *r: seen.append((h, dict(w), real(g_, h, w, *r))) or seen[-1][2],
     )
     pa.predict(g)
     (h, children, h_ops) = seen[-1]  # the step graph (its replica body comes first)
@@ -44,7 +44,7 @@ def test_spacing_is_bounded_by_the_group_grid(monkeypatch) -> None:
 def test_brackets_are_those_of_the_fine_spacing(monkeypatch) -> None:
     g = _step()
     fast = pa.predict(g)
-    monkeypatch.setattr(analytic, "_op_spacing", lambda g_, h, w: h)  # the depth-based spacing
+    monkeypatch.setattr(analytic, "_op_spacing", lambda g_, h, w, *r: h)  # depth-based spacing
     fine = pa.predict(g)
     cell = fast.distribution.h
     for q in (0.01, 0.5, 0.99, 0.999):
