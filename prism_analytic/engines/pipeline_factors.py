@@ -26,9 +26,9 @@ resolved. Inside each condition:
   near-critical paths) and ``Var(M | f)``, at fewer points (:func:`default_points`, a subset).
   The cheap independent-input Clark recursion (vectorised over those points) measures how tied
   each condition is; a Clark-Mehler evaluation of the canonical core at *anchor* conditions
-  (at probability-weighted levels of the independent-input bias) calibrates it (a
-  least-squares line of the Clark-Mehler bias and sd on the independent-input ones), with as
-  many anchors as the line's own standard error asks for (:func:`anchored_laws`). Bias and
+  (at probability-weighted levels of the independent-input bias) calibrates it (piecewise-
+  linear least-squares fits of the Clark-Mehler bias and sd on the independent-input ones),
+  with as many anchors as the fits' own standard errors ask for (:func:`anchored_laws`). Bias and
   variance are then averaged in equal-count bins of ``L`` and interpolated at every point.
 
 The result is a mixture of normals (merged into at most ``MERGE_BINS`` by mean). It is an
@@ -478,31 +478,35 @@ def anchored_laws(
     budget: int | None = None,
     seed: int = SEED,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """Conditional mean and sd of the makespan at every condition, by the anchor line.
+    """Conditional mean and sd of the makespan at every condition, by the anchor curves.
 
     The mean path ``L`` is exact; the independent-input Clark recursion's bias ``E - L`` and
-    sd are mapped onto the ``core``'s by least-squares lines fitted at anchor conditions, picked
-    at probability-weighted levels of the independent-input bias (so that the tail strata do
-    not crowd them). The core's bias is not a function of the independent-input one (on the
-    agreement's r90 8x32 row it scatters about the line by ~0.1 s, 0.13 of a conditional sd),
-    so the line is an estimate from the anchors and its error shrinks only as
-    ``1/sqrt(anchors)``: a fixed count left the mixture's CDF off by ~0.003 there.
+    sd are mapped onto the ``core``'s by least-squares fits at anchor conditions, picked at
+    probability-weighted levels of the independent-input bias (so that the tail strata do not
+    crowd them). The core's bias is not a function of the independent-input one (on the
+    agreement's r90 8x32 row it scatters about a line by ~0.1 s, 0.13 of a conditional sd), so
+    the fit is an estimate from the anchors and its noise shrinks only as ``1/sqrt(anchors)``: a
+    fixed 8 left the mixture's CDF off by ~0.003 there.
 
     With ``anchors=None`` (the engine's rule) the count is driven by that error:
     :data:`N_ANCHORS` to start, then doubled (nested :func:`anchor_levels`, every evaluated
     anchor kept) while the first-order change of the mixture's CDF that one standard error of
-    each line makes (:func:`line_cdf_effect`) exceeds ``tol`` (default
-    :func:`anchor_tolerance` of the conditions' count), or until ops x anchors reaches
-    ``budget`` (default :data:`ANCHOR_BUDGET`). The lines' residual scatter is added to every
-    condition's variance, so that the mixture keeps the spread of the core's own points about
-    the line. ``anchors=k`` evaluates ``k`` anchors at the levels ``(i + 1/2) / k`` (the rule
-    before 2026-12-01, no scatter added; kept for the study and the tests).
+    each fit makes (:func:`line_cdf_effect`) exceeds ``tol`` (default
+    :func:`anchor_tolerance` of the conditions' count), or until ops x anchors would pass
+    ``budget`` (default :data:`ANCHOR_BUDGET`; ``info`` says so). The fits are continuous
+    piecewise-linear (:func:`segments` pieces, more as anchors are added, since a single line
+    misses the core's curvature); their standard error is the least-squares one, which counts
+    the anchors' noise but not a misfit of the pieces' shape. The bias fit's residual scatter
+    is added to every condition's variance, so that the mixture keeps the spread of the core's
+    own points about the fit. ``anchors=k`` evaluates ``k`` anchors at the levels ``(i + 1/2)
+    / k`` and fits single lines (the rule before 2026-12-01, no scatter added; kept for the
+    study and the tests).
 
     Returns
     -------
     tuple
         ``(mean, sd, info)``; ``info``: ``anchors``, ``anchor_cdf_effect`` (the estimate the rule
-        compares with ``tol``), ``anchor_tol``, ``anchor_scatter_sd`` (the bias line's residual
+        compares with ``tol``), ``anchor_tol``, ``anchor_scatter_sd`` (the bias fit's residual
         sd) and ``anchor_budget_reached``.
     """
     n = weight.size
