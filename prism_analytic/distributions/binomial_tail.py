@@ -193,7 +193,9 @@ def _tail_sum(
         total_first = False
         block = min(block * 2, 1 << 16)
     # relative error of the M-th term: exp(e_t0 + 2u) from the first, e_step per ratio;
-    # summing M + 1 terms adds gamma(M + 1)
+    # summing M + 1 terms adds gamma(M + 1). Ratios past the support's end are exactly 0
+    # (so are their terms): they do not count.
+    steps = np.minimum(steps, n - start if upward else start)
     growth = (e_t0 + 2.0 * _U + steps * e_step) * 1.01
     rel = np.expm1(growth) * 1.01 + gamma(int(steps.max()) + 2) + 4.0 * _U
     slack = (steps + 2).astype(float) * 4.0 * _TINY
@@ -279,13 +281,18 @@ def order_statistic_values(
 
     The values are scipy's (``betainc(k, n - k + 1, cdf)`` and ``betainc(n - k + 1, k, sf)``,
     as before, so brackets do not move) where they lie inside the enclosure, else its
-    midpoint, made monotone along the lattice (a running max of the CDF, a running min of
-    the survival: each stays within the bound below, as the exact values are monotone).
+    midpoint, made monotone along the lattice (a running max of the CDF from the left, of
+    the survival from the right: each stays within the bound below where it is read, as
+    the exact values are monotone).
     The bound ``err`` holds at every point for the exact point ``x`` that ``cdf`` (where
     ``sf >= 1/2``) or ``1 - sf`` stands for within relative ``delta``
     (their sums' error): the exact CDF ``G(x)`` lies between the enclosure's lower bound at
     the lowest such ``x`` and its upper bound at the highest (``G`` rises with ``x``), and
-    ``err`` is the largest distance of a value from those bounds.
+    ``err`` is the largest distance from those bounds of a value that the rebuilt masses
+    read (the CDF form up to the switch at 1/2, the survival form from the point before).
+    Elsewhere the values are not read: near ``F = 1`` the survival form's input ``sf`` is
+    ill-conditioned (``betainc(1e12, 1, sf)`` there is exact for ``sf`` but 0.6% off the
+    point that ``cdf`` gives).
     """
     from scipy import special
 
@@ -300,17 +307,24 @@ def order_statistic_values(
     _, gh_hi, sl_hi, _ = binomial_tail_enclosure(k, n, x_high, via_sf)
     gl_lo, _, _, sh_lo = binomial_tail_enclosure(k, n, x_low, via_sf)
     # G in [gl_lo, gh_hi], S in [sl_hi, sh_lo]; scipy's value where it lies inside (most
-    # points: brackets as before), else the enclosure's midpoint (betainc(1, 1e12, x) is
-    # off by up to ~2e-2)
+    # points: brackets as before), else the enclosure's midpoint
     f = special.betainc(k, n - k + 1, cdf)
     s = special.betainc(n - k + 1, k, sf)
     f = np.where((f >= gl_lo) & (f <= gh_hi), f, 0.5 * (gl_lo + gh_hi))
     s = np.where((s >= sl_hi) & (s <= sh_lo), s, 0.5 * (sl_hi + sh_lo))
-    f, s = np.maximum.accumulate(f), np.minimum.accumulate(s)
+    # monotone from the end each form is read at: the CDF from the left, the survival from
+    # the right (near 1 both are ill-conditioned in their input and never read)
+    f, s = np.maximum.accumulate(f), np.maximum.accumulate(s[::-1])[::-1]
+    # what the rebuilt masses read (cdf_roundoff.order_statistic_error): the CDF form up to
+    # the switch (the first value > 1/2; the -inf atom first), the survival form from the
+    # point before it (the +inf atom last)
+    switch = int(np.searchsorted(f, 0.5, side="right"))
+    at = np.arange(f.size)
+    f_read, s_read = (at < switch) | (at == 0), at >= max(switch - 1, 0)
     err = max(
-        float(np.max(gh_hi - f, initial=0.0)),
-        float(np.max(f - gl_lo, initial=0.0)),
-        float(np.max(sh_lo - s, initial=0.0)),
-        float(np.max(s - sl_hi, initial=0.0)),
+        float(np.max((gh_hi - f)[f_read], initial=0.0)),
+        float(np.max((f - gl_lo)[f_read], initial=0.0)),
+        float(np.max((sh_lo - s)[s_read], initial=0.0)),
+        float(np.max((s - sl_hi)[s_read], initial=0.0)),
     )
     return f, s, err * (1.0 + 4.0 * _U) + _TINY
