@@ -66,7 +66,29 @@ and warm -22% CPU on the current graph (at load 6.6-6.9, 02:08-02:09: 0.295 -> 0
 them; 731 random-DAG makespans of the three canonical methods and the skew and kurtosis cores,
 434 bisections of the presets' laws and 74 of a normal mixture are unchanged.
 
-Where the cold time goes (CPU ms, llama3-405b at 65,536 GPUs, 2ad6480, load 6.5, so about 15%
+Where a prediction's time goes (CPU ms per call, inclusive, wrappers around each function,
+mean of 10 calls; "warm before": 26e6a14 at load 2.4; the rest: 883bb1e at load 7.8, so
+those read ~15-25% high; "opt-in": ``GridPolicy(op_refine=1)``)::
+
+    part                                   warm before  warm  warm opt-in  cold  cold opt-in
+    total                                          104    85           20   289          191
+    pipeline core (cached warm), its law gridded     2     3            2   142          124
+    schedule mean path (in resolve_policy)           1     1            1    22           20
+    resolve_policy: speed-law quantiles              6     0*           0*    6            5
+    replica group: scale mixture (speed), F^n        5     4            3    12           11
+    series part: 6 convolutions                     63    76           12    74           12
+      of which power-of-two FFTs (12)               45    59            8    57            8
+      of which trimming                             11    10            2    10            2
+    op laws gridded (CDF and SF, windows)           30     0**          0**  30           17
+      of which window quantiles (bisections)        13     0**          0**  15           13
+
+(* the speed law's tail quantiles are kept since 345098f; ** the op grids since 8933f90.)
+Validation of the graph and the result object are < 0.2 ms; JSON building is the CLI's, not
+part of ``predict``. So warm is the series part's FFTs at the default resolution (the ops
+gridded at H / 20 beside the replica grid's H: a 143,000-cell sum, 2^18-point transforms),
+and cold is the pipeline core (not the grid side) plus the schedule's mean path.
+
+Where the cold time went before (CPU ms, llama3-405b at 65,536 GPUs, 2ad6480, load 6.5, so about 15%
 above the figures above; wrappers timing each part, best of 5 cold calls, 253 ms in all;
 ``analytic warm`` repeats all but the first two items):
 
