@@ -83,9 +83,9 @@ def test_marginal_draws_fit_the_efficiency(job, slow_fraction):
     eff = _param(res, GEMM)
     assert _consistent(eff, TRUE_EFF), eff
     choice = res.goodness["shape_choice"]
-    if slow_fraction >= 0.01:  # the slow mode is plain in 200 steps: within-run is rejected
+    if slow_fraction >= 0.01:  # the slow mode is plain in 200 steps: marginal is closer
         assert res.goodness["shape"] == "marginal", choice
-        assert choice["p_within_run"] < 0.05 and choice["ks_marginal"] < choice["ks_within_run"]
+        assert choice["ks_difference_interval"][1] < 0 and choice["p_within_run"] < 0.05
 
 
 def test_within_run_shape_on_marginal_draws_is_the_bias(job):
@@ -149,6 +149,13 @@ def test_choice_rule_on_known_laws():
     one = rng.normal(1.0, 0.02, 400)
     shape, rep = choose_shape({"within-run": wide, "marginal": mixture}, one / np.median(one))
     assert shape == "within-run" and rep["p_within_run"] > 0.05
+    # both rejected, the marginal law closer by a hair (real logs: MLPerf 0.167 vs 0.170): the
+    # steps cannot order them, so within-run stays
+    far = rng.normal(1.0, 0.04, 400)
+    close = {"within-run": wide, "marginal": _Law(stats.logistic(1.0, 0.012))}
+    shape, rep = choose_shape(close, far / np.median(far))
+    assert rep["p_within_run"] < 1e-3 and rep["ks_marginal"] < rep["ks_within_run"]
+    assert shape == "within-run" and rep["ks_difference_interval"][1] > 0
     # the same law twice: a tie stays within-run, and the distance is scipy's
     same = {"within-run": wide, "marginal": wide}
     assert choose_shape(same, mix / np.median(mix))[0] == "within-run"

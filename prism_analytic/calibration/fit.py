@@ -321,9 +321,10 @@ def calibrate_to_logs(
         goodness of fit; see :func:`_shape_law`). ``"auto"`` (default) takes the one closer
         to the steps (:func:`.shape_choice.choose_shape`, reported as
         ``goodness["shape_choice"]``): within-run (a real run holds one allocation) unless
-        the steps reject it at ``1 - confidence`` and the marginal law (steps drawn afresh
-        from the model) fits them better; fitted with the wrong one the jitter absorbs the
-        allocations' spread and moves the efficiency.
+        the marginal law (steps drawn afresh from the model) is closer to the steps beyond
+        their noise (a paired bootstrap of the two KS distances at ``confidence``); fitted
+        with the wrong one the jitter absorbs the allocations' spread and moves the
+        efficiency.
     fit_jitter : bool
         Fit the per-step jitter to the per-run-normalised p90/p50 (in seconds,
         ``variability.temporal.step_jitter_s``, reported); the overlay gets its relative
@@ -408,7 +409,7 @@ def calibrate_to_logs(
         eff, _ = solve_gemm_efficiency(base, target, "p50", evaluate=evaluate)
         first = _with(base, _gemm_overlay(base, eff))
         shape, jitter_param, shape_choice = _jitter_and_shape(
-            first, (r90, *r90_ci), shape, norm, evaluate, confidence
+            first, (r90, *r90_ci), shape, norm, evaluate, confidence, seed
         )
         params.append(jitter_param)
         if jitter_param.identified:
@@ -416,7 +417,7 @@ def calibrate_to_logs(
     eff, law = solve_gemm_efficiency(base, target, "p50", evaluate=evaluate)
     tuned = _with(base, _gemm_overlay(base, eff))
     if shape == "auto":  # no jitter fitted: the two laws of the fitted job compete
-        shape, shape_choice = _auto_shape(tuned, law, norm, evaluate, confidence)
+        shape, shape_choice = _auto_shape(tuned, law, norm, evaluate, confidence, seed)
     # the percentile interval maps through the monotone median(eff): slower median -> lower eff
     e_lo, _ = solve_gemm_efficiency(tuned, m_hi, "p50", evaluate=evaluate)
     e_hi, _ = solve_gemm_efficiency(tuned, m_lo, "p50", evaluate=evaluate)
@@ -622,13 +623,13 @@ def _no_spatial_spread(job: Any) -> bool:
 
 
 def _auto_shape(
-    job: Any, law: PredictedLaw, norm: np.ndarray, evaluate: Callable, confidence: float
+    job: Any, law: PredictedLaw, norm: np.ndarray, evaluate: Callable, confidence: float, seed: int
 ) -> tuple:
     """(shape, choice report) for ``job`` as it is (no jitter fitted per shape)."""
     if _no_spatial_spread(job):
         return "within-run", {"rule": "no persistent spatial spread: the two shapes coincide"}
     laws = {s: _shape_law(job, law, s, evaluate) for s in SHAPES}
-    return choose_shape(laws, norm, confidence)
+    return choose_shape(laws, norm, confidence, seed)
 
 
 def _jitter_and_shape(
@@ -638,6 +639,7 @@ def _jitter_and_shape(
     norm: np.ndarray,
     evaluate: Callable,
     confidence: float,
+    seed: int,
 ) -> tuple[str, FittedParameter, dict | None]:
     """The jitter fitted under ``shape``; under ``"auto"``, under each, and the closer shape.
 
@@ -654,11 +656,12 @@ def _jitter_and_shape(
         jittered = _jitter(job, p.value if p.identified else 0.0)
         # with a spatial spread the within-run law is evaluated on its own (the marginal unused)
         laws[s] = evaluate(jittered) if s == "marginal" else _shape_law(jittered, None, s, evaluate)
-    chosen, report = choose_shape(laws, norm, confidence)
+    chosen, report = choose_shape(laws, norm, confidence, seed)
     p = fits[chosen]
+    lo, hi = report["ks_difference_interval"]
     why = (
         f"; shape {chosen} chosen from the steps (KS {report['ks_within_run']:.4f} within-run,"
-        f" p {report['p_within_run']:.2g}; {report['ks_marginal']:.4f} marginal)"
+        f" {report['ks_marginal']:.4f} marginal; difference interval [{lo:.4f}, {hi:.4f}])"
     )
     return chosen, dataclasses.replace(p, method=p.method + why), report
 
@@ -761,7 +764,7 @@ def check_against_logs(
     norm = per_run_normalised(steady)
     choice = None
     if shape == "auto":
-        shape, choice = _auto_shape(job, law, norm, evaluate, 0.95)
+        shape, choice = _auto_shape(job, law, norm, evaluate, 0.95, seed)
     med = float(np.median(pooled.times_s))
     out = {
         "job": job.name,

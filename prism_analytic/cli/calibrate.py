@@ -168,8 +168,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="predicted law compared with per-run-normalised steps: persistent GPU speeds held"
         " fixed (within-run; the default with --check) or redrawn every step (marginal); auto"
-        " (the default when fitting): within-run unless the steps reject it (KS test) and the"
-        " marginal law fits them better",
+        " (the default when fitting): within-run unless the marginal law is closer to the steps"
+        " beyond their noise (paired bootstrap of the two KS distances)",
     )
     p.add_argument(
         "--events",
