@@ -263,6 +263,57 @@ def fresh_grid() -> list[Case]:
     return cases
 
 
+def fresh_e_grid() -> list[Case]:
+    """Reading E's held-out variants (the v5 criterion lists them), shapes never measured before.
+
+    Interleaved pipelines of the two classes v5 reads, op CV 2-8% (the low band), depth ratios
+    (stages x vpp) / microbatches from 0.25 to 8 around the split R0 = 2.
+    """
+    cases: list[Case] = []
+    rows = [  # (p, m, vpp, family, cv, last, first, replicas, compact)
+        (8, 8, 2, "normal", 0.03, 1.0, 1.0, False, True),
+        (6, 24, 2, "normal", 0.04, 1.0, 1.0, False, True),
+        (20, 80, 2, "normal", 0.03, 1.0, 1.0, False, True),
+        (8, 64, 2, "normal", 0.06, 1.0, 1.0, False, True),
+        (16, 32, 2, "normal", 0.08, 1.0, 1.0, False, True),
+        (16, 64, 4, "normal", 0.02, 1.0, 1.0, False, True),
+        (8, 16, 4, "normal", 0.08, 1.0, 1.0, False, True),
+        (12, 24, 4, "normal", 0.05, 1.0, 1.0, False, True),
+        (8, 32, 8, "normal", 0.06, 1.0, 1.0, False, True),
+        (8, 32, 2, "normal", 0.04, 1.25, 1.0, False, True),
+        (8, 8, 2, "normal", 0.03, 1.0, 1.0, True, True),
+        (4, 8, 4, "normal", 0.03, 1.0, 1.0, False, False),
+        (4, 8, 5, "normal", 0.03, 1.0, 1.0, False, True),
+        (4, 4, 5, "normal", 0.03, 1.0, 1.0, False, True),
+        (6, 6, 4, "normal", 0.05, 1.0, 1.0, False, True),
+        (12, 12, 8, "normal", 0.03, 1.0, 1.0, False, True),
+        (8, 8, 2, "lognormal", 0.03, 1.0, 1.0, False, True),
+        (6, 24, 2, "lognormal", 0.08, 1.0, 1.0, False, True),
+        (10, 80, 2, "lognormal", 0.04, 1.0, 1.0, False, True),
+        (12, 48, 4, "lognormal", 0.06, 1.0, 1.0, False, True),
+        (16, 32, 4, "lognormal", 0.02, 1.0, 1.0, False, True),
+        (12, 24, 2, "lognormal", 0.06, 1.0, 1.25, False, True),
+        (4, 8, 4, "lognormal", 0.05, 1.0, 1.0, True, True),
+        (16, 32, 8, "lognormal", 0.02, 1.0, 1.0, False, True),
+        (8, 16, 8, "lognormal", 0.05, 1.0, 1.0, False, True),
+    ]
+    for p, m, vpp, fam, cv, last, first, replicas, compact in rows:
+        name = ("" if compact else "op-by-op ") + f"interleaved {p}x{m} vpp {vpp} {fam} {cv:.0%}"
+        name += (f" last x{last}" if last != 1 else "") + (f" first x{first}" if first != 1 else "")
+        name += f" x{REPLICAS}" if replicas else ""
+
+        def build(
+            a=(p, m, "interleaved", fam, cv), k=(last, compact, first, vpp), rep=replicas
+        ) -> StepGraph:
+            body = pipe(*a, last=k[0], compact=k[1], first=k[2], vpp=k[3])
+            return in_replicas(body) if rep else body
+
+        cases.append(
+            Case(name + " (E)", f"pipeline-interleaved, {_kind(fam)} ops", build, replicas)
+        )
+    return cases
+
+
 #: ``--by-class`` order: the classes holding the workload presets' cores first (all in the low
 #: op-CV band: interleaved with normal ops: gpt3-175b, llama3-70b; interleaved lognormal:
 #: llama3-405b; 1F1B lognormal: mixtral-8x22b), then the rest.
@@ -327,6 +378,7 @@ def measure(case: Case, samples: int, replica_samples: int, seed: int) -> list[d
                 "cdf_width": _cdf_width(res.distribution),
                 "replicas": case.replicas,
                 "op_cv": op_cv(case.name),
+                "depth_ratio": depth_ratio(case.name) if "x" in case.name else None,
             }
         )
     return rows
@@ -640,6 +692,119 @@ def v4_table(by_case: dict[str, dict[str, dict]]) -> str:
     return "\n".join(out)
 
 
+#: The v5 split (``validation/results/core_shape_choice.md``, "v5 criterion", fixed before
+#: reading E from the drift study's mechanism): a core is shallow when its depth ratio
+#: (stages x vpp) / microbatches is <= R0.
+R0 = 2.0
+
+#: ``cur`` of the v5 criterion: the v4 shape of the two (class, band) pairs v5 reads.
+V4_LOW: dict[str, str] = {
+    "pipeline-interleaved, symmetric ops": "kurtosis",
+    "pipeline-interleaved, skewed ops": "normal",
+}
+
+#: Condition 2 of v5 (computed before reading E from S and D restricted to shallow variants):
+#: cumulant had the lowest worst-case KS in both shallow parts on both readings.
+EARLIER_LOWEST_V5: dict[str, frozenset[str]] = {cls: frozenset({"cumulant"}) for cls in V4_LOW}
+
+
+def depth_ratio(case: str) -> float:
+    """``(stages x vpp) / microbatches`` of a grid pipeline case, from its name.
+
+    The grid's names give ``PxM`` and, where it is not the default, ``vpp V`` (default 2 for
+    interleaved, 1 for 1F1B / GPipe).
+    """
+    size = re.search(r"(\d+)x(\d+)", case)
+    if size is None:
+        raise ValueError(f"case name {case!r} gives no pipeline size")
+    vpp = re.search(r"vpp (\d+)", case)
+    v = int(vpp.group(1)) if vpp else (2 if "interleaved" in case else 1)
+    return int(size.group(1)) * v / int(size.group(2))
+
+
+def v5_read(rows: list[dict]) -> dict[tuple[str, str], list[dict[str, dict]]]:
+    """The variants v5 reads: ``(class, "shallow" | "deep")`` -> cases (op CV <= 10% only)."""
+    out: dict[tuple[str, str], list[dict[str, dict]]] = {}
+    for name, shapes in _cases(rows).items():
+        r = shapes["normal"]
+        if r["class"] in V4_LOW and band(r) == BANDS[0]:
+            part = "shallow" if depth_ratio(name) <= R0 else "deep"
+            out.setdefault((r["class"], part), []).append(shapes)
+    return out
+
+
+def v5_class(cls: str, variants: list[dict[str, dict]]) -> tuple[str, list[bool]]:
+    """The v5 criterion on one class's shallow variants: ``(shape, [cond 1..5] of cumulant)``."""
+    cur, s = V4_LOW[cls], "cumulant"
+    summ = {k: class_summary(variants, k) for k in (cur, s)}
+    worse = any(v[s]["ks"] - _band(v[s]) > v[cur]["ks"] + _band(v[cur]) for v in variants)
+    conds = [
+        summ[s]["W_hi"] < summ[cur]["W_lo"],
+        s in EARLIER_LOWEST_V5[cls],
+        not worse,
+        summ[s]["sp_lo"] <= summ[cur]["sp_hi"],
+        summ[s]["met"] >= summ[cur]["met"],
+    ]
+    return (s if all(conds) else cur), conds
+
+
+def v5_table(rows: list[dict]) -> str:
+    """Per (class, depth part): worst KS / spread / std error and targets, and the v5 verdict."""
+    out = [
+        "| class | part | variants | v4 shape | worst KS [band] v4 shape / cumulant "
+        "| worst abs spread v4 / cumulant | worst abs std err v4 / cumulant "
+        "| both targets met v4 / cumulant | cumulant: conditions 1-5 | v5 pick |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (cls, part), variants in sorted(v5_read(rows).items()):
+        cur = V4_LOW[cls]
+        summ = {k: class_summary(variants, k) for k in (cur, "cumulant")}
+        std = {k: max(abs(v[k]["std_err"]) for v in variants) for k in (cur, "cumulant")}
+        if part == "shallow":
+            pick, conds = v5_class(cls, variants)
+            verdict = "".join("y" if ok else "n" for ok in conds)
+        else:
+            pick, verdict = cur, "not a candidate (deep)"
+        out.append(
+            f"| {cls} | {part} | {len(variants)} | {cur} | "
+            + " / ".join(
+                f"{summ[k]['W']:.4f} [{summ[k]['W_lo']:.4f}, {summ[k]['W_hi']:.4f}]"
+                for k in (cur, "cumulant")
+            )
+            + f" | {summ[cur]['sp']:.2%} / {summ['cumulant']['sp']:.2%}"
+            + f" | {std[cur]:.2%} / {std['cumulant']:.2%}"
+            + f" | {summ[cur]['met']} / {summ['cumulant']['met']} | {verdict} | {pick} |"
+        )
+    return "\n".join(out)
+
+
+def v5_cases(rows: list[dict]) -> str:
+    """One line per case v5 reads: its depth ratio and the v4 shape's and cumulant's errors.
+
+    KS, spread, std and mean errors of both, the Monte Carlo spread half-width and DKW band, and
+    the shape ``auto`` used.
+    """
+    out = [
+        "| class | part | r | case | KS v4 / cumulant | spread v4 / cumulant | MC spread 95% "
+        "| std err v4 / cumulant | mean err (sd) v4 / cumulant | auto | cumulant s | MC DKW 95% |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (cls, part), variants in sorted(v5_read(rows).items()):
+        cur = V4_LOW[cls]
+        for sh in sorted(variants, key=lambda v: depth_ratio(v[cur]["case"])):
+            a, c = sh[cur], sh["cumulant"]
+            auto = sh.get("auto", {}).get("used") or "-"
+            out.append(
+                f"| {cls} | {part} | {depth_ratio(a['case']):.3g} | {a['case']} "
+                f"| {a['ks']:.4f} / {c['ks']:.4f} "
+                f"| {a['spread_err']:+.2%} / {c['spread_err']:+.2%} "
+                f"| {a['spread_ci']:.2%} | {a['std_err']:+.2%} / {c['std_err']:+.2%} "
+                f"| {a['mean_err_sd']:+.3f} / {c['mean_err_sd']:+.3f} | {auto} "
+                f"| {c['analytic_s']:.2f} | {a['dkw_95']:.4f} |"
+            )
+    return "\n".join(out)
+
+
 def markdown(rows: list[dict]) -> str:
     """The table (one line per case: both shapes side by side) and the per-class verdict."""
     by_case: dict[str, dict[str, dict]] = {}
@@ -688,6 +853,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--deep", action="store_true", help="also 32x64 pipelines")
     ap.add_argument("--fresh", action="store_true", help="also reading D's held-out variants")
+    ap.add_argument("--fresh-e", action="store_true", help="also reading E's held-out variants")
+    ap.add_argument(
+        "--only-classes-e",
+        action="store_true",
+        help="only the cases v5 reads (interleaved pipelines, op CV <= 10%%)",
+    )
+    ap.add_argument("--v5", action="store_true", help="also print the v5 tables")
     ap.add_argument(
         "--by-class",
         action="store_true",
@@ -706,10 +878,13 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.render:
             with open(path) as fh:
                 rows += json.load(fh)
-        print(markdown(rows))
+        print(markdown(rows) if not args.v5 else v5_table(rows) + "\n\n" + v5_cases(rows))
         return 0
     every = grid(args.deep) + (fresh_grid() if args.fresh else [])
+    every += fresh_e_grid() if args.fresh_e else []
     cases = [c for c in every if not args.only or any(s in c.name for s in args.only)]
+    if args.only_classes_e:
+        cases = [c for c in cases if c.cls in V4_LOW and op_cv(c.name) <= CV_SPLIT]
     if args.by_class:  # same rows in another order: every case has its own seeded sample
         cases.sort(key=_class_order)
     rows: list[dict] = []
@@ -722,6 +897,8 @@ def main(argv: list[str] | None = None) -> int:
             with open(args.json, "w") as fh:
                 json.dump(rows, fh, indent=1)
     table = markdown(rows)
+    if args.v5 or args.fresh_e:
+        table += "\n\n" + v5_table(rows) + "\n\n" + v5_cases(rows)
     print(table)
     if args.markdown:
         with open(args.markdown, "w") as fh:
