@@ -40,9 +40,10 @@ class GridPolicy:
         path), so their roundings add at most ``1 / op_refine`` of a cell of ``H`` to the
         bracket. Default 4. A smaller value is faster and still guaranteed, with brackets up
         to a cell wider (opt-in): llama3-405b at 65,536 GPUs, 1 instead of 4: warm prediction
-        74 -> 15 ms CPU, cold 246 -> 189 ms (load 7.4), brackets 1.63 -> 2.03 ms at 4 of 8
-        levels, quantiles moved <= 0.02 ms, inside the default's brackets on every preset of
-        ``bench_record_hex`` (``validation/results/bench_resolution.md``).
+        70 -> 15 ms CPU, cold 245 -> 181 ms (load 6.9), brackets 1.63 -> 2.03 ms at 4 of 8
+        levels, quantiles moved <= 0.02 ms; on every analytic graph of ``bench_record_hex``
+        the quantiles stay inside the default's brackets, which widen by at most 1.25x
+        (``validation/results/bench_resolution.md``).
     """
 
     rel_width: float = 2.5e-4

@@ -12,8 +12,9 @@ as precise as the request needs. For each policy ``rel_width:op_refine`` (see
   of :mod:`bench_mc_reference` (16,384 samples) and next to the 1,000-sample run's 95%
   half-width recorded in ``validation/results/bench_workload.json`` (PRISM's accuracy);
 
-and, on the presets that ``bench_record_hex.py`` records, whether every quantile (0.01 ...
-0.999) stays inside the default policy's bracket and how much wider the brackets get.
+and, on the graphs that ``bench_record_hex.py`` records with the analytic engine (presets,
+the README's example, pipelines), whether every quantile (0.01 ... 0.999) stays inside the
+default policy's bracket and how much wider the brackets get.
 
 Usage::
 
@@ -43,7 +44,7 @@ from prism_analytic.workload.presets import preset_job
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_mc_reference import DEFAULT_OUT, commit  # noqa: E402
-from bench_record_hex import PRESETS  # noqa: E402
+from bench_record_hex import GRAPHS  # noqa: E402
 
 __all__ = ["policies", "main_job", "presets", "main"]
 
@@ -108,10 +109,16 @@ def main_job(pols: list[GridPolicy], repeat: int) -> dict:
 
 
 def presets(pols: list[GridPolicy]) -> list[dict]:
-    """Per preset and policy: inside the default's bracket at every level, bracket ratio."""
+    """Per recorded graph and policy: inside the default's bracket at every level, widening.
+
+    The graphs are ``bench_record_hex``'s analytic ones (presets, the README's example,
+    compact and op-by-op pipelines).
+    """
     out = []
-    for name, gpus in PRESETS:
-        graph = build_step_graph(preset_job(name, gpus))
+    for name, (build, method) in GRAPHS.items():
+        if method != "analytic":
+            continue
+        graph = build()
         base = _answer(graph, DEFAULT_POLICY, PRESET_LEVELS)
         width0 = base["hi"] - base["lo"]
         for pol in pols:
@@ -120,7 +127,7 @@ def presets(pols: list[GridPolicy]) -> list[dict]:
             ratio = (a["hi"] - a["lo"])[finite] / width0[finite]
             out.append(
                 {
-                    "preset": f"{name}@{gpus}",
+                    "preset": name,
                     "rel_width": pol.rel_width,
                     "op_refine": pol.op_refine,
                     "inside_default_bracket": bool(
@@ -183,9 +190,10 @@ def report(job: dict, rows: list[dict], meta: dict) -> str:
         )
     lines += [
         "",
-        "Presets of bench_record_hex (levels 0.01, 0.5, 0.9, 0.99, 0.999), against the default:",
+        "Analytic graphs of bench_record_hex (levels 0.01, 0.5, 0.9, 0.99, 0.999), against the"
+        " default:",
         "",
-        "| preset | rel_width:op_refine | inside default bracket | largest move ms |"
+        "| graph | rel_width:op_refine | inside default bracket | largest move ms |"
         " widest bracket / default |",
         "|---|---|---|---|---|",
     ]
