@@ -6,9 +6,10 @@ scenario. This benchmark times that on the same step DAG as the analytic engine
 tp 8, pp 16, vpp 8, dp 512, 16 microbatches, a 4,096-op pipeline body):
 
 * analytic: :func:`~prism_analytic.engines.predict.predict` (which resolves the grid policy
-  itself). *Cold*: a freshly built graph, the schedule and makespan caches cleared, best of
-  ``--repeat`` (3); the process's very first call (lazy imports, first-use set-up) is listed
-  separately. *Warm*: the same graph again with the pipeline makespan cached by spec.
+  itself). *Cold*: a freshly built graph, the schedule, makespan and op-grid caches cleared,
+  best of ``--repeat`` (3); the process's very first call (lazy imports, first-use set-up) is
+  listed separately. *Warm*: the same graph again with the pipeline makespan cached by spec
+  and (since 8933f90) the op laws' grids and the speed law's range cached.
 * Monte Carlo: ``--samples`` (1,000) step samples with ``explicit_limit >= dp``: every one of
   the dp replicas sampled copy by copy (each pipeline op drawn per replica, each replica's
   speed factor drawn), the same semantics as PRISM's per-sample DAG evaluation at replica
@@ -181,8 +182,9 @@ def bench(
     Cold: a freshly built graph and the schedule and makespan caches cleared
     (``clear_caches``), so the pipeline core and every law's moments are evaluated again; the
     very first call of the process also pays lazy imports and first-use set-up, and is listed
-    separately. Warm: the same graph again, the pipeline
-    makespan reused from the cache. Wall and CPU time of this process are both recorded: on a
+    separately. Warm: the same graph again, the pipeline makespan, the op laws' grids and the
+    speed law's range reused from their caches (the last two since 8933f90 / 345098f; before,
+    warm reused the makespan only). Wall and CPU time of this process are both recorded: on a
     shared machine the wall time depends on the load, the CPU time much less. ``also``: a
     second (opt-in) grid policy timed and answered the same way, beside the default.
     """
@@ -343,7 +345,8 @@ def format_report(r: dict) -> str:
         f"analytic first call of the process: {f['wall']:.3f} s wall, {f['cpu']:.3f} s CPU",
         f"analytic cold (fresh graph, caches cleared, best of {len(c['all'])}):"
         f" {c['wall']:.3f} s wall, {c['cpu']:.3f} s CPU",
-        f"analytic warm (pipeline makespan cached): {w['wall']:.3f} s wall, {w['cpu']:.3f} s CPU",
+        f"analytic warm (pipeline makespan, op grids, speed range cached): {w['wall']:.3f} s wall,"
+        f" {w['cpu']:.3f} s CPU",
         f"Monte Carlo, {r['mc_samples']:,} samples, every replica explicit (pooled groups:"
         f" {r['pooled_groups']}): {r['mc_s']['wall']:.1f} s wall, {r['mc_s']['cpu']:.1f} s CPU"
         + extra,
