@@ -88,6 +88,13 @@ __all__ = [
     "auto_shape",
     "op_cv",
     "cv_band",
+    "DEPTH_SPLIT",
+    "DEPTH_PARTS",
+    "AUTO_RULE_SHALLOW",
+    "depth_ratio",
+    "depth_part",
+    "pipeline_depth",
+    "explicit_class_depth",
 ]
 
 #: Largest |skewness| of an op law still counted as symmetric.
@@ -136,6 +143,20 @@ AUTO_RULE_BY_CV: dict[tuple[str, str], str] = {
 }
 
 
+#: Rule v5's depth split: a pipeline core is ``shallow`` when its depth ratio
+#: (stages x vpp) / microbatches is <= :data:`DEPTH_SPLIT`, else ``deep``. Fixed before reading
+#: E from a mechanism, not from agreement rows: the cumulant core's std drifts with that ratio
+#: (sd error +0.2% at 1, +3.5% at 4, +8-10% at 8: ``validation/results/
+#: cumulant_drift_study.md``); 2 is the geometric midpoint of 1 and 4.
+DEPTH_SPLIT = 2.0
+DEPTH_PARTS = ("shallow", "deep")
+
+#: (class, op-CV band) -> the shape of its *shallow* cores where rule v5 (reading E, seed
+#: 20261206) adopted the depth split; deep cores, cores without a depth (explicit cores) and
+#: every other (class, band) keep :data:`AUTO_RULE_BY_CV` / :data:`AUTO_RULE`.
+AUTO_RULE_SHALLOW: dict[tuple[str, str], str] = {}
+
+
 def op_skewness(law: Distribution) -> float:
     """Skewness ``kappa3 / std^3`` of an op law (0 for a point mass; inf if undefined)."""
     from .skew_core import third_cumulant
@@ -166,6 +187,53 @@ def pipeline_class(spec: Any) -> str:
     return f"{structure}, {ops_kind(spec.laws.values())} ops"
 
 
+def depth_ratio(stages: int, microbatches: int, vpp: int = 1) -> float:
+    """A pipeline's depth ratio ``stages * vpp / microbatches`` (rule v5's split reads it).
+
+    Parameters
+    ----------
+    stages, microbatches, vpp : int
+        The pipeline's sizes, each >= 1 (vpp 1 for 1F1B and GPipe). For a pipeline evaluated
+        truncated and extrapolated, ``microbatches`` is the target count, not the truncation.
+    """
+    for name, value in (("stages", stages), ("microbatches", microbatches), ("vpp", vpp)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return stages * vpp / microbatches
+
+
+def depth_part(ratio: float) -> str:
+    """``"shallow"`` when a depth ratio is <= :data:`DEPTH_SPLIT` (inclusive), else ``"deep"``."""
+    if not ratio > 0 or not math.isfinite(ratio):
+        raise ValueError(f"depth ratio must be a finite number > 0, got {ratio!r}")
+    # a ratio built at exactly the split (8 stages x vpp 2 / 16 microbatches) stays shallow
+    return DEPTH_PARTS[0] if ratio <= DEPTH_SPLIT * (1 + 1e-12) else DEPTH_PARTS[1]
+
+
+def pipeline_depth(spec: Any) -> float:
+    """The depth ratio of a compact pipeline node (a :class:`~prism_analytic.graph.PipelineSpec`).
+
+    The target microbatch count is the spec's, also where the core evaluates it truncated.
+    """
+    return depth_ratio(spec.stages, spec.microbatches, spec.vpp)
+
+
+def explicit_class_depth(
+    laws: Iterable[Distribution], core: nx.MultiDiGraph | None = None
+) -> tuple[str, float | None]:
+    """:func:`explicit_class` and, when the core is a pipeline lattice, its depth ratio.
+
+    The lattice is recognised once (:func:`lattice_schedule`); an ``explicit`` core has no
+    depth (None).
+    """
+    lattice = None if core is None else lattice_schedule(core)
+    if lattice is None:
+        return f"explicit, {ops_kind(laws)} ops", None
+    schedule, p, m, vpp = lattice
+    structure = "pipeline-interleaved" if schedule == "interleaved" else "pipeline-1f1b"
+    return f"{structure}, {ops_kind(laws)} ops", depth_ratio(p, m, vpp)
+
+
 def explicit_class(laws: Iterable[Distribution], core: nx.MultiDiGraph | None = None) -> str:
     """The class of an irreducible core evaluated op by op, from its edges' laws.
 
@@ -177,12 +245,7 @@ def explicit_class(laws: Iterable[Distribution], core: nx.MultiDiGraph | None = 
         The reduced core (:func:`~.series_parallel.reduce_graph`); when it is a pipeline
         lattice (:func:`lattice_schedule`) the class is that pipeline's, as for a compact node.
     """
-    lattice = None if core is None else lattice_schedule(core)
-    if lattice is None:
-        structure = "explicit"
-    else:
-        structure = "pipeline-interleaved" if lattice[0] == "interleaved" else "pipeline-1f1b"
-    return f"{structure}, {ops_kind(laws)} ops"
+    return explicit_class_depth(laws, core)[0]
 
 
 def lattice_schedule(core: nx.MultiDiGraph) -> tuple[str, int, int, int] | None:
@@ -265,14 +328,24 @@ def cv_band(cv: float) -> str:
     return CV_BANDS[0] if cv <= CV_SPLIT * (1 + 1e-9) else CV_BANDS[1]
 
 
-def auto_shape(cls: str, cv: float | None = None) -> tuple[str, str]:
+def auto_shape(cls: str, cv: float | None = None, depth: float | None = None) -> tuple[str, str]:
     """``(shape, reason)`` that ``core_shape="auto"`` uses for a core of class ``cls``.
 
     ``cv``: the core's largest op CV (:func:`op_cv`); rule v4 gives some (class, band) pairs
     another shape (:data:`AUTO_RULE_BY_CV`). Without it, the class's :data:`AUTO_RULE` shape.
+    ``depth``: a pipeline core's depth ratio (:func:`depth_ratio`; None for explicit cores);
+    rule v5 gives the shallow cores of some (class, band) pairs another shape
+    (:data:`AUTO_RULE_SHALLOW`).
     """
     if cls not in AUTO_RULE:
         raise ValueError(f"core class must be one of {sorted(AUTO_RULE)}, got {cls!r}")
+    if cv is not None and depth is not None and depth_part(depth) == DEPTH_PARTS[0]:
+        shape = AUTO_RULE_SHALLOW.get((cls, cv_band(cv)))
+        if shape is not None:
+            return shape, (
+                f"auto: {cls}, {cv_band(cv)}, depth ratio {depth:.3g} <= {DEPTH_SPLIT:g}: rule"
+                f" v5: {shape} core on shallow pipelines (validation/results/core_shape_choice.md)"
+            )
     if cv is not None and (cls, cv_band(cv)) in AUTO_RULE_BY_CV:
         shape = AUTO_RULE_BY_CV[(cls, cv_band(cv))]
         return shape, (
