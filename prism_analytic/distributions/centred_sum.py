@@ -26,7 +26,10 @@ point.
 Floating point is bounded too: every FFT convolution adds a rigorous bound on its L1 error
 (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., Thm 24.2, with a factor-2
 margin) to ``roundoff``, folded into the tail atoms when ``GridPolicy.fold_roundoff`` is set and
-reported on the grid otherwise.
+reported on the grid otherwise; so do the base lattice's normalisation (:data:`NORMALISE_L1`
+per copy) and the final grid's re-binning and normalisation (:func:`_to_grid`). For an exact
+law the cell masses are differences of ``dist._cdf`` / ``dist._sf`` values, taken as exact
+(README, "What is guaranteed").
 """
 
 from __future__ import annotations
@@ -36,7 +39,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .roundoff import fft_convolve, fft_l1_error
+from .roundoff import UNIT_ROUNDOFF, fft_convolve, fft_l1_error
+
+#: L1 error of a normalised base lattice: each mass within 3u of its exact share.
+NORMALISE_L1 = 3.01 * UNIT_ROUNDOFF
 
 __all__ = ["LatticeSum", "centred_iid_sum", "iid_sum_grid"]
 
@@ -189,7 +195,10 @@ def centred_iid_sum(
         ``w^2 / 4``, the largest any variable in an interval of width ``w`` can have.
     """
     base = _Lattice(np.asarray(pmf, dtype=float), int(k0), float(h))
-    base.pmf = base.pmf / base.pmf.sum()
+    base.pmf = base.pmf / math.fsum(base.pmf.tolist())
+    # each mass is within 3u of its exact share (the caller's difference or stored value,
+    # fsum's one rounding, the division): an L1 error that every copy carries (_add sums it)
+    base.roundoff = NORMALISE_L1
     base.fail = base_fail  # per copy: sums add their operands' failure probabilities
     if base_width > 0:  # one error per copy, in [0, w): variance at most w^2 / 4
         var = base_width * base_width / 4.0
@@ -299,8 +308,44 @@ def _rounding_variance_bound(dist, k0: int, k1: int, h: float, inside: float) ->
     return bound if math.isfinite(bound) else h * h / 4.0
 
 
+def _normalised(pmf: np.ndarray, roundoff: float) -> tuple[np.ndarray, float]:
+    """``pmf / sum(pmf)`` and the CDF error bound of the result against the exact law.
+
+    If ``pmf`` is within ``E`` (``roundoff``) of a law of total mass 1 in L1 (errors
+    ``e_i``), the normalised CDF ``(F + A) / s`` (``A`` the errors' partial sum, ``s = 1 +
+    sum e``) is off by ``|(1 - F) sum_{<=x} e - F sum_{>x} e| / s <= E / (1 - E)``: normalising
+    does not add to ``E`` beyond that factor. In floating point, ``math.fsum`` rounds the
+    sum once and each division once: every CDF value is then within ``2u`` relative, plus
+    ``u`` for the remainders.
+    """
+    out = pmf / math.fsum(pmf.tolist())
+    exact_part = roundoff / (1.0 - roundoff) if roundoff < 0.5 else 1.0
+    return out, min(exact_part + 3.0 * UNIT_ROUNDOFF, 1.0)
+
+
+def _move_slack(pmf: np.ndarray, amount: float) -> float:
+    """A bound on how far :func:`~.grid.move_mass_down` (or up) moves from ``amount``.
+
+    It sums the masses from the top (``np.cumsum``: ``gamma(size)`` relative) until the
+    running sum reaches ``amount``: that sum is at most ``amount`` plus one cell; then one
+    subtraction (``u``). Nothing moves when ``amount`` is 0.
+    """
+    from .cdf_roundoff import gamma
+
+    if amount <= 0 or pmf.size == 0:
+        return 0.0
+    reach = amount + float(pmf.max())
+    return (gamma(pmf.size + 1) * reach + 2.0 * UNIT_ROUNDOFF * reach) * 1.01
+
+
 def _to_grid(side_lo: LatticeSum, side_hi: LatticeSum, policy, moments, tail):
-    """The sandwich (lower side from one run, upper side from another) as a grid."""
+    """The sandwich (lower side from one run, upper side from another) as a grid.
+
+    Its round-off: each run's (the lattice's L1 bound), the re-binning of the finer run to
+    the coarser lattice (:meth:`GridDistribution.rebin`'s ``gamma``, which was dropped
+    before 2026-12), the normalisation (:func:`_normalised`), and, when folded, the sums of
+    moving mass to the tail atoms (:func:`_move_slack`).
+    """
     from .grid import GridDistribution, move_mass_down, move_mass_up
 
     d_lo = int(math.floor(side_lo.low / side_lo.h))
@@ -308,16 +353,23 @@ def _to_grid(side_lo: LatticeSum, side_hi: LatticeSum, policy, moments, tail):
     g_lo = GridDistribution(side_lo.h, side_lo.k0 + d_lo, side_lo.pmf, side_lo.pmf)
     g_hi = GridDistribution(side_hi.h, side_hi.k0 + d_hi, side_hi.pmf, side_hi.pmf)
     h = max(g_lo.h, g_hi.h)
-    g_lo, g_hi = g_lo.rebin(h), g_hi.rebin(h)  # lower side rounds down, upper side up
+    # lower side rounds down, upper side up; rebin reports its own sums' error (the default
+    # policy of these two grids does not fold)
+    g_lo, g_hi = g_lo.rebin(h), g_hi.rebin(h)
     k0 = min(g_lo.k0, g_hi.k0)
     k1 = max(g_lo.k0 + g_lo.lo.size, g_hi.k0 + g_hi.hi.size)
     lo = np.pad(g_lo.lo, (g_lo.k0 - k0, k1 - g_lo.k0 - g_lo.lo.size))
     hi = np.pad(g_hi.hi, (g_hi.k0 - k0, k1 - g_hi.k0 - g_hi.hi.size))
-    lo, hi = lo / lo.sum(), hi / hi.sum()
+    lo, err_lo = _normalised(lo, min(side_lo.roundoff + g_lo.roundoff, 1.0))
+    hi, err_hi = _normalised(hi, min(side_hi.roundoff + g_hi.roundoff, 1.0))
     below, above = min(side_lo.fail, 1.0), min(side_hi.fail, 1.0)
-    roundoff = max(side_lo.roundoff, side_hi.roundoff)
-    if policy.fold_roundoff:  # see GridPolicy.fold_roundoff
-        below, above = min(below + side_lo.roundoff, 1.0), min(above + side_hi.roundoff, 1.0)
+    # move_mass_down/up may move less (or more) than asked: its running sum up to the cut
+    # holds at most the amount plus one cell, off by gamma(size) of that, and one subtraction
+    slack = max(_move_slack(lo, below + err_lo), _move_slack(hi, above + err_hi))
+    roundoff = min(max(err_lo, err_hi) + slack, 1.0)
+    if policy.fold_roundoff:  # see GridPolicy.fold_roundoff: ask for that much more
+        below = min((below + err_lo + slack) * (1.0 + 2.0 * UNIT_ROUNDOFF), 1.0)
+        above = min((above + err_hi + slack) * (1.0 + 2.0 * UNIT_ROUNDOFF), 1.0)
         roundoff = 0.0
     lo, hi = move_mass_down(lo, below), move_mass_up(hi, above)
     return GridDistribution(h, k0, lo, hi, below, above, policy, moments, tail, roundoff).trimmed()
