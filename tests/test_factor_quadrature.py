@@ -92,6 +92,7 @@ def test_mean_paths_equal_the_recursions_path():
 def test_factor_components_are_deterministic():
     spec = _spec(4, 8, 0.5)
     core = pc._conditioned_core(spec, "clark-mehler", None)
-    a, _ = pf.factor_components(spec, core)
-    b, _ = pf.factor_components(spec, core)
-    assert a == b
+    a, info_a = pf.factor_components(spec, core)
+    b, info_b = pf.factor_components(spec, core)
+    # the anchor rule too: the same anchors, the same error estimate
+    assert a == b and info_a == info_b and info_a["anchor_rule"] == "adaptive"
