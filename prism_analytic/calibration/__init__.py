@@ -6,6 +6,8 @@
 * :mod:`.result`: what a calibration returns (parameters with intervals, the law, the overlay).
 * :mod:`.fit`: the fit (GEMM efficiency on the *predicted* median/mean, stalls, goodness of
   fit, identifiability).
+* :mod:`.shape_choice`: whether normalised steps are compared with the within-run law (one
+  allocation) or the marginal one (redrawn every step), chosen from the steps.
 * :mod:`.step_events`: a likelihood fit of step events (the slow step after an evaluation
   pause, stalls with a per-GPU rate and a size) and their prediction at other sizes.
 * :mod:`.step_body`: the step body by a state-space fit (jitter, random-walk drift, trend,
