@@ -683,6 +683,10 @@ def discretize(
     and quantiles inside it are reported as unresolved. The grid carries the law's exact mean
     and variance unless ``with_moments`` is False (for a caller that drops them: numeric
     moments of a law without closed forms cost a 20,001-point integral).
+
+    What the bracket assumes (not counted in ``roundoff``): ``dist._cdf`` and ``dist._sf`` at
+    the lattice points, and their differences, are the law's exact values (scipy publishes no
+    error bound for its CDFs); an error ``e`` there is a CDF error ``e`` of the grid.
     """
     requested = h
     h, k_start, k_end = _law_window(dist, h, policy)
