@@ -140,12 +140,15 @@ def test_old_code_misses() -> None:
 @pytest.mark.parametrize(("k", "n"), [(1, 1), (1, 6), (4, 9), (9, 9), (35, 70), (2, 300)])
 def test_enclosure_contains_exact_tails(k: int, n: int) -> None:
     rng = np.random.default_rng(n)
-    v = np.concatenate((rng.uniform(0, 1, 10), [0.0, 1.0, 1e-300, 1e-18, 0.5, 1 - 2**-53]))
+    # 1e-310 and 4e-320: x / (1 - x) beyond e^+-699 (the clipped ratio)
+    extremes = [0.0, 1.0, 1e-300, 1e-310, 4e-320, 1e-18, 0.5, 1 - 2**-53]
+    v = np.concatenate((rng.uniform(0, 1, 10), extremes))
     for via_sf in (False, True):
         g_lo, g_hi, s_lo, s_hi = binomial_tail_enclosure(k, n, v, np.full(v.size, via_sf))
         for i, vi in enumerate(v):
-            x = 1 - mpmath.mpf(vi) if via_sf else mpmath.mpf(vi)
-            g, s = _tails(k, n, x)
+            with mpmath.workdps(400 if 0 < vi < 1e-250 else 80):  # 1 - 1e-310 held exactly
+                x = 1 - mpmath.mpf(vi) if via_sf else mpmath.mpf(vi)
+                g, s = _tails(k, n, x)
             assert g_lo[i] <= g <= g_hi[i], (vi, via_sf, g_lo[i], g, g_hi[i])
             assert s_lo[i] <= s <= s_hi[i], (vi, via_sf, s_lo[i], s, s_hi[i])
             assert g_hi[i] - g_lo[i] <= 1e-12 and s_hi[i] - s_lo[i] <= 1e-12

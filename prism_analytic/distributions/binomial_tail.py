@@ -243,10 +243,15 @@ def binomial_tail_enclosure(
             b = np.where(sf, np.log(vi), np.log1p(-vi))  # log(1 - x)
         e_a, e_b = 2.0 * _U * np.abs(a), 2.0 * _U * np.abs(b)
         d = a - b
-        q = np.exp(d)  # x / (1 - x)
         e_d = e_a + e_b + _U * np.abs(d)
+        # x / (1 - x) beyond e^+-699 would overflow or underflow (a zero ratio reads as the
+        # support's end): there the ratio is taken as e^+-699, larger than the true one in the
+        # direction summed, so the upper bound holds and the lower one is the first term alone
+        clipped = np.abs(d) > 699.0
+        q = np.exp(np.clip(d, -699.0, 699.0))
         e_q = np.expm1(e_d * 1.01) * 1.01 + 2.0 * _U
-        upward = (n - k) * q <= k + 1.0  # terms fall from j = k on: sum G directly
+        with np.errstate(over="ignore"):  # inf compares as it should
+            upward = (n - k) * q <= k + 1.0  # terms fall from j = k on: sum G directly
         lo_small, hi_small = np.zeros(vi.size), np.zeros(vi.size)
         for up in (True, False):
             sel = upward if up else ~upward
@@ -255,7 +260,9 @@ def binomial_tail_enclosure(
             j = k if up else k - 1
             log_t0, e_t0 = _log_term(n, j, vi[sel], sf[sel], a[sel], b[sel])
             lo_s, hi_s = _tail_sum(n, j, up, log_t0, e_t0, q[sel], e_q[sel])
-            lo_small[sel], hi_small[sel] = lo_s, hi_s
+            first = np.exp(log_t0 - e_t0 * 1.01) * (1.0 - 4.0 * _U)  # <= t_j: sums are >= it
+            lo_small[sel] = np.where(clipped[sel], np.minimum(lo_s, first), lo_s)
+            hi_small[sel] = hi_s
         hi_small = np.minimum(hi_small, 1.0)
         # the other tail is 1 minus this one: one subtraction (u of the result), rounded out
         lo_other = np.maximum((1.0 - hi_small) * (1.0 - 2.0 * _U), 0.0)
