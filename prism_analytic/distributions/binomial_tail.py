@@ -9,11 +9,11 @@ to nearest, ``log``, ``log1p``, ``exp`` within ``2u`` relative):
 * the smaller tail is summed away from ``k``: ``G = sum_{j >= k} t_j`` when the terms fall from
   ``j = k`` on (``(n - k) x / (1 - x) <= k + 1``), else ``S = sum_{j <= k - 1} t_j`` downwards;
   the other one is ``1 - `` that (absolute accuracy is what a CDF error needs);
-* the first term ``t = exp(log C(n, j) + j log x + (n - j) log(1 - x))`` with ``log C(n, j)``
-  from exact factorials (``n <= 1000``) or Stirling's series, whose remainder for ``m > 1000``
-  is below its first omitted term ``1 / (1680 m^7)`` (real positive argument), at 50 digits;
-  the exponent's error is at most ``2u`` of each log times its multiplier plus ``3u`` of the
-  magnitudes summed;
+* the first term ``t = exp(log C(n, j) + j log x + (n - j) log(1 - x))``, centred on a
+  reference ``p ~ j / n`` near the bulk so that its error is ``u sqrt(n)``-sized, not ``u n``
+  (:func:`_log_term`); ``log C(n, j)`` from exact factorials (``m <= 1000``) or Stirling's
+  series, whose remainder for ``m > 1000`` is below its first omitted term
+  ``1 / (1680 m^7)`` (real positive argument), at 50 digits;
 * each next term by ``t_{j+1} = t_j (n - j) / (j + 1) * x / (1 - x)`` (or the reverse ratio):
   ``4u`` plus the error of ``x / (1 - x) = exp(log x - log(1 - x))`` per step;
 * the sum of ``M`` non-negative terms: relative ``gamma(M)`` in any order (Higham, Lemma 3.1);
@@ -23,10 +23,10 @@ to nearest, ``log``, ``log1p``, ``exp`` within ``2u`` relative):
   upper bound.
 
 Every bound carries a factor ``1.01`` on first-order terms for the ``O(u^2)`` remainders, and
-``2^-1074`` per operation for underflow. The exponent's error grows like ``n u`` (``k log x``
-is formed whole): about ``1e-10`` of the value at ``n = 1e6``, ``1e-4`` at ``n = 1e12`` in
-the bulk; it is reported, not hidden. Checked in ``tests/test_order_statistic_roundoff.py``
-against 80-digit mpmath sums.
+``2^-1074`` per operation for underflow. Enclosure widths measured on 4,001 points in [0, 1]
+with ``k = n / 2`` (or ``n / 10``): ``9e-12`` at ``n = 1e6``, ``2e-10`` at ``1e9``, ``4e-9`` at
+``1e12``, in under 0.1 s CPU. Checked in ``tests/test_order_statistic_roundoff.py`` against
+80-digit (400 near ``x = 1 - 1e-310``) mpmath sums.
 """
 
 from __future__ import annotations
