@@ -24,7 +24,9 @@ What is checked how: ``tests/test_op_roundoff.py`` builds operands whose masses 
 exactly, computes each operation's two sides in exact rational (or 60-digit) arithmetic and
 checks that the stored sides, summed exactly, stay within the reported ``roundoff`` of them
 (or on the safe side, when folded): the F form where the exact CDF is at most 1/2 and the
-survival form where the exact survival is at most 1/2 (the halves the readers use).
+survival form where the exact survival is at most 1/2 (the halves the readers use). Order
+statistics: ``tests/test_order_statistic_roundoff.py`` (80-digit binomial sums); centred sums'
+final grid: ``tests/test_centred_sum_roundoff.py`` (exact rationals).
 """
 
 from __future__ import annotations
