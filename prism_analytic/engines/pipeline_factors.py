@@ -495,7 +495,9 @@ def anchored_laws(
     :func:`anchor_tolerance` of the conditions' count), or until ops x anchors would pass
     ``budget`` (default :data:`ANCHOR_BUDGET`; ``info`` says so). The fits are continuous
     piecewise-linear (:func:`segments` pieces, more as anchors are added, since a single line
-    misses the core's curvature); their standard error is the least-squares one, which counts
+    misses the core's curvature), the bias's with ``L`` as a further linear regressor (with
+    per-stage speeds the bias left over moves with ``L``; as independent scatter it doubled
+    the spread error); their standard error is the least-squares one, which counts
     the anchors' noise but not a misfit of the pieces' shape. The bias fit's residual scatter
     is added to every condition's variance, so that the mixture keeps the spread of the core's
     own points about the fit. ``anchors=k`` evaluates ``k`` anchors at the levels ``(i + 1/2)
@@ -542,7 +544,10 @@ def anchored_laws(
         pick = np.fromiter(values, dtype=int)
         a_bias = np.array([values[int(j)][0] for j in pick])
         a_sd = np.array([values[int(j)][1] for j in pick])
-        bias, se_bias, scatter_bias = _spline_fit(ind_bias[pick], a_bias, ind_bias, weight)
+        # L as a further regressor: the bias that the independent-input one misses moves with
+        # L (one slow stage rules the lattice: fewer ties), so it is not independent scatter
+        cov_l = (path[pick], path)
+        bias, se_bias, scatter_bias = _spline_fit(ind_bias[pick], a_bias, ind_bias, weight, cov_l)
         sd_line, se_sd, _ = _spline_fit(ind_sd[pick], a_sd, ind_sd, weight)
         # the anchors' own scatter about the lines stays in each condition's variance
         sd = np.sqrt(np.maximum(sd_line, 0.0) ** 2 + scatter_bias**2)
@@ -637,14 +642,19 @@ def segments(anchors: int) -> int:
 
 
 def _spline_fit(
-    x: np.ndarray, y: np.ndarray, at: np.ndarray, weight: np.ndarray
+    x: np.ndarray,
+    y: np.ndarray,
+    at: np.ndarray,
+    weight: np.ndarray,
+    covariate: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Continuous piecewise-linear least-squares fit of ``y`` on ``x``, at ``at``.
 
     :func:`segments` pieces, their knots at the probability-weighted quantiles of ``at``
     (``weight``). Returns the fitted values at ``at``, their ordinary least-squares standard
     errors (``r sqrt(a (X'X)^-1 a')``, ``r`` the residual sd on ``anchors - parameters`` degrees
-    of freedom) and ``r``. Fewer pieces where the anchors cannot carry them.
+    of freedom) and ``r``. Fewer pieces where the anchors cannot carry them. ``covariate``:
+    a further regressor, entering linearly, as ``(values at the anchors, values at at)``.
     """
     k = x.size
     pieces = segments(k)
@@ -657,18 +667,24 @@ def _spline_fit(
     scale = max(float(np.ptp(at)), 1e-300)
     centre = float(knots[0]) if knots.size else float(np.average(at, weights=weight))
 
-    def basis(v: np.ndarray) -> np.ndarray:
+    if covariate is not None:
+        c_mid = float(np.average(covariate[1], weights=weight))
+        c_scale = max(float(np.ptp(covariate[1])), 1e-300)
+
+    def basis(v: np.ndarray, c: np.ndarray | None) -> np.ndarray:
         cols = [np.ones_like(v), (v - centre) / scale]
         cols += [np.maximum(v - t, 0.0) / scale for t in knots]
+        if c is not None:
+            cols.append((c - c_mid) / c_scale)
         return np.stack(cols, axis=1)
 
-    xb = basis(x)
+    xb = basis(x, None if covariate is None else covariate[0])
     coef, *_ = np.linalg.lstsq(xb, y, rcond=None)
     resid = y - xb @ coef
     rank = int(np.linalg.matrix_rank(xb))
     dof = k - rank
     r = float(np.sqrt(resid @ resid / dof)) if dof > 0 else 0.0
-    ab = basis(at)
+    ab = basis(at, None if covariate is None else covariate[1])
     cov = np.linalg.pinv(xb.T @ xb)
     se = r * np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", ab, cov, ab), 0.0))
     return ab @ coef, se, r
