@@ -115,7 +115,7 @@ def _spec_of(schedule: str, p: int, m: int, slow: int, factor: float, vpp: int) 
 
 #: One stage faster than the rest (x0.8, x0.9): the others tie at the busiest rate, so the
 #: max's excess over the deterministic schedule keeps growing (~ sqrt(m) for GPipe) or its
-#: variance increment bends (interleaved). Before steady_pair (against the whole evaluation):
+#: variance increment bends (interleaved). Before next_pair (against the whole evaluation):
 #: GPipe 8 x 256 from 120/128 microbatches mean +0.45 sd; interleaved 8 x 128 vpp 2 from 56/64
 #: mean -0.12 to -0.20 sd, std +8% to +13%.
 TIED = [

@@ -47,8 +47,9 @@ def test_forked_truncation_is_bit_identical(monkeypatch, schedule, p, m, vpp, fa
 
     monkeypatch.setattr(skew_core, "_forked", spy)
     forked, info = fn(spec, cap=cap)
-    # one pair, or more where the first is refused as not yet steady (pipeline_core.steady_pair)
-    assert calls and all(calls) and len(info["evaluated_microbatches"]) == 2
+    # one pair, extrapolated; or the whole pipeline where pipeline_core.next_pair refuses it
+    # (GPipe 3 x 90, CV 20%: its increments drift, so whole since next_pair)
+    assert calls == [True] and len(info["evaluated_microbatches"]) in (1, 2)
     monkeypatch.setattr(engine, "forkable", False)
     plain, _ = fn(spec, cap=cap)
     assert forked == plain  # every field, bit for bit

@@ -19,10 +19,11 @@ must not fall short of that rate by more than :data:`STEADY_SD` sd over the bloc
 (:func:`short_of_rate`: the stochastic transient outlasts the deterministic one near a tie).
 A mean increment *above* the deterministic schedule's (:func:`above_schedule`: near-critical
 paths compete, as when stages tie at the busiest rate) is extrapolated only when two blocks
-more show the mean and variance increments steady (:func:`drifts`; :func:`steady_pair` runs
-the three checks). The presets pass at their first sizes (increments equal to the rate to
-1e-9; the third check never runs for them). Not seen by any of them: a bend that starts
-only after the evaluated sizes (validation/results/truncation_check.md).
+more show the mean and variance increments steady (:func:`drifts`); otherwise the pipeline is
+evaluated whole (:func:`next_pair` runs the checks). The presets pass at their first sizes
+(increments equal to the rate to 1e-9; the drift check never runs for them). Not seen by any
+check: a bend that starts only after the evaluated sizes (validation/results/
+truncation_check.md).
 
 Measured on interleaved 16 x m x 8 (normal ops, CV 5%; Clark-Mehler): the mean's increment per
 block is 48.03 / 48.08 / 48.10 for m = 16-32 / 32-48 / 48-64, so extrapolating from the first
@@ -63,7 +64,7 @@ __all__ = [
     "short_of_rate",
     "above_schedule",
     "drifts",
-    "steady_pair",
+    "next_pair",
     "next_sizes",
     "OPS_CAP",
     "clear_caches",
@@ -452,32 +453,38 @@ def drifts(spec: Any, sizes: Sequence[int], moments: Sequence[tuple[float, float
     return max(*mean_gaps, *sd_gaps) > tol
 
 
-def steady_pair(
+def next_pair(
     spec: Any,
     sizes: tuple[int, int],
     moments: Sequence[tuple[float, float]],
     evaluate: Callable[[int], tuple[float, float]],
-) -> bool:
-    """Whether the engine's (mean, variance) at ``sizes`` may be extrapolated linearly.
+) -> tuple[int, int] | None:
+    """``sizes`` if extrapolating from them is steady; else larger sizes, or None (whole).
 
-    Not when the mean increment falls short of the busiest stage's rate (:func:`short_of_rate`);
-    when it exceeds the deterministic schedule's (:func:`above_schedule`), only if two blocks
-    more (``evaluate(m)``: the engine's mean and variance at ``m`` microbatches) show both
-    increments steady (:func:`drifts`). Measured without this second check (normal ops, CV
-    5%, one stage x0.8, against the whole evaluation): GPipe 8 x 256 extrapolated from 120/128
-    microbatches, mean +0.45 sd; interleaved 8 x 128, vpp 2, from 56/64, mean -0.12 to -0.18
-    sd and std +8% to +11%.
+    ``moments``: the engine's (mean, variance) at ``sizes``.
+    A mean increment short of the busiest stage's rate (:func:`short_of_rate`) is a transient
+    still decaying: larger sizes (:func:`next_sizes`). One above the deterministic schedule's
+    (:func:`above_schedule`) is accepted only if two blocks more (``evaluate(m)``: the engine's
+    mean and variance at ``m`` microbatches) show both increments steady (:func:`drifts`);
+    otherwise the pipeline is evaluated whole: competing paths' drift need not decay (tied
+    stages: ~ sqrt(m)), and climbing to it through larger sizes cost up to 10x the whole
+    evaluation (llama3-405b's 16 x 256 layout, ops at 10x their std: 21 s vs 2.2 s CPU).
+    Measured without this check (normal ops, CV 5%, one stage x0.8, against the whole
+    evaluation): GPipe 8 x 256 extrapolated from 120/128 microbatches, mean +0.45 sd;
+    interleaved 8 x 128, vpp 2, from 56/64, mean -0.12 to -0.18 sd and std +8% to +11%.
     """
     (mu1, _), (mu2, var2) = moments
     if short_of_rate(spec, sizes, mu2 - mu1, var2):
-        return False
+        return next_sizes(spec, sizes)
     if not above_schedule(spec, sizes, mu2 - mu1, var2):
-        return True
+        return sizes
     m1, m2 = sizes
     more = (2 * m2 - m1, 3 * m2 - 2 * m1)
     if more[1] >= spec.microbatches:
-        return False
-    return not drifts(spec, (m1, m2, *more), [*moments, *(evaluate(m) for m in more)])
+        return None
+    if drifts(spec, (m1, m2, *more), [*moments, *(evaluate(m) for m in more)]):
+        return None
+    return sizes
 
 
 def _factor_scale(spec: Any) -> float:
@@ -489,7 +496,7 @@ def _factor_scale(spec: Any) -> float:
 
 
 def next_sizes(spec: Any, sizes: tuple[int, int]) -> tuple[int, int] | None:
-    """The sizes to try after ``sizes`` failed :func:`steady_pair` (same gap), or None."""
+    """The sizes to try after ``sizes`` fell short of the rate (same gap), or None."""
     m1, m2 = sizes
     nxt = _grown(m2, spec.period)
     return None if nxt >= spec.microbatches else (nxt - (m2 - m1), nxt)
@@ -528,9 +535,10 @@ def pipeline_makespan(
             mu, var, a = _direct(spec.with_microbatches(m), method, window)
             return mu, var - a @ a
 
-        if steady_pair(spec, cut, rest, one_more):
+        nxt = next_pair(spec, cut, rest, one_more)
+        if nxt == cut:
             break
-        cut = next_sizes(spec, cut)
+        cut = nxt
         if cut is None:  # still in its transient: evaluate the pipeline whole
             mu, var, _ = _direct(spec, method, window)
             info = {"ops": spec.n_ops, "evaluated_microbatches": [spec.microbatches]}

@@ -629,11 +629,12 @@ def _pipeline(
             direct(spec.with_microbatches(m)) for m in (m1, m2)
         ]
         # steady: not short of the busiest stage's rate; competing paths' increments unchanged
-        if pc.steady_pair(
+        nxt = pc.next_pair(
             spec, cut, (r1[:2], r2[:2]), lambda m: direct(spec.with_microbatches(m))[:2]
-        ):
+        )
+        if nxt == cut:
             return _extrapolate(spec, (m1, m2), (r1, r2))
-        cut = pc.next_sizes(spec, cut)  # still in its stochastic transient: larger, or whole
+        cut = nxt  # still in its transient: larger sizes, or None: whole
     mu, var, k3, w = direct(spec)
     info = {"ops": spec.n_ops, "evaluated_microbatches": [spec.microbatches]}
     return SkewResult(mu, math.sqrt(var), _skewness(var, k3), w, spec.n_ops), info
