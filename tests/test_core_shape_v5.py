@@ -11,6 +11,7 @@ refuses, and that the engine's table is what the kept rows of reading E and the 
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -140,3 +141,18 @@ def test_the_split_of_the_criterion_is_the_engines(choice):
         SYM: core_shape.auto_shape(SYM, 0.05)[0],
         SKEWED: core_shape.auto_shape(SKEWED, 0.05)[0],
     }
+
+
+def test_reading_e_gives_the_recorded_verdict_and_the_engine_table(choice):
+    """The kept rows of reading E refuse the split in both classes (condition 3), so the table
+    the engine reads is empty and ``auto`` is rule v4."""
+    rows = json.loads((ROOT / "validation" / "results" / "core_shape_choice_E.json").read_text())
+    assert {r["seed"] for r in rows} == {20261206}
+    parts = choice.v5_read(rows)
+    assert sorted(parts) == [(SKEWED, "deep"), (SKEWED, "shallow"), (SYM, "deep"), (SYM, "shallow")]
+    assert [len(parts[(c, "shallow")]) for c in (SYM, SKEWED)] == [30, 16]
+    for cls in (SYM, SKEWED):
+        pick, conds = choice.v5_class(cls, parts[(cls, "shallow")])
+        assert pick == choice.V4_LOW[cls]
+        assert conds == [True, True, False, True, True]
+    assert AUTO_RULE_SHALLOW == {}

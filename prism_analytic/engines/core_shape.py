@@ -55,6 +55,18 @@ normal ops ``kurtosis``. It also picked ``cumulant`` for interleaved pipelines w
 at CV <= 10% (worst-case KS 0.104 -> 0.028), which holds llama3-405b; with it that preset took
 0.42-0.94 s CPU (slowest / fastest 2.2 > 2), so the cost guard kept the Gaussian core there.
 Every workload preset's cores are in the low band, so presets are unchanged by v4.
+
+**Rule v5** (a depth split, not adopted): the cumulant core's std drifts with a pipeline's depth
+ratio (stages x vpp) / microbatches (``validation/results/cumulant_drift_study.md``), so a
+criterion written before a fifth reading (seed 20261206; 53 interleaved cases, 25 held out, depth
+ratios 0.25-8) offered it the *shallow* cores (ratio <= :data:`DEPTH_SPLIT` = 2, fixed from that
+mechanism) of the two low-band interleaved classes, under v4's five conditions and cost guard.
+Both failed condition 3: the cumulant core was resolvably worse than the v4 shape on one
+held-out shallow variant each (interleaved 8x64 vpp 2 normal 6%: KS 0.011 -> 0.027; 24x72
+lognormal 10%: 0.012 -> 0.024), although it lowered each worst case (0.174 -> 0.041, 0.145 ->
+0.030); a dry run of the cost guard refused both too (llama3-70b slowest / fastest 2.2,
+llama3-405b 1.16 s). :data:`AUTO_RULE_SHALLOW` is therefore empty: ``auto`` sees the depth
+ratio and reads it nowhere yet.
 """
 
 from __future__ import annotations
@@ -153,7 +165,8 @@ DEPTH_PARTS = ("shallow", "deep")
 
 #: (class, op-CV band) -> the shape of its *shallow* cores where rule v5 (reading E, seed
 #: 20261206) adopted the depth split; deep cores, cores without a depth (explicit cores) and
-#: every other (class, band) keep :data:`AUTO_RULE_BY_CV` / :data:`AUTO_RULE`.
+#: every other (class, band) keep :data:`AUTO_RULE_BY_CV` / :data:`AUTO_RULE`. Empty: reading E
+#: refused the split in both classes it read (module docstring, "Rule v5").
 AUTO_RULE_SHALLOW: dict[tuple[str, str], str] = {}
 
 
