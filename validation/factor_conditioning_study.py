@@ -189,8 +189,11 @@ def binning_check(spec: Any, core: Any) -> str:
     m0, m1 = wt @ mean, wt @ (path + bias)
     v0, v1 = wt @ (sd**2 + mean**2) - m0**2, wt @ (var + (path + bias) ** 2) - m1**2
     cond = float(np.sqrt(wt @ sd**2))
+    used = (
+        "" if share <= pf.BIN_SCATTER_MAX else " (share > BIN_SCATTER_MAX: the engine does not bin)"
+    )
     return (
-        f"binned at the core's {wt.size} points: mixture mean {(m1 - m0) / cond:+.1e} "
+        f"binned at the core's {wt.size} points{used}: mixture mean {(m1 - m0) / cond:+.1e} "
         f"conditional sd, sd {np.sqrt(v1 / v0) - 1:+.1e} (relative), conditional variance "
         f"{(wt @ var) / (wt @ sd**2) - 1:+.2%} (bias scatter share {share:.4f})"
     )

@@ -351,10 +351,11 @@ def factor_components(
     moves into the conditional variance. At the core's own points this keeps the core level's
     mixture mean and variance up to the interpolation only (exactly where the line is straight
     across a bin); measured, not guaranteed: on the agreement's r90 / r99 8x32 rows the mean
-    moved by -1.5e-4 / +1.5e-5 of a conditional sd and the sd by +5e-5 / -2e-6 (relative),
-    the conditional variance growing by the scatter it took in (+3.0% / +0.17%); tested in
-    ``tests/test_factor_anchors.py``. At the mean path's points the mixture then follows
-    ``L``'s finer quadrature, which is the purpose of the level. Where that scatter passes
+    moved by -2.5e-4 / -1.8e-5 of a conditional sd and the sd by +8.1e-5 / +1.3e-6
+    (relative), the conditional variance growing by the scatter it took in (+2.85% / +0.24%;
+    ``validation/results/factor_anchors.md``); tested in ``tests/test_factor_anchors.py``.
+    At the mean path's points the mixture then follows ``L``'s finer quadrature, which is the
+    purpose of the level. Where that scatter passes
     :data:`BIN_SCATTER_MAX` of the conditional variance (``L`` does not explain the bias:
     per-stage speeds), and where ``n_path == n`` (small pipelines), every core point keeps its
     own values and the mixture is over the core's points only.
