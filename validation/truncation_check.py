@@ -275,6 +275,116 @@ def increments(
     return out
 
 
+def _tied_spec(schedule, p, m, vpp, slow, factor, family=normal, cv=0.05) -> Any:
+    """``p x m`` (F 1, B 2 per microbatch, split over vpp chunks), one stage ``factor`` x."""
+    from prism_analytic.graph.pipeline import PipelineSpec
+
+    laws = {}
+    for ph, base in (("F", 1.0), ("B", 2.0)):
+        for s in range(p):
+            for c in range(vpp):
+                mean = base / vpp * (factor if s == slow else 1.0)
+                laws[law_key(ph, s, c)] = family(mean, cv * mean)
+    return PipelineSpec(p, m, laws, schedule, vpp)
+
+
+def _old_next_pair(spec: Any, sizes: tuple, moments: Sequence, evaluate: Any) -> Any:
+    """The rule before next_pair: only a mean increment short of the rate moves the sizes."""
+    (mu1, _), (mu2, var2) = moments
+    return pc.next_sizes(spec, sizes) if pc.short_of_rate(spec, sizes, mu2 - mu1, var2) else sizes
+
+
+def tied(large: bool = False) -> list[str]:
+    """Truncated vs whole on pipelines whose stages tie (or nearly) at the busiest rate.
+
+    Each case by the current rule (:func:`pipeline_core.next_pair`), by the rule before it
+    (a mean increment short of the rate only), and whole; CPU seconds of each.
+    """
+    from prism_analytic import lognormal
+    from prism_analytic.engines import skew_core
+    from prism_analytic.engines.cumulant_core import cumulant_pipeline
+    from prism_analytic.engines.kurtosis_core import kurtosis_pipeline
+
+    def gauss(spec, cap):
+        mu, sd, info = pc.pipeline_makespan(spec, cap=cap)
+        return mu, sd, info["evaluated_microbatches"]
+
+    def shaped(fn):
+        def run(spec, cap):
+            res, info = fn(spec, cap=cap)
+            return res.mean, res.std, info["evaluated_microbatches"]
+
+        return run
+
+    cores = {
+        "Gaussian": gauss,
+        "skew": shaped(skew_core.skew_pipeline),
+        "kurtosis": shaped(kurtosis_pipeline),
+        "cumulant": shaped(cumulant_pipeline),
+    }
+    cases = [
+        ("GPipe 8x256, stage 0 x0.8", _tied_spec("gpipe", 8, 256, 1, 0, 0.8), 2048),
+        ("GPipe 8x256, stage 3 x0.9", _tied_spec("gpipe", 8, 256, 1, 3, 0.9), 2048),
+        (
+            "interleaved 8x128 vpp 2, stage 3 x0.8",
+            _tied_spec("interleaved", 8, 128, 2, 3, 0.8),
+            2048,
+        ),
+        (
+            "interleaved 8x128 vpp 2, stage 7 x0.9",
+            _tied_spec("interleaved", 8, 128, 2, 7, 0.9),
+            2048,
+        ),
+        ("1F1B 8x256, stage 3 x0.8", _tied_spec("1f1b", 8, 256, 1, 3, 0.8), 2048),
+        (
+            "GPipe 8x256, stage 3 x1.05 (one bottleneck)",
+            _tied_spec("gpipe", 8, 256, 1, 3, 1.05),
+            2048,
+        ),
+    ]
+    if large:
+        spec = _tied_spec("interleaved", 32, 256, 2, 16, 1.05, lognormal, 0.2)
+        cases.append(("interleaved 32x256 vpp 2, lognormal 20%, stage 16 x1.05", spec, None))
+    out = [
+        "| case | core | before: sizes, mean (sd), std | now: sizes, mean (sd), std | "
+        "CPU s before / now / whole |",
+        "|---|---|---|---|---|",
+    ]
+    for name, spec, cap in cases:
+        for core, run in cores.items():
+            if core == "Gaussian" and cap is None:
+                continue
+            c = skew_core.SKEW_OPS_CAP if cap is None else cap  # None: the default cap
+            row = {}
+            for rule in ("now", "before", "whole"):
+                keep_rule, keep_cap = pc.next_pair, skew_core.STEADY_CAP
+                if rule == "before":
+                    pc.next_pair = _old_next_pair
+                if rule == "whole":
+                    skew_core.STEADY_CAP = 10**9
+                try:
+                    pc.clear_caches()
+                    skew_core.clear_cache()
+                    t0 = time.process_time()
+                    row[rule] = (
+                        *run(spec, 10**12 if rule == "whole" else c),
+                        time.process_time() - t0,
+                    )
+                finally:
+                    pc.next_pair, skew_core.STEADY_CAP = keep_rule, keep_cap
+            wm, ws = row["whole"][:2]
+            cells = [
+                f"{r[2]}, {(r[0] - wm) / ws:+.3f}, {r[1] / ws - 1:+.2%}"
+                for r in (row["before"], row["now"])
+            ]
+            out.append(
+                f"| {name} | {core} | {cells[0]} | {cells[1]} | "
+                f"{row['before'][3]:.2f} / {row['now'][3]:.2f} / {row['whole'][3]:.2f} |"
+            )
+            print(out[-1], flush=True)
+    return out
+
+
 def _lines(rows: list[dict]) -> list[str]:
     out = [
         "| preset | GPUs | pp x m (vpp) | core | sizes | body mean: trunc - whole (ms; sd) | "
@@ -314,7 +424,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--sizes", default="128,256,512,768,1024,1536,2048", help="--increments' m")
     ap.add_argument("--sd-scale", type=float, help="--increments: ops normal, this x their std")
     ap.add_argument("--mc", action="store_true", help="--increments: Monte Carlo at the last m")
+    ap.add_argument("--tied", action="store_true", help="instead: tied-stage cases (next_pair)")
+    ap.add_argument("--large", action="store_true", help="--tied: also interleaved 32 x 256")
     args = ap.parse_args(argv)
+    if args.tied:
+        text = "\n".join(tied(args.large))
+        if args.out:
+            with args.out.open("a") as fh:
+                fh.write(text + "\n")
+        return 0
     if args.increments:
         preset, gpus = args.increments.split("@")
         sizes = tuple(int(x) for x in args.sizes.split(","))
