@@ -165,3 +165,14 @@ def test_choice_rule_on_known_laws():
     )
     with pytest.raises(ValueError, match="candidates"):
         choose_shape({"within-run": wide}, one)
+
+
+@pytest.mark.parametrize("confidence", [0.99, 0.999])
+def test_strict_confidence_levels_are_served(confidence):
+    # paired_ks needs the interval's ends >= 5 ordered values inside: the choice raises its
+    # resamples for a stricter level (400 served only levels up to 0.975)
+    rng = np.random.default_rng(4)
+    mix = np.where(rng.uniform(size=400) < 0.15, 1.06, 1.0) + rng.normal(0, 0.005, 400)
+    laws = {"within-run": _Law(stats.norm(1.0, 0.02)), "marginal": _Law(_Mixture())}
+    shape, rep = choose_shape(laws, mix / np.median(mix), confidence=confidence)
+    assert shape == "marginal" and rep["ks_difference_interval"][1] < 0

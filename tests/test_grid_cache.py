@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 
 import prism_analytic as pa
 from prism_analytic.distributions import to_grid
@@ -40,12 +41,34 @@ def test_cached_answer_is_bit_identical() -> None:
 
 
 def test_policy_is_part_of_the_key() -> None:
+    # tail_mass changes the grids' windows at the same spacing h, so only the policy in the
+    # key keeps them apart (a rel_width change would move h, already in the key)
     clear_grid_cache()
-    fine = _answer(_step())
-    coarse = _answer(_step(), GridPolicy(rel_width=2e-3))
-    assert fine != coarse  # a hit across policies would have returned the fine grids
+    wide = _answer(_step(), GridPolicy(tail_mass=1e-15))
+    short = _answer(_step(), GridPolicy(tail_mass=1e-6))
+    assert wide != short
     clear_grid_cache()
-    assert _answer(_step(), GridPolicy(rel_width=2e-3)) == coarse
+    assert _answer(_step(), GridPolicy(tail_mass=1e-6)) == short
+
+
+def test_scipy_laws_outside_scipys_families_are_keyed_by_object() -> None:
+    # rv_histogram keeps its data outside args/kwds: two histograms must not share a grid
+    bins = np.array([1.0, 1.1, 1.2, 1.3])
+    a = stats.rv_histogram((np.array([6, 1, 3]), bins)).freeze()
+    b = stats.rv_histogram((np.array([3, 1, 6]), bins)).freeze()
+    la, lb = pa.from_scipy(a), pa.from_scipy(b)
+    assert la._key() != lb._key()
+    assert pa.from_scipy(stats.norm(1, 2))._key() == pa.from_scipy(stats.norm(1, 2))._key()
+
+    def step(law: pa.Distribution) -> pa.StepGraph:
+        s = pa.StepGraph("s")
+        s.add_op("x", law)
+        return s
+
+    clear_grid_cache()
+    predict(step(la), "analytic")
+    after_a = predict(step(lb), "analytic").distribution.quantile(LEVELS)
+    np.testing.assert_allclose(after_a, b.ppf(LEVELS), atol=2e-3)
 
 
 def test_id_keyed_law_is_held_and_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,13 +35,14 @@ are reported too (approximate for the same reasons; conservative).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
-from ..validation.paired_ks import paired_ks
+from ..validation.paired_ks import DEFAULT_RESAMPLES, paired_ks
 
 __all__ = ["SHAPES", "SHAPE_OPTIONS", "normalised_ks", "choose_shape"]
 
@@ -115,6 +116,9 @@ def choose_shape(
         np.asarray(norm, dtype=float),
         _cdf(candidates["marginal"]),
         {"within-run": _cdf(candidates["within-run"])},
+        # enough resamples that the interval's ends lie >= 5 ordered values inside (paired_ks
+        # refuses fewer): 400 at the default 95%, more for a stricter level
+        resamples=max(DEFAULT_RESAMPLES, math.ceil(10 / (1 - confidence)) + 1),
         confidence=confidence,
         seed=seed,
     )["within-run"]

@@ -38,6 +38,10 @@ class ScipyDistribution(Distribution):
 
     def _key(self) -> Any:
         f = self.frozen
+        # parameters identify the law only for scipy's own families: a histogram or a user's
+        # rv_continuous subclass keeps its data outside args/kwds (and may share a name)
+        if type(f.dist) is not type(getattr(stats, f.dist.name, None)):
+            return ("object", id(self))
         return ("scipy", self.family, tuple(f.args), tuple(sorted(f.kwds.items())))
 
     def __init__(self, frozen: Any) -> None:
