@@ -17,14 +17,16 @@ import pytest
 from scipy import special
 
 from prism_analytic.engines import pipeline_factors as pf
-
-ref = pytest.importorskip("validation.factor_anchor_reference", reason="run from the repo root")
+from validation import factor_anchor_reference as ref  # the repo root is on pytest's path
 
 DATA = Path(__file__).parent / "data" / "factor_anchor_6x16.npz"
 #: The tolerance the engine gives the rule on its default 2**18 mean-path points.
 TOL = pf.anchor_tolerance(pf.MAX_PATH_POINTS)
-#: The rule stops at one standard error of the line; two allow for that estimate's own error.
-ALLOW = 2.0
+#: On this design the rule stops at its budget (128 anchors; its own error estimate stays
+#: above TOL), so the mixture's error depends on the anchors drawn: over the anchor seeds
+#: SEED + 0..19 it was 0.0008-0.0021, at most 2.2 TOL (review, 2026-12-01). The fixed 8-anchor
+#: line's 0.0033 (3.4 TOL) fails the same bound.
+ALLOW = 2.5
 
 
 @pytest.fixture(scope="module")
@@ -68,14 +70,27 @@ def test_stored_reference_is_current(case):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_adaptive_line_matches_the_core_at_every_point(case, seed):
-    # whichever anchors the rule draws, its mixture is within ALLOW x TOL of the exact one
+    # for these anchor draws the rule's mixture is within ALLOW x TOL of the exact one
     d = case["d"]
     mean, sd, info = pf.anchored_laws(
         case["spec"], d["w"], None, d["weight"], _lookup_core(case), tol=TOL, seed=pf.SEED + seed
     )
     assert info["anchor_rule"] == "adaptive" and info["anchors"] > pf.N_ANCHORS
-    assert info["anchor_budget_reached"] or info["anchor_cdf_effect"] <= TOL
+    assert info["anchors"] <= max(pf.N_ANCHORS, pf.ANCHOR_BUDGET // case["spec"].n_ops)
     assert _ks(case, mean, sd) <= ALLOW * TOL
+
+
+def test_rule_stops_once_its_error_is_below_tol(case):
+    # a loose tolerance is met by the first 8 anchors; a tight one doubles up to the budget
+    d, core = case["d"], _lookup_core(case)
+    _, _, loose = pf.anchored_laws(case["spec"], d["w"], None, d["weight"], core, tol=1.0)
+    assert loose["anchors"] == pf.N_ANCHORS and not loose["anchor_budget_reached"]
+    _, _, tight = pf.anchored_laws(case["spec"], d["w"], None, d["weight"], core, tol=0.0)
+    assert tight["anchor_budget_reached"]
+    cap = max(pf.N_ANCHORS, pf.ANCHOR_BUDGET // case["spec"].n_ops)
+    assert tight["anchors"] <= cap < 2 * tight["anchors"]  # doubled while it fits the budget
+    with pytest.raises(ValueError, match="anchors"):
+        pf.anchored_laws(case["spec"], d["w"], None, d["weight"], core, 0)
 
 
 def test_fixed_eight_anchor_line_misses(case):

@@ -162,14 +162,14 @@ def _moments(means: list[float], var: list[float]) -> list[tuple[float, float]]:
 
 def test_drifts_on_synthetic_increments() -> None:
     spec = _spec_of("gpipe", 8, 1024, 0, 1.0, 1)  # 1,024 microbatches; sizes 8 apart
-    sizes = (120, 128, 136, 144)  # 110 blocks to come after 128
+    sizes = (120, 128, 136, 144)  # 112 blocks to come after 128
     var = [1.0 + 0.05 * k for k in range(4)]  # steady variance increments; sd ~ 2.5
     steady = [400.0 + 24.0 * k for k in range(4)]
     assert not pc.drifts(spec, sizes, _moments(steady, var))
     # increments alternating 24 +- 1e-5 (interleaved closures do): within 0.01 sd either way
     alternating = [400.0, 424.00001, 447.99999, 472.0]
     assert not pc.drifts(spec, sizes, _moments(alternating, var))
-    # a drift of 1e-4 per block persisting: 110 * 111 / 2 * 1e-4 = 0.6 > 0.025
+    # a drift of 1e-4 per block persisting: 112 * 113 / 2 * 1e-4 = 0.6 > 0.025
     drifting = [400.0, 424.0, 447.9999, 471.9997]
     assert pc.drifts(spec, sizes, _moments(drifting, var))
     # a variance increment that bends (interleaved balanced lattices do)
@@ -177,6 +177,8 @@ def test_drifts_on_synthetic_increments() -> None:
     assert pc.drifts(spec, sizes, _moments(steady, bending))
     with pytest.raises(ValueError, match="equally spaced"):
         pc.drifts(spec, (120, 128, 136, 150), _moments(steady, var))
+    with pytest.raises(ValueError, match="moments"):
+        pc.drifts(spec, sizes, _moments(steady, var)[:3])
 
 
 def test_early_bend_of_a_noisy_balanced_layout_is_evaluated_whole() -> None:
@@ -184,7 +186,8 @@ def test_early_bend_of_a_noisy_balanced_layout_is_evaluated_whole() -> None:
     # the preset's std (CV 4-7%): the makespan's growth bends from the first blocks (near-
     # critical stages 26 ms short of the critical one compete). Extrapolated from 16/32
     # microbatches the mean was 2.8 ms (0.16 sd) low at 48 microbatches, std +10%
-    # (validation/results/truncation_check.md); the drift check now evaluates it whole.
+    # (validation/results/truncation_check.md). Now the mean is above the schedule's at 16/32,
+    # and the two more blocks the drift check would need reach 48: it is evaluated whole.
     import dataclasses
 
     from prism_analytic.workload.builder import build_step_graph
@@ -203,3 +206,24 @@ def test_early_bend_of_a_noisy_balanced_layout_is_evaluated_whole() -> None:
     whole_mu, whole_sd, _ = pc.pipeline_makespan(spec, cap=10**9)
     assert abs(mu - whole_mu) <= MEAN_SD * whole_sd, info
     assert abs(sd / whole_sd - 1) <= STD_REL, info
+
+
+def test_steady_excess_over_the_schedule_is_extrapolated(monkeypatch: pytest.MonkeyPatch) -> None:
+    # balanced 1F1B 8 x 1024: every stage tied, so the mean runs above the deterministic
+    # schedule, but its increments are steady: the drift check passes and the first pair is
+    # extrapolated (not evaluated whole), still equal to the whole evaluation
+    spec = _spec_of("1f1b", 8, 1024, 3, 1.0, 1)
+    verdicts: list[bool] = []
+    real = pc.drifts
+
+    def spy(*args):
+        verdicts.append(real(*args))
+        return verdicts[-1]
+
+    monkeypatch.setattr(pc, "drifts", spy)
+    mu, sd, info = pc.pipeline_makespan(spec)
+    assert verdicts == [False], info
+    assert info["evaluated_microbatches"] == list(pc.truncation(spec)), info
+    whole_mu, whole_sd, _ = pc.pipeline_makespan(spec, cap=10**9)
+    assert abs(mu - whole_mu) <= MEAN_SD * whole_sd
+    assert abs(sd / whole_sd - 1) <= STD_REL

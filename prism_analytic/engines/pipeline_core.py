@@ -435,6 +435,8 @@ def drifts(spec: Any, sizes: Sequence[int], moments: Sequence[tuple[float, float
     """
     if len(sizes) != 4 or len(set(np.diff(sizes))) != 1 or sizes[1] <= sizes[0]:
         raise ValueError(f"drifts: sizes must be four equally spaced counts, got {sizes}")
+    if len(moments) != 4:
+        raise ValueError(f"drifts: moments must be one (mean, variance) per size, got {moments}")
     blocks = (spec.microbatches - sizes[1]) / (sizes[1] - sizes[0])
     mu, var = (np.array(v, dtype=float) for v in zip(*moments, strict=True))
     d_mu, d_var = np.diff(mu), np.diff(var)

@@ -97,7 +97,8 @@ PATH_BINS = 64
 #: may have for the binning to be used (otherwise the core's points keep their own values).
 #: The agreement's 8x32 rows with per-microbatch factors of CV 50% / 15% / 5%: 0.1% / 1.9% /
 #: 9.8%, binned; against 1e6 Monte Carlo samples KS 0.0048 -> 0.0013 (CV 50%) and 0.0044 ->
-#: 0.0037 (CV 5%). With per-stage speeds: 73%, not binned (binned: KS 0.0080, not: 0.0072).
+#: 0.0037 (CV 5%). With per-stage speeds: 73% (66% with the anchor scatter in the variance,
+#: ``validation/results/factor_anchors.md``), not binned (binned: KS 0.0080, not: 0.0072).
 BIN_SCATTER_MAX = 0.5
 #: Cuts (normal-score units) of the tail strata along the mean path's gradient direction.
 STRATA = (2.0, 3.5)
@@ -512,6 +513,9 @@ def anchored_laws(
         compares with ``tol``), ``anchor_tol``, ``anchor_scatter_sd`` (the bias fit's residual
         sd) and ``anchor_budget_reached``.
     """
+    bad = anchors is not None and (isinstance(anchors, bool) or int(anchors) != anchors)
+    if bad or (anchors is not None and anchors < 1):
+        raise ValueError(f"anchors must be an integer >= 1 or None (the rule), got {anchors!r}")
     n = weight.size
     cm = conditional_moments(spec, w, s)
     path, ind_bias = cm["path"], cm["ind_mean"] - cm["path"]
