@@ -30,6 +30,14 @@ Usage::
         [--ops normal|lognormal] [--samples 20000]
     nice python validation/covariance_closure_study.py oracle --case 1f1b32x64 [...]
     nice python validation/covariance_closure_study.py grid   --case 1f1b32x64 [...]
+    nice python validation/covariance_closure_study.py laws   --case il16x64v2 [...]
+    nice python validation/covariance_closure_study.py attainable --case il16x64v2 [...]
+
+``laws``: ``E[D+]`` at Monte Carlo's own moments of every ``D`` under five laws (the law part
+alone). ``attainable``: an oracle, the cumulant closure whose every max's mean comes from a
+proper 4-moment law (Pearson I / Johnson SU) at Monte Carlo's skewness and kurtosis of ``D``,
+with and without exact second moments. Results: ``validation/results/
+covariance_closure_study.md``.
 """
 
 from __future__ import annotations
