@@ -231,6 +231,60 @@ def anchor_rows(spec: Any, core: Any, add: Any, mix: Any) -> list[dict[str, Any]
     return []
 
 
+#: The fits :func:`press_fit` chose in the current run (bias, sd, bias, sd, ...), for the notes.
+CHOSEN: list[str] = []
+
+
+def press_fit(
+    x: np.ndarray, y: np.ndarray, at: np.ndarray, weight: np.ndarray, covariate: Any = None
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The anchor fit of least leave-one-out prediction error (PRESS) among the candidates.
+
+    A stand-in for :func:`pf._spline_fit` (the engine's fit: always :func:`pf.segments` pieces,
+    with ``L`` for the bias): a single line and those pieces, each without and (where
+    ``covariate`` is given) with ``L``; the one of least PRESS (closed form from the hat matrix,
+    ``pf._spline_model``) is used, with its own standard error and residual sd. Ties go to the
+    simpler fit. Measured here, not adopted by the engine (``results/factor_anchors.md``).
+    """
+    candidates = [(1, None), (pf.segments(x.size), None)]
+    if covariate is not None:
+        candidates += [(1, covariate), (pf.segments(x.size), covariate)]
+    best: tuple[float, Any, str] | None = None
+    for pieces, cov in candidates:
+        fit, se, r, press = pf._spline_model(x, y, at, weight, cov, pieces)
+        label = f"{pieces} piece{'s' * (pieces > 1)}{' + L' if cov is not None else ''}"
+        if best is None or press < best[0]:
+            best = (press, (fit, se, r), label)
+    assert best is not None
+    CHOSEN.append(best[2])
+    return best[1]
+
+
+def fit_rows(spec: Any, core: Any, add: Any, mix: Any) -> None:
+    """The rule's fit: the engine's (pieces, + ``L`` for the bias) against :func:`press_fit`.
+
+    Three seeds of the anchors' levels each; the note names the fits PRESS chose at the
+    rule's last doubling.
+    """
+    engine_fit = pf._spline_fit
+    for k in (0, 1, 2):
+        for label, fit in (("engine fit (pieces + L)", engine_fit), ("PRESS choice", press_fit)):
+            pf._spline_fit = fit
+            CHOSEN.clear()
+            try:
+                t = time.process_time()
+                comps, info = pf.factor_components(spec, core, anchor_seed=pf.SEED + k)
+            finally:
+                pf._spline_fit = engine_fit
+            capped = ", budget reached" if info["anchor_budget_reached"] else ""
+            chose = f", PRESS chose: bias {CHOSEN[-2]}, sd {CHOSEN[-1]}" if CHOSEN else ""
+            note = (
+                f"{info['anchors']} anchors{chose}; estimated CDF effect "
+                f"{info['anchor_cdf_effect']:.4f} (tol {info['anchor_tol']:.4f}{capped})"
+            )
+            add(f"{label}, anchor seed {k}", mix(comps), time.process_time() - t, note)
+
+
 def study(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Every variant of one scenario, scored against its Monte Carlo reference."""
     rows: list[dict[str, Any]] = []
@@ -251,7 +305,7 @@ def study(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
             flush=True,
         )
 
-    for method in ("clark-mehler", "clark"):
+    for method in ("clark-mehler", "clark") if args.part != "fits" else ():
         t = time.process_time()
         res = pa.predict(graph, "analytic", core_method=method)
         add(f"engine ({method})", res.cdf, time.process_time() - t)
@@ -261,6 +315,9 @@ def study(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         c = np.array(comps)
         return lambda g: mixture_cdf(g, c[:, 0] / c[:, 0].sum(), c[:, 1], c[:, 2])
 
+    if args.part == "fits":
+        fit_rows(spec, core, add, mix)
+        return rows
     if args.part == "anchors":
         rows += anchor_rows(spec, core, add, mix)
         NOTES.append(f"{name}: {binning_check(spec, core) or 'not binned (one level)'}")
@@ -397,8 +454,12 @@ def table(rows: list[dict[str, Any]]) -> str:
 FINDINGS = "## Findings"
 #: Lines written below the table (the anchor part's binning check).
 NOTES: list[str] = []
-OUT = {"all": "factor_conditioning.md", "anchors": "factor_anchors.md"}
-TITLE = {"all": "Factor conditioning study", "anchors": "Factor conditioning: the anchor rule"}
+OUT = {"all": "factor_conditioning.md", "anchors": "factor_anchors.md", "fits": "fits.md"}
+TITLE = {
+    "all": "Factor conditioning study",
+    "anchors": "Factor conditioning: the anchor rule",
+    "fits": "Factor conditioning: the anchor fit's choice",
+}
 
 
 def dkw(samples: int, level: float = 0.95) -> float:
@@ -430,9 +491,11 @@ def main() -> None:
     ap.add_argument("--cache", default="/tmp/factor_conditioning_cache")
     ap.add_argument(
         "--part",
-        choices=("all", "anchors"),
+        choices=("all", "anchors", "fits"),
         default="all",
-        help="all variants, or the engine and the anchor rule's rows (their own --out file)",
+        help="all variants, the engine and the anchor rule's rows, or the rule's fit "
+        "(the engine's pieces + L against the least-PRESS fit, anchor seeds 0-2; each its "
+        "own --out file)",
     )
     ap.add_argument(
         "--out",

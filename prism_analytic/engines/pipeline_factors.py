@@ -652,17 +652,37 @@ def _spline_fit(
     at: np.ndarray,
     weight: np.ndarray,
     covariate: tuple[np.ndarray, np.ndarray] | None = None,
+    pieces: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """Continuous piecewise-linear least-squares fit of ``y`` on ``x``, at ``at``.
 
-    :func:`segments` pieces, their knots at the probability-weighted quantiles of ``at``
-    (``weight``). Returns the fitted values at ``at``, their ordinary least-squares standard
-    errors (``r sqrt(a (X'X)^-1 a')``, ``r`` the residual sd on ``anchors - parameters`` degrees
-    of freedom) and ``r``. Fewer pieces where the anchors cannot carry them. ``covariate``:
-    a further regressor, entering linearly, as ``(values at the anchors, values at at)``.
+    ``pieces`` pieces (default :func:`segments` of the anchors' count), their knots at the
+    probability-weighted quantiles of ``at`` (``weight``). Returns the fitted values at ``at``,
+    their ordinary least-squares standard errors (``r sqrt(a (X'X)^-1 a')``, ``r`` the residual
+    sd on ``anchors - parameters`` degrees of freedom) and ``r``. Fewer pieces where the anchors
+    cannot carry them. ``covariate``: a further regressor, entering linearly, as ``(values at
+    the anchors, values at at)``.
+    """
+    fit, se, r, _ = _spline_model(x, y, at, weight, covariate, pieces)
+    return fit, se, r
+
+
+def _spline_model(
+    x: np.ndarray,
+    y: np.ndarray,
+    at: np.ndarray,
+    weight: np.ndarray,
+    covariate: tuple[np.ndarray, np.ndarray] | None,
+    pieces: int | None,
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """:func:`_spline_fit` and the fit's leave-one-out prediction error sum (PRESS).
+
+    PRESS is ``sum (e_i / (1 - h_ii))**2`` (``e`` the residuals, ``h`` the hat matrix's
+    diagonal): each anchor's error when the fit is made without it, in closed form. Infinite
+    where an anchor alone fixes a parameter (``h_ii = 1``) or no degree of freedom is left.
     """
     k = x.size
-    pieces = segments(k)
+    pieces = segments(k) if pieces is None else max(1, int(pieces))
     while pieces > 1 and k <= pieces + 2:
         pieces -= 1
     order = np.argsort(at, kind="stable")
@@ -692,7 +712,10 @@ def _spline_fit(
     ab = basis(at, None if covariate is None else covariate[1])
     cov = np.linalg.pinv(xb.T @ xb)
     se = r * np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", ab, cov, ab), 0.0))
-    return ab @ coef, se, r
+    lever = np.einsum("ij,jk,ik->i", xb, cov, xb)
+    free = 1.0 - lever
+    press = float(np.sum((resid / free) ** 2)) if dof > 0 and free.min() > 1e-9 else np.inf
+    return ab @ coef, se, r, press
 
 
 def _fit(x: np.ndarray, y: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
