@@ -158,3 +158,26 @@ def test_spline_fit_follows_curvature_a_line_misses():
     fit, se, r = pf._spline_fit(x[:4], y[:4], at, wt)  # 4 anchors: one piece, OLS line
     line_fit, line_se, line_r = pf._fit(x[:4], y[:4], at)
     assert np.allclose(fit, line_fit) and np.allclose(se, line_se) and r == pytest.approx(line_r)
+
+
+@pytest.mark.parametrize("pieces", [1, 3])
+@pytest.mark.parametrize("with_l", [False, True])
+def test_spline_press_is_the_leave_one_out_error(pieces, with_l):
+    # the closed form sum (e_i / (1 - h_ii))**2 equals refitting without each anchor in turn
+    # (the knots depend on `at` only, so every refit has the same basis)
+    rng = np.random.default_rng(3)
+    at = np.linspace(0.0, 1.0, 2001)
+    wt = np.full(at.size, 1.0 / at.size)
+    c = np.sin(3 * at) + rng.normal(0, 0.05, at.size)
+    idx = np.arange(0, at.size, 50)
+    y = at[idx] ** 2 + 0.3 * c[idx] + rng.normal(0, 0.02, idx.size)
+    cov = (lambda keep: (c[idx][keep], c)) if with_l else (lambda keep: None)
+    every = np.ones(idx.size, dtype=bool)
+    *_, press = pf._spline_model(at[idx], y, at, wt, cov(every), pieces)
+    loo = 0.0
+    for i in range(idx.size):
+        keep = every.copy()
+        keep[i] = False
+        fit, *_ = pf._spline_model(at[idx][keep], y[keep], at, wt, cov(keep), pieces)
+        loo += (y[i] - fit[idx[i]]) ** 2
+    assert press == pytest.approx(loo, rel=1e-8)
