@@ -26,8 +26,10 @@ Run::
     nice python validation/factor_conditioning_study.py [--only NAME ...] [--samples N]
 
 It writes ``validation/results/factor_conditioning.md`` (``--out``; a table, with a header
-written by hand). Monte Carlo samples are cached in ``--cache``
-(default ``/tmp/factor_conditioning_cache``).
+written by hand). ``--part anchors``: the engine and the anchor rule's rows
+(``results/factor_anchors.md``); ``--part fits``: the engine's anchor fit against the fit chosen
+by leave-one-out error (:func:`press_fit`), anchor seeds 0-2. Monte Carlo samples are cached
+in ``--cache`` (default ``/tmp/factor_conditioning_cache``).
 """
 
 from __future__ import annotations
