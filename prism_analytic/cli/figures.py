@@ -49,7 +49,8 @@ def _cmd(args: argparse.Namespace) -> int:
         )
         return 0
     print(
-        f"{len(manifest)} figures in {time.perf_counter() - start:.0f} s;"
+        f"{sum(1 for m in manifest if m.get('file'))} of {len(manifest)} figures in"
+        f" {time.perf_counter() - start:.0f} s;"
         f" manifest: {out / 'manifest.json'}"
     )
     return 0
