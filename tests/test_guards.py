@@ -246,6 +246,7 @@ def test_binary_config_file_is_named(tmp_path):
     [
         (["--preset", "llama3-8b", "--gpus", "1e30"], "--gpus: at most 1e+12 GPUs"),
         (["--preset", "llama3-8b", "--gpus", "8", "--plot", "/proc/x.png"], "--plot: cannot"),
+        (["--preset", "llama3-8b", "--gpus", "8", "--plot", "x.txt"], "--plot: format '.txt'"),
         (["--config", "BINARY"], "not UTF-8 text"),
     ],
 )

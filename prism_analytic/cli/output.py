@@ -65,6 +65,15 @@ def check_plot_path(path: str | os.PathLike[str] | None) -> Path | None:
         raise ValueError(f"--plot: {str(target)!r} is a directory; give a file name such as x.png")
     if target.suffix == "":
         target = target.with_suffix(".png")
+    # matplotlib's savefig formats (the Agg canvas's list), asked without drawing anything
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if target.suffix[1:].lower() not in formats:
+        raise ValueError(
+            f"--plot: format {target.suffix!r} is not supported; use one of "
+            f"{', '.join('.' + f for f in sorted(formats))}"
+        )
     folder = target.parent
     if not folder.is_dir():
         raise ValueError(f"--plot: folder {str(folder)!r} does not exist")
