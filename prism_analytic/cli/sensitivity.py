@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .argtypes import add_job_arguments
+from .argtypes import add_job_arguments, positive_float
 from .output import check_plot_path, jsonable, plot_result
 
 __all__ = ["register"]
@@ -69,10 +69,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "against the engine and finite differences.",
     )
     add_job_arguments(p)
-    p.add_argument("--h", type=float, default=0.05, help="relative difference step (default 0.05)")
+    p.add_argument(
+        "--h", type=positive_float, default=0.05, help="relative difference step (default 0.05)"
+    )
     p.add_argument(
         "--rel-width",
-        type=float,
+        type=positive_float,
         default=5e-5,
         help="grid resolution of the fine lattice (default 5e-5; the engine may coarsen it for"
         " the job); derivatives are also computed at twice the width used, and those that change"
