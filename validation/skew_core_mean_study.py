@@ -32,6 +32,7 @@ Two checks:
 Usage::
 
     nice python validation/skew_core_mean_study.py [--samples N] [--seed S] [--only SUBSTR]
+        [--replica-samples N] [--no-one-max]
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ import numpy as np
 from scipy import integrate, stats
 
 sys.path.insert(0, str(Path(__file__).parent))
-from core_shape_choice import fsdp, pipe  # noqa: E402
+from core_shape_choice import REPLICAS, fsdp, in_replicas, pipe  # noqa: E402
 
 import prism_analytic as pa  # noqa: E402
 from prism_analytic.engines import skew_core  # noqa: E402
@@ -199,6 +200,13 @@ def cases() -> list[tuple[str, Callable[[], StepGraph]]]:
                     lambda a=(p, m, cv): pipe(a[0], a[1], "1f1b", "lognormal", a[2], compact=False),
                 )
             )
+    # reading D's worst case of the class: the FSDP body in 512 replicas (--replica-samples)
+    out.append(
+        (
+            f"fsdp 8 layers lognormal 20% x{REPLICAS}",
+            lambda: in_replicas(fsdp(8, "lognormal", 0.2)),
+        )
+    )
     # helper M's case (compact: the pipeline class, where auto does not use the skew core)
     for p, m in ((8, 32), (16, 64)):
         out.append(
@@ -251,6 +259,26 @@ def measure(name: str, build: Callable[[], StepGraph], samples: int, seed: int) 
     return rows
 
 
+def kurtosis_vs_proto(names: list[str]) -> str:
+    """Check 3: the kurtosis core against ``skew+k3`` (differences of the cores' moments)."""
+    lines = [
+        "| case | mean diff (sd) | std ratio - 1 | skewness diff |",
+        "|---|---|---|---|",
+    ]
+    for name, build in cases():
+        if names and not any(s in name for s in names):
+            continue
+        graph = build()
+        (k,) = pa.predict(graph, "analytic", core_shape="kurtosis").diagnostics["cores"]
+        with skew_engine(OpSkewEngine):
+            (s,) = pa.predict(graph, "analytic", core_shape="skew").diagnostics["cores"]
+        lines.append(
+            f"| {name} | {(k['mean_s'] - s['mean_s']) / k['std_s']:.1e} | "
+            f"{k['std_s'] / s['std_s'] - 1:.1e} | {k['skew'] - s['skew']:.1e} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print both tables (markdown)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -258,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--only", action="append", default=[], help="case name substring")
     ap.add_argument("--no-one-max", action="store_true", help="skip check 1")
+    ap.add_argument(
+        "--replica-samples", type=int, default=10_000, help="Monte Carlo steps of x512 cases"
+    )
     args = ap.parse_args(argv)
     if not args.no_one_max:
         print("## Check 1: one max of two independent lognormals vs quadrature\n")
@@ -268,8 +299,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, build in cases():
         if args.only and not any(s in name for s in args.only):
             continue
-        for row in measure(name, build, args.samples, args.seed):
+        n = args.replica_samples if name.endswith(f"x{REPLICAS}") else args.samples
+        for row in measure(name, build, n, args.seed):
             print(row, flush=True)
+    print("\n## Check 3: kurtosis core vs skew+k3 (same cases)\n")
+    print(kurtosis_vs_proto(args.only))
     return 0
 
 
