@@ -98,7 +98,8 @@ def gram_charlier_max(
     ``D``'s standardised form is ``phi(z) (1 + g1 He3(z) / 6 + g2 He4(z) / 24)`` (Gram-Charlier).
     The partial moments follow by parts (``He_n phi = (-1)^n phi^(n)``), the covariance of ``B``
     with ``D+`` from ``B = beta D + e``, ``beta = Cov(B, D) / theta^2``, ``e`` independent of
-    ``D``. The engine uses ``g1 = 0`` (module docstring); ``g1`` serves the local study.
+    ``D``. The engine passes ``g1 = 0`` for symmetric ops and, with skewed ops, D's skewness
+    from the recent ops' third cumulants (:meth:`_KurtosisEngine._correct`).
 
     Parameters
     ----------
