@@ -73,8 +73,11 @@ class Case:
 
 
 def law(family: str, mean: float, cv: float) -> pa.Distribution:
-    """An op law of the family (``normal`` or ``lognormal``) with this mean and CV."""
-    return (pa.normal if family == "normal" else pa.lognormal)(mean, cv * mean)
+    """An op law of the family (``normal``, ``lognormal`` or ``gamma``) with this mean and CV."""
+    make = {"normal": pa.normal, "lognormal": pa.lognormal, "gamma": pa.gamma}
+    if family not in make:
+        raise ValueError(f"family must be one of {sorted(make)}, got {family!r}")
+    return make[family](mean, cv * mean)
 
 
 def pipe(
@@ -103,15 +106,22 @@ def pipe(
     )
 
 
-def fsdp(layers: int, family: str, cv: float) -> StepGraph:
-    """The suite's FSDP overlap (comm stream prefetching one layer ahead), laws of ``family``."""
+def fsdp(
+    layers: int, family: str, cv: float, compute: tuple[str, float] | None = None
+) -> StepGraph:
+    """The suite's FSDP overlap (comm stream prefetching one layer ahead), laws of ``family``.
+
+    ``compute`` = ``(family, cv)`` gives the compute ops (F, B, optimizer) their own law family
+    and CV (mixed laws, as the suite's case); by default they share the communication's.
+    """
+    cfam, ccv = compute or (family, cv)
     g = StepGraph(f"fsdp{layers}")
     stream: list[str] = []
     fwd: list[str] = []
     for i in range(layers):
         deps = stream + ([fwd[i - 2]] if i >= 2 else [])
         stream = [g.add_collective(f"AG_f{i}", law(family, 2.5 * MS, cv), deps)]
-        fwd.append(g.add_op(f"F{i}", law(family, 3 * MS, cv), stream + fwd[-1:]))
+        fwd.append(g.add_op(f"F{i}", law(cfam, 3 * MS, ccv), stream + fwd[-1:]))
     bwd: dict[int, str] = {}
     for i in reversed(range(layers)):
         deps = [bwd[i + 1]] if i + 1 < layers else [fwd[-1]]
@@ -119,9 +129,9 @@ def fsdp(layers: int, family: str, cv: float) -> StepGraph:
             gather_deps = stream + ([bwd[i + 2]] if i + 2 < layers else [fwd[-1]])
             stream = [g.add_collective(f"AG_b{i}", law(family, 2.5 * MS, cv), gather_deps)]
             deps = deps + stream
-        bwd[i] = g.add_op(f"B{i}", law(family, 6 * MS, cv), deps)
+        bwd[i] = g.add_op(f"B{i}", law(cfam, 6 * MS, ccv), deps)
         stream = [g.add_collective(f"RS{i}", law(family, 2.5 * MS, cv), stream + [bwd[i]])]
-    g.add_op("optimizer", law(family, 1 * MS, cv), stream + [bwd[0]])
+    g.add_op("optimizer", law(cfam, 1 * MS, ccv), stream + [bwd[0]])
     return g
 
 
@@ -311,6 +321,44 @@ def fresh_e_grid() -> list[Case]:
         cases.append(
             Case(name + " (E)", f"pipeline-interleaved, {_kind(fam)} ops", build, replicas)
         )
+    return cases
+
+
+def reading_f_grid() -> list[Case]:
+    """Reading F's held-out explicit cores with skewed ops (its criterion lists them).
+
+    FSDP overlap bodies of layer counts, law families and CVs never read in this class before
+    (none is the agreement suite's ``fsdp_overlap``), both op-CV bands, and one in 512 replicas.
+    The mixed cases name the communication's (largest) CV first: :func:`op_cv` reads it.
+    """
+    cls = "explicit, skewed ops"
+    rows = [  # (layers, family, cv, compute law or None, replicas)
+        (6, "lognormal", 0.03, None, False),
+        (10, "gamma", 0.08, None, False),
+        (24, "lognormal", 0.08, None, False),
+        (24, "gamma", 0.03, None, False),
+        (10, "lognormal", 0.08, ("normal", 0.03), False),
+        (6, "gamma", 0.25, None, False),
+        (10, "lognormal", 0.15, None, False),
+        (24, "lognormal", 0.25, None, False),
+        (24, "gamma", 0.15, None, False),
+        (10, "lognormal", 0.25, ("normal", 0.03), False),
+        (6, "lognormal", 0.15, None, True),
+    ]
+    cases: list[Case] = []
+    for layers, fam, cv, compute, replicas in rows:
+        name = f"fsdp {layers} layers "
+        if compute:
+            name += f"comm {fam} {cv:.0%} compute {compute[0]} {compute[1]:.0%}"
+        else:
+            name += f"{fam} {cv:.0%}"
+        name += (f" x{REPLICAS}" if replicas else "") + " (F)"
+
+        def build(a=(layers, fam, cv, compute), rep=replicas) -> StepGraph:
+            body = fsdp(*a)
+            return in_replicas(body) if rep else body
+
+        cases.append(Case(name, cls, build, replicas))
     return cases
 
 
@@ -595,14 +643,19 @@ def _by_class_band(
 
 
 def v4_class(
-    cls: str, cv_band: str, variants: list[dict[str, dict]]
+    cls: str,
+    cv_band: str,
+    variants: list[dict[str, dict]],
+    earlier: dict[tuple[str, str], frozenset[str]] | None = None,
 ) -> tuple[str, dict[str, list[bool]]]:
     """The v4 criterion for one (class, band): ``(picked shape, {candidate: [cond 1..5]})``.
 
     As :func:`v3_class` with four shapes, ``cur`` = :data:`V3_RULE` and condition 2 read from
-    :data:`EARLIER_LOWEST_V4`; among eligible shapes the lowest worst case wins, except that a
-    cheaper one (order of :data:`SHAPES4`) is kept when the dearer does not resolvably lower it.
+    ``earlier`` (default :data:`EARLIER_LOWEST_V4`; reading F passes :data:`EARLIER_LOWEST_F`);
+    among eligible shapes the lowest worst case wins, except that a cheaper one (order of
+    :data:`SHAPES4`) is kept when the dearer does not resolvably lower it.
     """
+    earlier = EARLIER_LOWEST_V4 if earlier is None else earlier
     cur = V3_RULE[cls]
     summ = {s: class_summary(variants, s) for s in SHAPES4}
     conds: dict[str, list[bool]] = {}
@@ -612,7 +665,7 @@ def v4_class(
         worse = any(v[s]["ks"] - _band(v[s]) > v[cur]["ks"] + _band(v[cur]) for v in variants)
         conds[s] = [
             summ[s]["W_hi"] < summ[cur]["W_lo"],
-            s in EARLIER_LOWEST_V4[(cls, cv_band)],
+            s in earlier[(cls, cv_band)],
             not worse,
             summ[s]["sp_lo"] <= summ[cur]["sp_hi"],
             summ[s]["met"] >= summ[cur]["met"],
@@ -625,6 +678,43 @@ def v4_class(
         if SHAPES4.index(s) < SHAPES4.index(best) and not summ[best]["W_hi"] < summ[s]["W_lo"]:
             best = s
     return best, conds
+
+
+#: Condition 2 of reading F (``core_shape_choice.md``, "Reading F criterion", computed before
+#: any row from readings C and D; A and B measured normal and skew only): the shapes with the
+#: lowest worst-case KS of this class and band on every earlier reading that measured them.
+EARLIER_LOWEST_F: dict[tuple[str, str], frozenset[str]] = {
+    ("explicit, skewed ops", BANDS[0]): frozenset({"kurtosis", "cumulant"}),
+    ("explicit, skewed ops", BANDS[1]): frozenset({"kurtosis"}),
+}
+
+
+def f_table(by_case: dict[str, dict[str, dict]]) -> str:
+    """Reading F's verdict per band: the v4 conditions with :data:`EARLIER_LOWEST_F`."""
+    out = [
+        "| class | band | variants | current shape "
+        "| worst KS [band] normal / skew / kurtosis / cumulant "
+        "| worst abs spread n / s / k / c | both targets met n / s / k / c "
+        "| candidate: conditions 1-5 | reading F pick |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (cls, cv_band), variants in _by_class_band(by_case).items():
+        pick, conds = v4_class(cls, cv_band, variants, EARLIER_LOWEST_F)
+        summ = {s: class_summary(variants, s) for s in SHAPES4}
+        worst = " / ".join(
+            f"{summ[s]['W']:.4f} [{summ[s]['W_lo']:.4f}, {summ[s]['W_hi']:.4f}]" for s in SHAPES4
+        )
+        cand = "; ".join(
+            f"{s}: " + "".join("y" if ok else "n" for ok in c) for s, c in conds.items()
+        )
+        out.append(
+            f"| {cls} | {cv_band} | {len(variants)} | {V3_RULE[cls]} | {worst} | "
+            + " / ".join(f"{summ[s]['sp']:.2%}" for s in SHAPES4)
+            + " | "
+            + " / ".join(str(summ[s]["met"]) for s in SHAPES4)
+            + f" | {cand} | {pick} |"
+        )
+    return "\n".join(out)
 
 
 def v4_picks(rows: list[dict]) -> dict[tuple[str, str], str]:
@@ -861,6 +951,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--v5", action="store_true", help="also print the v5 tables")
     ap.add_argument(
+        "--reading-f",
+        action="store_true",
+        help="only reading F's held-out explicit skewed cores, and its verdict",
+    )
+    ap.add_argument(
         "--by-class",
         action="store_true",
         help="run class by class (op-CV band too), the workload presets' classes first, so a run"
@@ -878,9 +973,13 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.render:
             with open(path) as fh:
                 rows += json.load(fh)
-        print(markdown(rows) if not args.v5 else v5_table(rows) + "\n\n" + v5_cases(rows))
+        if args.reading_f:
+            print(four_shapes(_cases(rows)) + "\n\n" + f_table(_cases(rows)))
+        else:
+            print(markdown(rows) if not args.v5 else v5_table(rows) + "\n\n" + v5_cases(rows))
         return 0
     every = grid(args.deep) + (fresh_grid() if args.fresh else [])
+    every = reading_f_grid() if args.reading_f else every
     every += fresh_e_grid() if args.fresh_e else []
     cases = [c for c in every if not args.only or any(s in c.name for s in args.only)]
     if args.only_classes_e:
@@ -896,7 +995,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:  # written as it goes: a long run keeps what it finished
             with open(args.json, "w") as fh:
                 json.dump(rows, fh, indent=1)
-    table = markdown(rows)
+    if args.reading_f:  # one class: its four-shape rows and reading F's verdict only
+        table = four_shapes(_cases(rows)) + "\n\n" + f_table(_cases(rows))
+    else:
+        table = markdown(rows)
     if args.v5 or args.fresh_e:
         table += "\n\n" + v5_table(rows) + "\n\n" + v5_cases(rows)
     print(table)
