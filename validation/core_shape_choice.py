@@ -426,7 +426,10 @@ def measure(case: Case, samples: int, replica_samples: int, seed: int) -> list[d
                 "cdf_width": _cdf_width(res.distribution),
                 "replicas": case.replicas,
                 "op_cv": op_cv(case.name),
-                "depth_ratio": depth_ratio(case.name) if "x" in case.name else None,
+                # pipelines only: an explicit core in replicas ("... x512") has no depth
+                "depth_ratio": (
+                    depth_ratio(case.name) if re.search(r"\d+x\d+", case.name) else None
+                ),
             }
         )
     return rows
