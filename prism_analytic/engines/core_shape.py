@@ -67,6 +67,12 @@ lognormal 10%: 0.012 -> 0.024), although it lowered each worst case (0.174 -> 0.
 0.030); a dry run of the cost guard refused both too (llama3-70b slowest / fastest 2.2,
 llama3-405b 1.16 s). :data:`AUTO_RULE_SHALLOW` is therefore empty: ``auto`` sees the depth
 ratio and reads it nowhere yet.
+
+**Reading F** (explicit cores with skewed ops, seed 20261213): reading D left this class on
+``skew`` because kurtosis's lead was inside Monte Carlo noise at 1e5 samples. A confirmatory
+reading of this class alone, v4's five conditions unchanged, on 11 held-out FSDP-overlap cores
+at 1e6 samples, gave ``kurtosis`` to the band above 10% (worst-case KS 0.0168 -> 0.0062;
+:data:`AUTO_RULE_READING_F`) and kept ``skew`` at CV <= 10% (0.0021 -> 0.0008, not resolved).
 """
 
 from __future__ import annotations
@@ -88,6 +94,7 @@ from .series_parallel import SINK, SOURCE, reduce_graph
 __all__ = [
     "AUTO_RULE",
     "AUTO_RULE_BY_CV",
+    "AUTO_RULE_READING_F",
     "CV_SPLIT",
     "CV_BANDS",
     "SYMMETRIC_SKEW",
@@ -152,6 +159,21 @@ AUTO_RULE_BY_CV: dict[tuple[str, str], str] = {
     ("pipeline-1f1b, skewed ops", CV_BANDS[1]): "cumulant",
     ("pipeline-1f1b, symmetric ops", CV_BANDS[1]): "kurtosis",
     ("pipeline-interleaved, skewed ops", CV_BANDS[1]): "cumulant",
+}
+
+
+#: (class, band) -> shape where reading F (seed 20261213; ``validation/results/
+#: core_shape_choice.md``, "Reading F") changed :data:`AUTO_RULE`: a confirmatory reading of
+#: ``explicit, skewed ops`` alone under the v4 conditions, unchanged, on 11 held-out FSDP-overlap
+#: cores (6-24 layers, lognormal / gamma / mixed laws, CV 3-25%, one in 512 replicas; 1e6 Monte
+#: Carlo steps, 1e5 for the x512 case). At CV > 10% worst-case KS skew 0.0168 [0.0153, 0.0201]
+#: -> kurtosis 0.0062 [0.0048, 0.0106], resolvably worse on no variant; at CV <= 10% kurtosis
+#: was lower too (0.0021 -> 0.0008) but not resolvably, so that band keeps ``skew``. The skew
+#: core keeps Clark's mean and variance of each max and drops the ops' third cumulant, which
+#: the kurtosis core carries (``validation/results/skew_core_mean_study.md``). No workload
+#: preset has a core in this class.
+AUTO_RULE_READING_F: dict[tuple[str, str], str] = {
+    ("explicit, skewed ops", CV_BANDS[1]): "kurtosis",
 }
 
 
@@ -359,6 +381,13 @@ def auto_shape(cls: str, cv: float | None = None, depth: float | None = None) ->
                 f"auto: {cls}, {cv_band(cv)}, depth ratio {depth:.3g} <= {DEPTH_SPLIT:g}: rule"
                 f" v5: {shape} core on shallow pipelines (validation/results/core_shape_choice.md)"
             )
+    if cv is not None and (cls, cv_band(cv)) in AUTO_RULE_READING_F:
+        shape = AUTO_RULE_READING_F[(cls, cv_band(cv))]
+        return shape, (
+            f"auto: {cls}, {cv_band(cv)}: reading F (v4 conditions): {shape} core's worst-case"
+            " KS lowest beyond Monte Carlo noise, resolvably worse on no variant"
+            " (validation/results/core_shape_choice.md)"
+        )
     if cv is not None and (cls, cv_band(cv)) in AUTO_RULE_BY_CV:
         shape = AUTO_RULE_BY_CV[(cls, cv_band(cv))]
         return shape, (
