@@ -19,24 +19,12 @@ from prism_analytic.calibration.fit import CalibrationError
 from prism_analytic.calibration.shape_choice import choose_shape, normalised_ks
 from prism_analytic.workload.jobs import load_config, merge_config
 
-TRUE_EFF = 0.4  # the preset's gemm_fp4 default is 0.331: the fit has something to find
+# the job of test_calibration_consistency.py (each test sets its slow fraction) and its true
+# GEMM efficiency (the preset's gemm_fp4 default is 0.331: the fit has something to find),
+# shared with the generator of calibration_consistency.md section 4
+from validation.calibration_shape_choice import JOB_TOML, QUIET_SPATIAL, TRUE_EFF
+
 GEMM = "hardware.efficiency.gemm_fp4"
-# the job of test_calibration_consistency.py; each test sets its slow fraction
-JOB_TOML = """
-[job]
-name = "gb200-8b-fp4"
-preset = "llama3-8b"
-hardware = "gb200-nvl72"
-gpus = 16
-
-[parallelism]
-microbatches = 4
-micro_batch_size = 1
-
-[training]
-precision = "nvfp4"
-"""
-QUIET_SPATIAL = {"variability": {"spatial": {"cv": 0.0, "slow_fraction": 0.0}}}
 
 
 @pytest.fixture(scope="module")

@@ -694,30 +694,7 @@ EARLIER_LOWEST_F: dict[tuple[str, str], frozenset[str]] = {
 
 def f_table(by_case: dict[str, dict[str, dict]]) -> str:
     """Reading F's verdict per band: the v4 conditions with :data:`EARLIER_LOWEST_F`."""
-    out = [
-        "| class | band | variants | current shape "
-        "| worst KS [band] normal / skew / kurtosis / cumulant "
-        "| worst abs spread n / s / k / c | both targets met n / s / k / c "
-        "| candidate: conditions 1-5 | reading F pick |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for (cls, cv_band), variants in _by_class_band(by_case).items():
-        pick, conds = v4_class(cls, cv_band, variants, EARLIER_LOWEST_F)
-        summ = {s: class_summary(variants, s) for s in SHAPES4}
-        worst = " / ".join(
-            f"{summ[s]['W']:.4f} [{summ[s]['W_lo']:.4f}, {summ[s]['W_hi']:.4f}]" for s in SHAPES4
-        )
-        cand = "; ".join(
-            f"{s}: " + "".join("y" if ok else "n" for ok in c) for s, c in conds.items()
-        )
-        out.append(
-            f"| {cls} | {cv_band} | {len(variants)} | {V3_RULE[cls]} | {worst} | "
-            + " / ".join(f"{summ[s]['sp']:.2%}" for s in SHAPES4)
-            + " | "
-            + " / ".join(str(summ[s]["met"]) for s in SHAPES4)
-            + f" | {cand} | {pick} |"
-        )
-    return "\n".join(out)
+    return v4_table(by_case, EARLIER_LOWEST_F, ("current shape", "reading F pick"))
 
 
 def v4_picks(rows: list[dict]) -> dict[tuple[str, str], str]:
@@ -757,17 +734,25 @@ def four_shapes(by_case: dict[str, dict[str, dict]]) -> str:
     return "\n".join(out)
 
 
-def v4_table(by_case: dict[str, dict[str, dict]]) -> str:
-    """The v4 criterion applied to every (class, band) (conditions 1-5 for each candidate)."""
+def v4_table(
+    by_case: dict[str, dict[str, dict]],
+    earlier: dict[tuple[str, str], frozenset[str]] | None = None,
+    labels: tuple[str, str] = ("v3 shape", "v4 pick"),
+) -> str:
+    """The v4 criterion applied to every (class, band) (conditions 1-5 for each candidate).
+
+    ``earlier`` and the two column ``labels`` serve a later reading under the same conditions
+    (reading F: :func:`f_table`).
+    """
     out = [
-        "| class | band | variants | v3 shape "
+        f"| class | band | variants | {labels[0]} "
         "| worst KS [band] normal / skew / kurtosis / cumulant "
         "| worst abs spread n / s / k / c | both targets met n / s / k / c "
-        "| candidate: conditions 1-5 | v4 pick |",
+        f"| candidate: conditions 1-5 | {labels[1]} |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for (cls, cv_band), variants in _by_class_band(by_case).items():
-        pick, conds = v4_class(cls, cv_band, variants)
+        pick, conds = v4_class(cls, cv_band, variants, earlier)
         summ = {s: class_summary(variants, s) for s in SHAPES4}
         worst = " / ".join(
             f"{summ[s]['W']:.4f} [{summ[s]['W_lo']:.4f}, {summ[s]['W_hi']:.4f}]" for s in SHAPES4
