@@ -69,4 +69,9 @@ def test_cross_check_warns_when_the_body_fails_and_the_step_band_is_one_sided() 
     assert one_sided  # a max over 512 copies reads the body far beyond the sample
     assert ver["note"] is None
     assert ver["warning"] is not None and "cannot confirm" in ver["warning"]
+    # the warning sizes the problem: the largest move of a step quantile when the body is
+    # replaced by its samples (0.0 would mean the check could not see the bias it reports)
+    moves = [abs(r["estimate_s"] - r["montecarlo_propagated_s"]) for r in ver["step_band"].values()]
+    assert max(moves) > 0
+    assert f"move by up to {max(moves):.3g} s" in ver["warning"]
     assert "WARNING" in res.summary()
