@@ -121,8 +121,9 @@ def test_predict_core_shape_kurtosis() -> None:
 def test_skewed_ops_against_monte_carlo() -> None:
     """1F1B 8 x 32, lognormal ops at CV 20%: the op-skew terms recover most of the lost spread.
 
-    Measured (1e5 samples): Gaussian core KS 0.105, std -14%; skew core 0.12; this core 0.018,
-    std -6%.
+    Measured (1e5 samples): Gaussian core KS 0.105, std -14%; skew core 0.12 while it kept
+    Clark's moments of each max; this core 0.018, std -6%. At these 2e4 samples the skew core,
+    which now carries the ops' third cumulants (not ``D``'s kurtosis), gives 0.043 (std -7.5%).
     """
     laws = {
         law_key(ph, s, 0): pa.lognormal(mu, 0.2 * mu)
@@ -135,8 +136,8 @@ def test_skewed_ops_against_monte_carlo() -> None:
     s, _ = skew_pipeline(spec)
     ks_k = stats.kstest(x, k.law().cdf).statistic
     ks_s = stats.kstest(x, s.law().cdf).statistic
-    assert ks_k < 0.04 < ks_s
-    assert abs(k.std / x.std() - 1) < 0.1 < abs(s.std / x.std() - 1)
+    assert ks_k < 0.04 and ks_k < ks_s
+    assert abs(k.std / x.std() - 1) < 0.1
 
 
 def test_normal_ops_skip_the_op_window() -> None:

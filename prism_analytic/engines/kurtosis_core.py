@@ -41,14 +41,19 @@ lognormal variants (see the table).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Mapping
 from typing import Any
 
 import networkx as nx
 import numpy as np
 
+# gram_charlier_max and the op-skew constants live with the skew core, which carries the ops'
+# third cumulants into each max (this core adds D's excess kurtosis); re-exported for callers
+from .gram_charlier import gram_charlier_max
 from .skew_core import (
+    MAX_SKEW_D,
+    MIN_OP_WINDOW,
+    OP_WINDOW_PER_WIDTH,
     SkewResult,
     _cached_pipeline,
     _FullEngine,
@@ -61,6 +66,9 @@ __all__ = [
     "TOP_RESIDUALS",
     "MAX_KURTOSIS",
     "gram_charlier_max",
+    "MAX_SKEW_D",
+    "OP_WINDOW_PER_WIDTH",
+    "MIN_OP_WINDOW",
     "kurtosis_makespan",
     "kurtosis_pipeline",
     "cached_kurtosis_pipeline",
@@ -72,142 +80,20 @@ __all__ = [
 TOP_RESIDUALS = 16
 #: Largest excess kurtosis used: the pure-He4 Gram-Charlier density is >= 0 for g2 in [0, 4].
 MAX_KURTOSIS = 4.0
-#: Largest |skewness| of an input difference used (skewed ops only).
-MAX_SKEW_D = 1.0
-#: Recent ops whose loadings every live node keeps (skewed ops only): this many per unit of
-#: DAG width, at least :data:`MIN_OP_WINDOW`. Lognormal CV 20% 1F1B 8 x 32: 16 ops KS 0.027,
-#: 64 ops 0.018, 256 ops 0.018; 16 x 64: 64 ops 0.125, 256 ops 0.117.
-OP_WINDOW_PER_WIDTH = 4
-MIN_OP_WINDOW = 64
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-
-
-def gram_charlier_max(
-    dmu: np.ndarray,
-    theta: np.ndarray,
-    t: np.ndarray,
-    thph: np.ndarray,
-    cab: np.ndarray,
-    vb: np.ndarray,
-    g2: np.ndarray,
-    g1: np.ndarray | float = 0.0,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Corrections ``(d_mean, d_var)`` of Clark's max for a non-Gaussian difference of the inputs.
-
-    ``max(A, B) = B + D+`` with ``D = A - B`` of mean ``dmu`` and sd ``theta``; the density of
-    ``D``'s standardised form is ``phi(z) (1 + g1 He3(z) / 6 + g2 He4(z) / 24)`` (Gram-Charlier).
-    The partial moments follow by parts (``He_n phi = (-1)^n phi^(n)``), the covariance of ``B``
-    with ``D+`` from ``B = beta D + e``, ``beta = Cov(B, D) / theta^2``, ``e`` independent of
-    ``D``. The engine passes ``g1 = 0`` for symmetric ops and, with skewed ops, D's skewness
-    from the recent ops' third cumulants (:meth:`_KurtosisEngine._correct`).
-
-    Parameters
-    ----------
-    dmu, theta : numpy.ndarray
-        Mean and sd of ``D`` (theta > 0).
-    t, thph : numpy.ndarray
-        Clark's ``Phi(alpha)`` and ``theta phi(alpha)``.
-    cab, vb : numpy.ndarray
-        ``Cov(A, B)`` and ``Var B``.
-    g2 : numpy.ndarray
-        Excess kurtosis of ``D``.
-    g1 : numpy.ndarray or float
-        Skewness of ``D`` (default 0).
-
-    Returns
-    -------
-    tuple of numpy.ndarray
-        Additive corrections to Clark's mean and variance (both 0 where ``g2 = 0``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> z = np.zeros(1)
-    >>> d_mean, _ = gram_charlier_max(z, np.ones(1), z + 0.5, z + 0.3989422804, z, np.ones(1),
-    ...                               np.ones(1))
-    >>> round(float(d_mean[0]), 6)  # -phi(0) / 24
-    -0.016623
-    """
-    al = dmu / theta
-    ph = _INV_SQRT_2PI * np.exp(-0.5 * al * al)
-    d1 = theta * ph * (g2 * (al * al - 1.0) / 24.0 - g1 * al / 6.0)  # E[D+]
-    d2 = theta * theta * ph * (g1 / 3.0 - g2 * al / 12.0)  # E[(D+)^2]
-    e1 = dmu * t + thph  # Clark's E[D+]
-    beta = (cab - vb) / (theta * theta)
-    d_var_dplus = d2 - 2.0 * e1 * d1 - d1 * d1
-    d_cov = d2 - dmu * d1  # Cov(D, D+)
-    return d1, d_var_dplus + 2.0 * beta * d_cov
 
 
 class _KurtosisEngine(_FullEngine):
-    """The skew core's engine with the Gram-Charlier correction of every max (module doc).
+    """The skew core's engine with the Gram-Charlier kurtosis correction of every max (module doc).
 
-    With skewed ops (``op_k3`` given, not all zero) it also keeps each live node's loadings on
-    the ``R`` most recent ops (``L``, ring of columns; ``K3``, ``V``: those ops' third cumulants
-    and variances), from which the ops' part of the third cumulants of a max's inputs follows.
+    The ops' skewness terms (recent-op loadings ``L``, ``D``'s ``g1``, the Stein terms) are the
+    skew core's (:meth:`~.skew_core._FullEngine._op_skew_max`); this engine adds ``D``'s excess
+    kurtosis to them, with symmetric ops too.
     """
 
     shape = "kurtosis"
-    slot_rows = ("L",)
-
-    @classmethod
-    def for_dag(
-        cls, n_factors: int, window: int, gens: list[np.ndarray], k3_arr: np.ndarray | None
-    ) -> _KurtosisEngine:
-        """An engine for one DAG, with its ops' third cumulants in the order they are added."""
-        op_k3 = None
-        if k3_arr is not None:
-            # in the order the driver adds ops (generation by generation); an op law without a
-            # finite third moment is left out of the op-skew terms (its skew has no finite value)
-            seq = np.concatenate([k3_arr[np.asarray(g, dtype=np.intp)] for g in gens])
-            op_k3 = np.where(np.isfinite(seq), seq, 0.0)
-        width = max(len(g) for g in gens)
-        return cls(n_factors, window, op_k3, max(MIN_OP_WINDOW, OP_WINDOW_PER_WIDTH * width))
-
-    def __init__(
-        self, n_factors: int, window: int, op_k3: np.ndarray | None = None, op_window: int = 0
-    ) -> None:
-        super().__init__(n_factors, window)
-        skewed = op_k3 is not None and bool(np.any(op_k3 != 0))
-        self.R = op_window if skewed else 0
-        self.L = np.zeros((self.cap, self.R))
-        self.K3 = np.zeros(self.R)
-        self.V = np.ones(self.R)
-        self.oring = 0
-        self._k3_seq = op_k3 if skewed else None
-        self._k3_at = 0
-
-    def _rebind(self, fresh: _FullEngine) -> bool:
-        """Take over ``fresh``'s op third cumulants (False: another op window or other ops).
-
-        The ops added so far must have the same third cumulants in ``fresh``'s DAG, else the
-        shared start would not be that DAG's.
-        """
-        if not isinstance(fresh, _KurtosisEngine) or fresh.R != self.R:
-            return False
-        if self.R:
-            done = self._k3_seq[: self._k3_at]
-            if not np.array_equal(fresh._k3_seq[: self._k3_at], done):
-                return False
-            self._k3_seq = fresh._k3_seq
-        return super()._rebind(fresh)
-
-    def add(self, slots: np.ndarray, m: np.ndarray, s: np.ndarray, lm: np.ndarray) -> None:
-        super().add(slots, m, s, lm)
-        if not self.R:
-            return
-        # the ops just added (one per slot, in the order the driver adds generations) enter the
-        # ring of recent ops, evicting the oldest; each slot has loading 1 on its own op
-        g = len(slots)
-        pos = (self.oring + np.arange(g)) % self.R
-        # the same columns as a slice where they do not wrap (strided fancy writes cost more)
-        cols = slice(self.oring, self.oring + g) if self.oring + g <= self.R else pos
-        self.oring = (self.oring + g) % self.R
-        self.L[:, cols] = 0.0
-        self.L[slots, pos] = 1.0
-        self.K3[pos] = self._k3_seq[self._k3_at : self._k3_at + g]
-        self.V[pos] = np.maximum(s * s, 1e-300)
-        self._k3_at += g
+    #: Every op's own third cumulant enters the maxima, however small (as before the skew core
+    #: carried them: this core's measured tables stand bit for bit).
+    op_skew_floor = 0.0
 
     def excess_kurtosis(self, ia: np.ndarray, ib: np.ndarray, th2: np.ndarray) -> np.ndarray:
         """Excess kurtosis of ``D = A - B`` for each pair, from the He2 chaos (module doc)."""
@@ -239,42 +125,9 @@ class _KurtosisEngine(_FullEngine):
         cab: np.ndarray,
         th2: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray, tuple | None]:
-        """Clark's mean and variance with the Gram-Charlier (and op-skew) corrections.
-
-        The third value (skewed ops only) is each max's extra covariance with the recent ops,
-        with the inputs' op-loading rows and Clark's ``T``, ``1 - T``, for :meth:`_finish`.
-        """
-        t, tc, thph, _, mu, var, tie = clark
+        """Clark's mean and variance with the Gram-Charlier (and op-skew) corrections."""
         g2 = self.excess_kurtosis(ia, ib, th2)
-        ok = ~tie & (th2 > 0)
-        th = np.sqrt(np.where(ok, th2, 1.0))
-        g1 = 0.0
-        extra = None
-        if self.R:
-            # skewed ops: D's third cumulant from the recent ops' (sum d_r^3 k3_r), and the
-            # Stein terms of the max: Cov(max, w_r) gains phi(alpha) / (2 theta) d_r^2 k3_r,
-            # Var(max) gains phi(alpha) / theta * kappa(B, D, D) (B: the larger-mean input)
-            la, lb = self.L[ia], self.L[ib]  # (L is not written before _finish)
-            d = la - lb
-            dd = d * d * self.K3[None, :]
-            g1 = np.where(ok, (d * dd).sum(axis=1) / th**3, 0.0)
-            g1 = np.minimum(np.maximum(g1, -MAX_SKEW_D), MAX_SKEW_D)
-            dens = np.where(ok, thph / np.maximum(th2, 1e-300), 0.0)  # phi(alpha) / theta
-            cov_op = 0.5 * dens[:, None] * dd  # (g, R): extra Cov(max, w_r)
-            extra = (cov_op, la, lb, t, tc)
-            var = var + dens * np.sum(lb * dd, axis=1)
-        d_mu, d_var = gram_charlier_max(self.mu[ia] - self.mu[ib], th, t, thph, cab, vb, g2, g1)
-        mu = mu + np.where(ok, d_mu, 0.0)
-        var = np.maximum(var + np.where(ok, d_var, 0.0), 0.0)
-        return mu, var, extra
-
-    def _finish(self, iy: np.ndarray, rows: np.ndarray, extra: tuple | None) -> None:
-        """The op-skew covariances (skewed ops only) into ``rows`` and the new op loadings."""
-        if extra is None:
-            return
-        cov_op, la, lb, t, tc = extra
-        rows += cov_op @ self.L.T  # through each live node's loadings on those ops
-        self.L[iy] = t[:, None] * la + tc[:, None] * lb + cov_op / self.V
+        return self._op_skew_max(ia, ib, clark, vb, cab, th2, g2)
 
 
 def kurtosis_makespan(

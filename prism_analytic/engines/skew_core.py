@@ -58,6 +58,7 @@ from .canonical import (
     _prepare,
     _unit_hermite,
 )
+from .gram_charlier import gram_charlier_max
 
 __all__ = [
     "SkewResult",
@@ -68,6 +69,9 @@ __all__ = [
     "skew_law",
     "third_cumulant",
     "MAX_SKEW",
+    "MAX_SKEW_D",
+    "OP_WINDOW_PER_WIDTH",
+    "MIN_OP_WINDOW",
     "SKEW_OPS_CAP",
     "STEADY_CAP",
     "STEADY_RTOL",
@@ -93,6 +97,13 @@ STEADY_RTOL = 1e-5
 #: Largest |skewness| given to the Pearson III law (shape 4 / skew^2 >= 1: a bounded density).
 #: Makespans of tied lattices measure 0.03-0.2; the clip only guards degenerate inputs.
 MAX_SKEW = 2.0
+#: Largest |skewness| of an input difference used (skewed ops only).
+MAX_SKEW_D = 1.0
+#: Recent ops whose loadings every live node keeps (skewed ops only): this many per unit of
+#: DAG width, at least :data:`MIN_OP_WINDOW`. Lognormal CV 20% 1F1B 8 x 32 (kurtosis core):
+#: 16 ops KS 0.027, 64 ops 0.018, 256 ops 0.018; 16 x 64: 64 ops 0.125, 256 ops 0.117.
+OP_WINDOW_PER_WIDTH = 4
+MIN_OP_WINDOW = 64
 #: Smallest variance of a unit-theta rectifier residual whose own third moments are used.
 MIN_RESIDUAL_VAR = 1e-9
 #: Residuals whose He2 weight on the sink is below this fraction of the largest are left out of
@@ -169,15 +180,27 @@ class _FullEngine(_Engine):
     part of ``X_j`` on the linear direction of ``D_l``), ``uF[l]`` the factor part of
     ``D_l / theta_l``, and ``G`` the correlations between the window's ``U_l``.
 
+    With skewed ops (``op_k3`` given, not all zero) each live node also keeps its loadings on
+    the ``R`` most recent ops (``L``, ring of columns; ``K3``, ``V``: those ops' third
+    cumulants and variances), from which each max gets ``D``'s skewness and the Stein terms
+    (:meth:`_op_skew_max`). With symmetric ops ``R = 0`` and every max is Clark's.
+
     Subclasses (:mod:`.kurtosis_core`) change the moments of each max through
     :meth:`_correct` and :meth:`_finish`, and name in :attr:`slot_rows` their own per-slot
-    arrays, which this class grows, zeroes and copies with the slots.
+    arrays (besides ``L``), which this class grows, zeroes and copies with the slots.
     """
 
     #: The core shape this engine computes (the pipeline cache tells shapes apart by it).
     shape: ClassVar[str] = "skew"
     #: Attributes holding one row per slot besides the canonical state (``(cap, k)`` arrays).
-    slot_rows: ClassVar[tuple[str, ...]] = ()
+    slot_rows: ClassVar[tuple[str, ...]] = ("L",)
+    #: Ops whose |skewness| is at most this count as symmetric in the maxima (:func:`_op_k3`).
+    #: A normal law put on a grid (an explicit core's edge) keeps a cell-centre third moment
+    #: of rounding size (skewness <= 1.5e-14 on an op-by-op 1F1B 8 x 32 at CV 5%), which would
+    #: otherwise switch on the op ring and move the last bits of symmetric-op results; real
+    #: skewed ops sit far above (a lognormal at CV 0.1% has skewness 3e-3). The sink's third
+    #: cumulant still reads every op's own value.
+    op_skew_floor: ClassVar[float] = 1e-9
     #: Whether the pipeline driver may propagate two truncated schedules' common start once
     #: and copy the engine (:func:`_forked`); a subclass with per-DAG state of its own sets
     #: False or extends :meth:`_rebind`.
@@ -190,11 +213,36 @@ class _FullEngine(_Engine):
     def for_dag(
         cls, n_factors: int, window: int, gens: list[np.ndarray], k3_arr: np.ndarray | None
     ) -> _FullEngine:
-        """An engine for one DAG (``gens``: its generations; ``k3_arr``: its ops' kappa3)."""
-        return cls(n_factors, window)
+        """An engine for one DAG (``gens``: its generations; ``k3_arr``: its ops' kappa3).
 
-    def __init__(self, n_factors: int, window: int, cap: int = 32) -> None:
+        The ops' third cumulants are taken in the order the driver adds ops (generation by
+        generation); an op law without a finite third moment is left out of the op-skew terms
+        (its skew has no finite value).
+        """
+        op_k3 = None
+        if k3_arr is not None:
+            seq = np.concatenate([k3_arr[np.asarray(g, dtype=np.intp)] for g in gens])
+            op_k3 = np.where(np.isfinite(seq), seq, 0.0)
+        width = max(len(g) for g in gens)
+        return cls(n_factors, window, op_k3, max(MIN_OP_WINDOW, OP_WINDOW_PER_WIDTH * width))
+
+    def __init__(
+        self,
+        n_factors: int,
+        window: int,
+        op_k3: np.ndarray | None = None,
+        op_window: int = 0,
+        cap: int = 32,
+    ) -> None:
         super().__init__(n_factors, window, cap)
+        skewed = op_k3 is not None and bool(np.any(op_k3 != 0))
+        self.R = op_window if skewed else 0
+        self.L = np.zeros((self.cap, self.R))
+        self.K3 = np.zeros(self.R)
+        self.V = np.ones(self.R)
+        self.oring = 0
+        self._k3_seq = op_k3 if skewed else None
+        self._k3_at = 0
         self.G = np.eye(self.W)
         # per residual: weight s (std of s * unit residual), and Clark's alpha and whether it is
         # live, from which E[g^3] and E[U g^2] of the unit one follow (:meth:`rectifier`)
@@ -207,9 +255,17 @@ class _FullEngine(_Engine):
     def _rebind(self, fresh: _FullEngine) -> bool:
         """Continue, after a shared start, as the engine ``fresh`` (built for another DAG).
 
-        Takes over ``fresh``'s per-DAG inputs; False when they differ in a way that would have
-        changed the shared start (nothing to take over here).
+        Takes over ``fresh``'s op third cumulants; False when they differ in a way that would
+        have changed the shared start (another op window, or other third cumulants of the ops
+        added so far).
         """
+        if not isinstance(fresh, _FullEngine) or fresh.R != self.R:
+            return False
+        if self.R:
+            done = self._k3_seq[: self._k3_at]
+            if not np.array_equal(fresh._k3_seq[: self._k3_at], done):
+                return False
+            self._k3_seq = fresh._k3_seq
         return True
 
     def fork(self) -> _FullEngine:
@@ -257,6 +313,20 @@ class _FullEngine(_Engine):
         super().add(slots, m, s, lm)
         self.tape.append(("a", np.asarray(slots).copy()))
         self.last = int(slots[-1])
+        if not self.R:
+            return
+        # the ops just added (one per slot, in the order the driver adds generations) enter the
+        # ring of recent ops, evicting the oldest; each slot has loading 1 on its own op
+        g = len(slots)
+        pos = (self.oring + np.arange(g)) % self.R
+        # the same columns as a slice where they do not wrap (strided fancy writes cost more)
+        cols = slice(self.oring, self.oring + g) if self.oring + g <= self.R else pos
+        self.oring = (self.oring + g) % self.R
+        self.L[:, cols] = 0.0
+        self.L[slots, pos] = 1.0
+        self.K3[pos] = self._k3_seq[self._k3_at : self._k3_at + g]
+        self.V[pos] = np.maximum(s * s, 1e-300)
+        self._k3_at += g
 
     def maxes(self, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
         out = super().maxes(ia, ib)
@@ -303,16 +373,67 @@ class _FullEngine(_Engine):
     ) -> tuple[np.ndarray, np.ndarray, Any]:
         """Mean and variance of each max of a batch, and what :meth:`_finish` needs.
 
-        Clark's here (``clark``: :func:`~.canonical._clark`'s output); a subclass corrects them
-        before the residual weights are solved, so the covariance bookkeeping matches.
+        ``clark``: :func:`~.canonical._clark`'s output. With symmetric ops Clark's mean and
+        variance, unchanged; with skewed ops those of :meth:`_op_skew_max` (``g2 = 0``). They
+        are corrected here, before the residual weights are solved, so that the covariance
+        bookkeeping matches; a subclass may correct them further.
         """
-        return clark[4], clark[5], None
+        if not self.R:
+            return clark[4], clark[5], None
+        return self._op_skew_max(ia, ib, clark, vb, cab, th2, 0.0)
 
-    def _finish(self, iy: np.ndarray, rows: np.ndarray, extra: Any) -> None:
-        """Last changes to the new maxima (slots ``iy``, covariance ``rows``); none here.
+    def _op_skew_max(
+        self,
+        ia: np.ndarray,
+        ib: np.ndarray,
+        clark: tuple[np.ndarray, ...],
+        vb: np.ndarray,
+        cab: np.ndarray,
+        th2: np.ndarray,
+        g2: np.ndarray | float,
+    ) -> tuple[np.ndarray, np.ndarray, tuple | None]:
+        """Clark's max with the ops' skewness terms and ``D``'s excess kurtosis ``g2``.
 
-        ``extra`` is what :meth:`_correct` returned; ``rows`` may be changed in place.
+        With skewed ops (``R > 0``): ``D``'s skewness ``g1 = sum_r d_r^3 kappa3_r / theta^3``
+        from its loadings ``d_r`` on the recent ops (clipped to +-:data:`MAX_SKEW_D`) enters
+        the Gram-Charlier mean and ``E[(D+)^2]`` (:func:`~.gram_charlier.gram_charlier_max`),
+        and the first-order Stein terms of a max of skewed inputs: ``Var(max)`` gains
+        ``phi(alpha) / theta * kappa(B, D, D)`` (``B`` the larger-mean input) and the max's
+        covariance with op ``r`` gains ``phi(alpha) / (2 theta) d_r^2 kappa3_r``. The third
+        value (skewed ops only) is that extra covariance, with the inputs' op-loading rows and
+        Clark's ``T``, ``1 - T``, for :meth:`_finish`.
         """
+        t, tc, thph, _, mu, var, tie = clark
+        ok = ~tie & (th2 > 0)
+        th = np.sqrt(np.where(ok, th2, 1.0))
+        g1 = 0.0
+        extra = None
+        if self.R:
+            la, lb = self.L[ia], self.L[ib]  # (L is not written before _finish)
+            d = la - lb
+            dd = d * d * self.K3[None, :]
+            g1 = np.where(ok, (d * dd).sum(axis=1) / th**3, 0.0)
+            g1 = np.minimum(np.maximum(g1, -MAX_SKEW_D), MAX_SKEW_D)
+            dens = np.where(ok, thph / np.maximum(th2, 1e-300), 0.0)  # phi(alpha) / theta
+            cov_op = 0.5 * dens[:, None] * dd  # (g, R): extra Cov(max, w_r)
+            extra = (cov_op, la, lb, t, tc)
+            var = var + dens * np.sum(lb * dd, axis=1)
+        d_mu, d_var = gram_charlier_max(self.mu[ia] - self.mu[ib], th, t, thph, cab, vb, g2, g1)
+        mu = mu + np.where(ok, d_mu, 0.0)
+        var = np.maximum(var + np.where(ok, d_var, 0.0), 0.0)
+        return mu, var, extra
+
+    def _finish(self, iy: np.ndarray, rows: np.ndarray, extra: tuple | None) -> None:
+        """The op-skew covariances (skewed ops only) into ``rows`` and the new op loadings.
+
+        ``extra`` is what :meth:`_correct` returned; ``rows`` (the new maxima's covariance
+        rows, slots ``iy``) is changed in place.
+        """
+        if extra is None:
+            return
+        cov_op, la, lb, t, tc = extra
+        rows += cov_op @ self.L.T  # through each live node's loadings on those ops
+        self.L[iy] = t[:, None] * la + tc[:, None] * lb + cov_op / self.V
 
     def _max_batch(self, ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
         g = len(ia)
@@ -455,9 +576,26 @@ def _run(
     ``k3_arr``: the ops' own third cumulants; they reach the sink through its linear loadings
     (``sum_i a_i^3 kappa3_i``, exact for the linear part).
     """
-    eng = engine.for_dag(lmat.shape[1], window, gens, k3_arr)
+    eng = engine.for_dag(lmat.shape[1], window, gens, _op_k3(engine, k3_arr, s_arr, lmat))
     mu, var, _ = eng.run(gens, preds, m_arr, s_arr, lmat)
     return _finish_run(eng, gens, preds, mu, var, k3_arr)
+
+
+def _op_k3(
+    engine: type, k3_arr: np.ndarray | None, s_arr: np.ndarray, lmat: np.ndarray
+) -> np.ndarray | None:
+    """The ops' third cumulants as the engine's maxima see them.
+
+    Those of ops whose |skewness| (against the op's whole sd, shared factors included) is at
+    most the engine's ``op_skew_floor`` are set to 0; ``k3_arr`` itself (the same object)
+    where the engine has no floor or nothing is under it.
+    """
+    floor = getattr(engine, "op_skew_floor", 0.0)
+    if k3_arr is None or floor <= 0:
+        return k3_arr
+    sd3 = (s_arr * s_arr + np.sum(lmat * lmat, axis=1)) ** 1.5
+    tiny = np.abs(k3_arr) <= floor * sd3
+    return np.where(tiny, 0.0, k3_arr) if np.any(tiny & (k3_arr != 0)) else k3_arr
 
 
 def _finish_run(
@@ -757,7 +895,9 @@ def _forked(
         w = st["window"] if window is None else _window(st["gens"], st["preds"], window)
         k3_arr = np.array([k3_law[k] for k in st["keys"]])
         dags.append((st["gens"], st["preds"], m_arr, s_arr, lmat))
-        engines.append(engine.for_dag(lmat.shape[1], w, st["gens"], k3_arr))
+        engines.append(
+            engine.for_dag(lmat.shape[1], w, st["gens"], _op_k3(engine, k3_arr, s_arr, lmat))
+        )
         k3s.append(k3_arr)
         wins.append(w)
     shared = shared_generations(dags)
