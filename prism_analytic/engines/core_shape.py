@@ -168,10 +168,12 @@ AUTO_RULE_BY_CV: dict[tuple[str, str], str] = {
 #: cores (6-24 layers, lognormal / gamma / mixed laws, CV 3-25%, one in 512 replicas; 1e6 Monte
 #: Carlo steps, 1e5 for the x512 case). At CV > 10% worst-case KS skew 0.0168 [0.0153, 0.0201]
 #: -> kurtosis 0.0062 [0.0048, 0.0106], resolvably worse on no variant; at CV <= 10% kurtosis
-#: was lower too (0.0021 -> 0.0008) but not resolvably, so that band keeps ``skew``. The skew
-#: core keeps Clark's mean and variance of each max and drops the ops' third cumulant, which
-#: the kurtosis core carries (``validation/results/skew_core_mean_study.md``). No workload
-#: preset has a core in this class.
+#: was lower too (0.0021 -> 0.0008) but not resolvably, so that band keeps ``skew``. Reading F
+#: measured the skew core as it was then: Clark's mean and variance of each max, the ops'
+#: third cumulant dropped there (``validation/results/skew_core_mean_study.md``); it now
+#: carries them into each max as the kurtosis core does (``skew_core._FullEngine.
+#: _op_skew_max``), so this class's ``skew`` band no longer gets the core that was read. No
+#: workload preset has a core in this class.
 AUTO_RULE_READING_F: dict[tuple[str, str], str] = {
     ("explicit, skewed ops", CV_BANDS[1]): "kurtosis",
 }

@@ -13,8 +13,21 @@ rest in the shape. This module changes both:
   neighbouring maxima. The correlation between ``U_k`` and ``U_l`` fed to Mehler's formula is
   therefore the correlation of the full differences, ``Cov(D_k, D_l) / (theta_k theta_l)``,
   tracked for every live node ``j`` as ``Cov(X_j, D_l) / theta_l`` (the same linear recursion
-  Clark-Mehler uses for the projections of the linear parts). Everything else (Clark's moments,
-  the residual weights that keep Clark's variance, the window of residuals) is Clark-Mehler's.
+  Clark-Mehler uses for the projections of the linear parts). Everything else (the residual
+  weights that keep each max's variance, the window of residuals) is Clark-Mehler's.
+* **Moments: the ops' third cumulants in every max.** With skewed ops (lognormal, gamma...
+  latencies) each live node also keeps its loadings on the most recent ops
+  (:data:`OP_WINDOW_PER_WIDTH`); they give ``D = A - B`` its skewness
+  ``g1 = sum_r d_r^3 kappa3_r / theta^3``, which enters Clark's mean and ``E[(D+)^2]`` as the
+  Gram-Charlier He3 term (:func:`~.gram_charlier.gram_charlier_max`), and the first-order
+  Stein terms of a max of skewed inputs: ``Var(max)`` gains ``phi(alpha) / theta
+  kappa(B, D, D)`` and ``Cov(max, op r)`` gains ``phi(alpha) / (2 theta) d_r^2 kappa3_r``
+  (:meth:`_FullEngine._op_skew_max`). Clark's moments are those of normal inputs: they miss
+  the right tail of skewed ones (one max of two lognormals at a tie, CV 20%: sd -10.8% against
+  quadrature, -0.2% with these terms; CV 5%: -3.0%, -0.03%). With symmetric ops (every
+  ``kappa3 = 0``, or a skewness under :attr:`_FullEngine.op_skew_floor`: a normal's grid
+  rounding) each max is Clark's, bit for bit. The kurtosis core (:mod:`.kurtosis_core`) adds
+  ``D``'s excess kurtosis to these same terms.
 * **Shape: a third cumulant of the makespan from its Wiener-chaos form.** The makespan is
   ``mu + G + sum_k w_k g_k(U_k)`` with ``G`` its Gaussian (linear) part and ``g_k`` the unit
   residual of ``(U + alpha_k)^+``. With ``(G, U_k)`` jointly normal, the terms of one residual
@@ -26,9 +39,12 @@ rest in the shape. This module changes both:
   slot operations. The makespan's law is the Pearson type III (shifted gamma) with that mean,
   std and skewness. A single max of two normals gets its exact skewness (to ~1e-3).
 
-Both are analytic (no sampling) and cost about 1.4x Clark-Mehler (one ``k^3`` product at the
-sink, ``k`` the residuals still weighing on it). It is an estimate, checked against Monte Carlo
-in ``tests/test_skew_core.py`` and ``validation/skew_core_agreement.py`` (table in
+All are analytic (no sampling); with symmetric ops they cost about 1.4x Clark-Mehler (one
+``k^3`` product at the sink, ``k`` the residuals still weighing on it), with skewed ops the
+op-loading rows add about what they cost the kurtosis core. It is an estimate, checked against
+quadrature and Monte Carlo in ``tests/test_skew_core.py``, ``tests/test_skew_core_k3.py``,
+``validation/skew_core_mean_study.py`` (skewed ops; ``validation/results/
+skew_core_mean_study.md``) and ``validation/skew_core_agreement.py`` (normal ops; table in
 ``validation/results/skew_core_agreement.md``): against 1e5 samples it brings 1F1B 8x32 /
 16x64 to KS 0.019 / 0.014 (Gaussian Clark-Mehler 0.038 / 0.068) but leaves 1F1B 32x64 (std
 -7%) and the interleaved schedules (std +4-7%, KS 0.12 at 32x64) short of KS 0.03: there many
@@ -118,7 +134,7 @@ class SkewResult:
     Attributes
     ----------
     mean, std : float
-        Moments (Clark-Mehler on full differences).
+        Moments (Clark-Mehler on full differences, with the ops' skewness terms).
     skew : float
         Skewness ``kappa3 / std^3`` (Wiener-chaos estimate, clipped to +-:data:`MAX_SKEW`).
     window : int
