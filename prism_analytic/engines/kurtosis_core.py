@@ -21,12 +21,15 @@ Gram-Charlier correction of ``D`` (:func:`gram_charlier_max`):
   ``kappa4(D) = 48 (x o c)' R (x o c) + 48 tr((X R)^4)`` (``x``: He2 coefficients of ``D`` on
   the window's residuals, ``c``: their covariances with ``D``, ``R``: their correlations; the
   :data:`TOP_RESIDUALS` largest ``|x|``), clipped to ``[0, 4]`` (a non-negative density);
-* with skewed ops (a third cumulant not 0), each live node also keeps its loadings on the most
-  recent ops (:data:`OP_WINDOW_PER_WIDTH`), which give ``D``'s skewness from the ops (He3 term)
-  and the first-order Stein terms of a max of skewed inputs: ``Var(max)`` gains
-  ``phi(alpha) / theta * kappa(B, D, D)`` (``B`` the larger-mean input) and the max's
-  covariance with op ``r`` gains ``phi(alpha) / (2 theta) d_r^2 kappa3_r``. With normal ops
-  these terms are 0 and are not computed.
+* with skewed ops (a third cumulant not 0), the skew core's own op-skew terms, computed by the
+  same code (:meth:`~.skew_core._FullEngine._op_skew_max`): each live node also keeps its
+  loadings on the most recent ops (:data:`OP_WINDOW_PER_WIDTH`), which give ``D``'s skewness
+  from the ops (He3 term) and the first-order Stein terms of a max of skewed inputs:
+  ``Var(max)`` gains ``phi(alpha) / theta * kappa(B, D, D)`` (``B`` the larger-mean input)
+  and the max's covariance with op ``r`` gains ``phi(alpha) / (2 theta) d_r^2 kappa3_r``.
+  With normal ops these terms are 0 and are not computed. (Unlike the skew core, this core
+  keeps an op's third cumulant however small: a normal law's grid rounding, ~1e-14 of its
+  sd^3, switches them on; its measured tables were made so.)
 
 No sampling and no fitted constant; it is an estimate, checked against Monte Carlo
 (``tests/test_kurtosis_core.py``; ``validation/results/lattice_closure_study.md``, 1e5
