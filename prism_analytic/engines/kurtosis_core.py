@@ -25,8 +25,10 @@ Gram-Charlier correction of ``D`` (:func:`gram_charlier_max`):
   same code (:meth:`~.skew_core._FullEngine._op_skew_max`): each live node also keeps its
   loadings on the most recent ops (:data:`OP_WINDOW_PER_WIDTH`), which give ``D``'s skewness
   from the ops (He3 term) and the first-order Stein terms of a max of skewed inputs:
-  ``Var(max)`` gains ``phi(alpha) / theta * kappa(B, D, D)`` (``B`` the larger-mean input)
-  and the max's covariance with op ``r`` gains ``phi(alpha) / (2 theta) d_r^2 kappa3_r``.
+  ``Var(max)`` gains ``phi(alpha) / theta * kappa(e, D, D)`` (``e`` the part of the
+  larger-mean input uncorrelated with ``D``; before 2026-12-01 ``kappa(B, D, D)``, which
+  counted ``D``'s skewness twice) and the max's covariance with op ``r`` gains
+  ``phi(alpha) / (2 theta) d_r^2 kappa3_r`` (op skewness clipped to +-1).
   With normal ops these terms are 0 and are not computed. (Unlike the skew core, this core
   keeps an op's third cumulant however small: a normal law's grid rounding, ~1e-14 of its
   sd^3, switches them on; its measured tables were made so.)
@@ -50,8 +52,9 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-# gram_charlier_max and the op-skew constants live with the skew core, which carries the ops'
-# third cumulants into each max (this core adds D's excess kurtosis); re-exported for callers
+# the op-skew constants live with the skew core (gram_charlier_max in .gram_charlier), which
+# carries the ops' third cumulants into each max (this core adds D's excess kurtosis);
+# re-exported for callers
 from .gram_charlier import gram_charlier_max
 from .skew_core import (
     MAX_SKEW_D,

@@ -17,17 +17,18 @@ rest in the shape. This module changes both:
   weights that keep each max's variance, the window of residuals) is Clark-Mehler's.
 * **Moments: the ops' third cumulants in every max.** With skewed ops (lognormal, gamma...
   latencies) each live node also keeps its loadings on the most recent ops
-  (:data:`OP_WINDOW_PER_WIDTH`); they give ``D = A - B`` its skewness
-  ``g1 = sum_r d_r^3 kappa3_r / theta^3``, which enters Clark's mean and ``E[(D+)^2]`` as the
-  Gram-Charlier He3 term (:func:`~.gram_charlier.gram_charlier_max`), and the first-order
-  Stein terms of a max of skewed inputs: ``Var(max)`` gains ``phi(alpha) / theta
-  kappa(B, D, D)`` and ``Cov(max, op r)`` gains ``phi(alpha) / (2 theta) d_r^2 kappa3_r``
-  (:meth:`_FullEngine._op_skew_max`). Clark's moments are those of normal inputs: they miss
-  the right tail of skewed ones (one max of two lognormals at a tie, CV 20%: sd -10.8% against
-  quadrature, -0.2% with these terms; CV 5%: -3.0%, -0.03%). With symmetric ops (every
-  ``kappa3 = 0``, or a skewness under :attr:`_FullEngine.op_skew_floor`: a normal's grid
-  rounding) each max is Clark's, bit for bit. The kurtosis core (:mod:`.kurtosis_core`) adds
-  ``D``'s excess kurtosis to these same terms.
+  (:data:`OP_WINDOW_PER_WIDTH`); they give ``D = A - B`` its skewness ``g1 = sum_r d_r^3
+  kappa3_r / theta^3``, which enters Clark's mean and ``E[(D+)^2]`` as the Gram-Charlier He3
+  term (:func:`~.gram_charlier.gram_charlier_max`), and the first-order Stein terms of a max of
+  skewed inputs: ``Var(max)`` gains ``phi(alpha) / theta kappa(e, D, D)`` (``e`` the part of the
+  larger-mean input ``B`` uncorrelated with ``D``) and ``Cov(max, op r)`` gains ``phi(alpha) /
+  (2 theta) d_r^2 kappa3_r`` (:meth:`_FullEngine._op_skew_max`); an op's skewness enters clipped
+  to +-:data:`MAX_SKEW_D`, the range of these expansions. Clark's moments are those of normal
+  inputs: they miss the right tail of skewed ones (one max of two lognormals at a tie, CV 20%:
+  sd -10.8% against quadrature, -0.2% with these terms; CV 5%: -3.0%, -0.03%). With symmetric
+  ops (every ``kappa3 = 0``, or a skewness under :attr:`_FullEngine.op_skew_floor`: a normal's
+  grid rounding) each max is Clark's, bit for bit. The kurtosis core (:mod:`.kurtosis_core`)
+  adds ``D``'s excess kurtosis to these same terms.
 * **Shape: a third cumulant of the makespan from its Wiener-chaos form.** The makespan is
   ``mu + G + sum_k w_k g_k(U_k)`` with ``G`` its Gaussian (linear) part and ``g_k`` the unit
   residual of ``(U + alpha_k)^+``. With ``(G, U_k)`` jointly normal, the terms of one residual
@@ -340,7 +341,13 @@ class _FullEngine(_Engine):
         self.oring = (self.oring + g) % self.R
         self.L[:, cols] = 0.0
         self.L[slots, pos] = 1.0
-        self.K3[pos] = self._k3_seq[self._k3_at : self._k3_at + g]
+        # An op's skewness is clipped to +-MAX_SKEW_D, the bound D's skewness gets: the
+        # Gram-Charlier and first-order Stein terms hold for mild skew only, and an op far
+        # beyond it (a 0.2% chance of 3x: skewness 21) drove the loadings, compounded through
+        # the lattice, to a mean 1,000 sd off. Lognormals up to CV 33% are untouched.
+        cap = MAX_SKEW_D * np.abs(s) ** 3
+        k3 = self._k3_seq[self._k3_at : self._k3_at + g]
+        self.K3[pos] = np.minimum(np.maximum(k3, -cap), cap)
         self.V[pos] = np.maximum(s * s, 1e-300)
         self._k3_at += g
 
@@ -414,7 +421,9 @@ class _FullEngine(_Engine):
         from its loadings ``d_r`` on the recent ops (clipped to +-:data:`MAX_SKEW_D`) enters
         the Gram-Charlier mean and ``E[(D+)^2]`` (:func:`~.gram_charlier.gram_charlier_max`),
         and the first-order Stein terms of a max of skewed inputs: ``Var(max)`` gains
-        ``phi(alpha) / theta * kappa(B, D, D)`` (``B`` the larger-mean input) and the max's
+        ``phi(alpha) / theta * kappa(e, D, D)`` (``B = beta D + e`` the larger-mean input,
+        ``kappa(e, D, D) = kappa(B, D, D) - beta kappa3(D)``: the ``beta`` part is already in the
+        Gram-Charlier ``Cov(D, D+)``) and the max's
         covariance with op ``r`` gains ``phi(alpha) / (2 theta) d_r^2 kappa3_r``. The third
         value (skewed ops only) is that extra covariance, with the inputs' op-loading rows and
         Clark's ``T``, ``1 - T``, for :meth:`_finish`.
@@ -433,7 +442,12 @@ class _FullEngine(_Engine):
             dens = np.where(ok, thph / np.maximum(th2, 1e-300), 0.0)  # phi(alpha) / theta
             cov_op = 0.5 * dens[:, None] * dd  # (g, R): extra Cov(max, w_r)
             extra = (cov_op, la, lb, t, tc)
-            var = var + dens * np.sum(lb * dd, axis=1)
+            # 2 Cov(B, D+) = 2 beta Cov(D, D+) + kappa(e, D, D) phi(alpha) / theta with
+            # B = beta D + e: the first term (D's skewness in it) is gram_charlier_max's, so the
+            # Stein term takes kappa(e, D, D) = kappa(B, D, D) - beta kappa3(D), not kappa(B, D, D)
+            beta = np.where(ok, (cab - vb) / np.where(ok, th2, 1.0), 0.0)
+            k_edd = np.sum(lb * dd, axis=1) - beta * g1 * th**3
+            var = var + dens * k_edd
         d_mu, d_var = gram_charlier_max(self.mu[ia] - self.mu[ib], th, t, thph, cab, vb, g2, g1)
         mu = mu + np.where(ok, d_mu, 0.0)
         var = np.maximum(var + np.where(ok, d_var, 0.0), 0.0)
