@@ -3,7 +3,9 @@
 References are independent of the engine: quadrature of the exact CDF of one max of two
 lognormals, and a seeded Monte Carlo of an op-by-op 1F1B lattice. The tolerances sit between
 the values measured with this change and those of the skew core before it (Clark's mean and
-variance of every max), which each check names: the checks fail on the old code.
+variance of every max), which each check names. The old code fails the sd checks (at a tie
+the means are Clark's before and after) and ``test_symmetric_ops_keep_clarks_max`` guards the
+floor below which ops count as symmetric (it fails with ``op_skew_floor = 0``).
 """
 
 from __future__ import annotations
