@@ -97,8 +97,8 @@ class _KurtosisEngine(_FullEngine):
     """
 
     shape = "kurtosis"
-    #: Every op's own third cumulant enters the maxima, however small (as before the skew core
-    #: carried them: this core's measured tables stand bit for bit).
+    #: Every op's own third cumulant enters the maxima, however small, as it always did in this
+    #: core (with normal ops only a grid's rounding: moving that floor would move the last bits).
     op_skew_floor = 0.0
 
     def excess_kurtosis(self, ia: np.ndarray, ib: np.ndarray, th2: np.ndarray) -> np.ndarray:
