@@ -106,6 +106,29 @@ class MonteCarlo:
     node_sd: np.ndarray
     # node -> (E[max], E[X_p0], E[X_p1], and of D = X_p0 - X_p1: mean, theta, g1, g2)
     dstats: dict[int, tuple[float, ...]] = field(default_factory=dict)
+    # node -> P(X_p0 > X_p1); sink node -> P(it is the makespan)
+    p_first: dict[int, float] = field(default_factory=dict)
+    p_sink: dict[int, float] = field(default_factory=dict)
+
+    def weights(self, preds: list, gens: list) -> np.ndarray:
+        """Each node's criticality: the sink mean's first-order change per unit shift of it.
+
+        ``w = P(node's finish is the makespan's)`` by the backward pass ``w_p += w_i P(p wins
+        at i)`` (Monte Carlo's probabilities).
+        """
+        w = np.zeros(len(preds))
+        for i, pr in self.p_sink.items():
+            w[i] = pr
+        for gen in reversed(gens):
+            for i in gen:
+                ps = preds[int(i)]
+                if len(ps) == 1:
+                    w[ps[0]] += w[i]
+                elif len(ps) == 2:
+                    p0 = self.p_first[int(i)]
+                    w[ps[0]] += w[i] * p0
+                    w[ps[1]] += w[i] * (1.0 - p0)
+        return w
 
 
 def sample(case: Case, st: dict, mean: np.ndarray, sd: np.ndarray, n: int, seed: int) -> MonteCarlo:
@@ -133,6 +156,7 @@ def sample(case: Case, st: dict, mean: np.ndarray, sd: np.ndarray, n: int, seed:
                 dm, th = float(d.mean()), float(d.std())
                 z = (d - dm) / th
                 base = np.maximum(x0, x1)
+                mc.p_first[i] = float(np.mean(x0 > x1))
                 mc.dstats[i] = (
                     float(base.mean()),
                     float(x0.mean()),
@@ -151,7 +175,10 @@ def sample(case: Case, st: dict, mean: np.ndarray, sd: np.ndarray, n: int, seed:
                     del live[q]
             if rem[i] == 0:
                 sinks.append(i)
-    mc.sink = np.max(np.stack([live[i] for i in sinks]), axis=0)
+    ends = np.stack([live[i] for i in sinks])
+    mc.sink = np.max(ends, axis=0)
+    win = np.bincount(np.argmax(ends, axis=0), minlength=len(sinks)) / n
+    mc.p_sink = {i: float(pr) for i, pr in zip(sinks, win, strict=True)}
     return mc
 
 
@@ -178,12 +205,14 @@ class Study(cc._CumulantEngine):
     """The cumulant core with a switchable ``g2`` source and per-max records.
 
     ``mode``: ``"chaos"`` (shipped), ``"zero"``, ``"half"``, ``"mc"`` (Monte Carlo's ``g2`` of
-    the node's ``D``); ``mc_ef``: replace the mean increment by Monte Carlo's ``E[Y] - E[B]``.
+    the node's ``D``); ``mc_ef``: replace the mean increment by Monte Carlo's ``E[Y] - E[B]``
+    (True: at every two-input max; ``"tied"`` / ``"far"``: only where Monte Carlo's inputs are
+    within / beyond 2 sd of a tie).
     """
 
     mode = "chaos"
     mc: MonteCarlo | None = None
-    mc_ef = False
+    mc_ef: bool | str = False
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -216,10 +245,14 @@ class Study(cc._CumulantEngine):
         y = super()._max(a, b, g2)
         known = self.mc is not None and node in self.mc.dstats
         if self.mc_ef and known:
-            self.mu[y] = mb + mc_d(self.mc, node, self._swap)[5]
+            _, mdm, mth, *_, minc = mc_d(self.mc, node, self._swap)
+            tied = abs(mdm) <= 2 * mth
+            if self.mc_ef is True or (self.mc_ef == "tied") == tied:
+                self.mu[y] = mb + minc
         th = math.sqrt(max(th2, 0.0))
         g1 = k3d / th**3 if th > 0 else 0.0
-        self.records.append((node, self._swap, dm, th, g1, chaos, float(self.mu[y]) - mb))
+        vsum = float(C[a, a] + C[b, b])
+        self.records.append((node, self._swap, dm, th, g1, chaos, float(self.mu[y]) - mb, vsum))
         return y
 
 
@@ -259,6 +292,8 @@ VARIANTS: dict[str, dict] = {
     "g2 0.5x (probe)": {"mode": "half"},
     "g2 MC (oracle)": {"mode": "mc"},
     "g2 MC + E[D+] MC (oracle)": {"mode": "mc", "mc_ef": True},
+    "E[D+] MC at tied maxima only (oracle)": {"mc_ef": "tied"},
+    "E[D+] MC at far maxima only (oracle)": {"mc_ef": "far"},
     "no g2 clip": {"consts": {"MAX_KURTOSIS": math.inf}},
     "no skew clip": {"consts": {"MAX_SKEW_D": math.inf}},
     "g2 in every term": {"consts": {"_rectifier": _g2_all}},
@@ -273,6 +308,7 @@ def evaluate(st: dict, mean: np.ndarray, sd: np.ndarray, k3: np.ndarray, mc: Mon
     )
     with patched(**v.get("consts", {})), single_blas_thread():
         eng = cls.for_dag(0, st["window"], st["gens"], k3)
+        eng.preds = st["preds"]
         mu, var, _ = eng.run(st["gens"], st["preds"], mean, sd, np.zeros((len(mean), 0)))
         k3s = eng.kappa3(eng.last)
     s = math.sqrt(var)
@@ -288,7 +324,7 @@ def ks(sink: np.ndarray, mu: float, s: float, g: float) -> float:
     return float(max(np.max(np.arange(1, n + 1) / n - f), np.max(f - np.arange(n) / n)))
 
 
-def per_max(eng: Study, mc: MonteCarlo) -> np.ndarray:
+def per_max(eng: Study, mc: MonteCarlo, tied: bool = True) -> np.ndarray:
     """Rows per tied two-input max, errors in Monte Carlo ``theta``.
 
     ``(node, dm err, theta rel err, g1 eng, g1 MC, g2 chaos, g2 MC, E[Y] - E[B] err,
@@ -296,11 +332,12 @@ def per_max(eng: Study, mc: MonteCarlo) -> np.ndarray:
     the same at the chaos g2)``.
     """
     rows = []
-    for node, swap, dm, th, g1, chaos, inc in eng.records:
+    preds = eng.preds
+    for node, swap, dm, th, g1, chaos, inc, vsum in eng.records:
         if node not in mc.dstats:
             continue
         _, mdm, mth, mg1, mg2, minc = mc_d(mc, node, swap)
-        if abs(mdm) > 2 * mth:
+        if (abs(mdm) <= 2 * mth) != tied:
             continue
         rows.append(
             (
@@ -320,6 +357,11 @@ def per_max(eng: Study, mc: MonteCarlo) -> np.ndarray:
                 (gc_ef(dm, th, mg1, mg2) - gc_ef(mdm, th, mg1, mg2)) / mth,
                 (gc_ef(dm, th, g1, mg2) - gc_ef(dm, th, mg1, mg2)) / mth,
                 (gc_ef(dm, th, g1, chaos) - gc_ef(dm, th, g1, mg2)) / mth,
+                # theta^2 error split: Var A + Var B error, and -2 Cov(A, B) error (/ MC th^2)
+                (vsum - float(np.sum(mc.node_sd[list(preds[node])] ** 2))) / mth**2,
+                (th**2 - vsum - (mth**2 - float(np.sum(mc.node_sd[list(preds[node])] ** 2))))
+                / mth**2,
+                mth,
             )
         )
     return np.array(rows)
@@ -387,6 +429,40 @@ def run_case(case: Case, n: int, seed: int, variants: list[str]) -> None:
         parts = [c[8], c[11], c[12], c[13], c[14]]
         print(
             f"| {span} | "
+            + " | ".join(f"{x:+.4f}" for x in parts)
+            + f" | {sum(parts):+.4f} | {c[7]:+.4f} |"
+        )
+    print(
+        "\ntheta^2 error of the tied maxima (in Monte Carlo theta^2), split: Var A + Var B"
+        f" {r[:, 15].mean():+.4f}, -2 Cov(A, B) {r[:, 16].mean():+.4f} (sum"
+        f" {r[:, 15].mean() + r[:, 16].mean():+.4f})\n"
+    )
+    w = mc.weights(st["preds"], st["gens"])
+    allr = np.concatenate([r, per_max(engines["shipped"], mc, tied=False)])
+    wt = w[allr[:, 0].astype(int)] * allr[:, 17] / ss  # theta units -> sink sd, by criticality
+    src = {
+        "formula": allr[:, 8],
+        "theta": allr[:, 11],
+        "g1": allr[:, 13],
+        "g2": allr[:, 14],
+        "dm (transport)": allr[:, 12],
+    }
+    sources = allr[:, 8] + allr[:, 11] + allr[:, 13] + allr[:, 14]
+    eng = engines["shipped"]
+    sink_err = (float(eng.mu[eng.last]) - ms) / ss
+    print(
+        "Criticality-weighted sum over every two-input max (sink sd units; weight: Monte"
+        " Carlo's P(the node's finish is the makespan's)): "
+        + ", ".join(f"{k} {float(np.sum(wt * v)):+.4f}" for k, v in src.items())
+        + f"; sources (formula + theta + g1 + g2) {float(np.sum(wt * sources)):+.4f}, all five"
+        f" {float(np.sum(wt * allr[:, 7])):+.4f} vs the sink's mean error {sink_err:+.4f}\n"
+    )
+    far = per_max(engines["shipped"], mc, tied=False)
+    if len(far):
+        c = far.mean(axis=0)
+        parts = [c[8], c[11], c[12], c[13], c[14]]
+        print(
+            f"| far ({len(far)} maxima beyond 2 sd of a tie) | "
             + " | ".join(f"{x:+.4f}" for x in parts)
             + f" | {sum(parts):+.4f} | {c[7]:+.4f} |"
         )
