@@ -362,6 +362,7 @@ def per_max(eng: Study, mc: MonteCarlo, tied: bool = True) -> np.ndarray:
                 (th**2 - vsum - (mth**2 - float(np.sum(mc.node_sd[list(preds[node])] ** 2))))
                 / mth**2,
                 mth,
+                mdm / mth,
             )
         )
     return np.array(rows)
@@ -456,6 +457,14 @@ def run_case(case: Case, n: int, seed: int, variants: list[str]) -> None:
         + ", ".join(f"{k} {float(np.sum(wt * v)):+.4f}" for k, v in src.items())
         + f"; sources (formula + theta + g1 + g2) {float(np.sum(wt * sources)):+.4f}, all five"
         f" {float(np.sum(wt * allr[:, 7])):+.4f} vs the sink's mean error {sink_err:+.4f}\n"
+    )
+    top = np.argsort(-np.abs(wt * allr[:, 8]))[:20]
+    print(
+        "The 20 maxima with the largest weighted formula error: weight (sd per theta)"
+        f" {wt[top].mean():.3f}; Monte Carlo's dm / theta {allr[top, 18].mean():+.2f}, g1"
+        f" {allr[top, 4].mean():+.3f}, g2 {allr[top, 6].mean():+.3f}; formula error"
+        f" {allr[top, 8].mean():+.4f} theta each (g2 = 0: {allr[top, 9].mean():+.4f}),"
+        f" weighted sum {float(np.sum(wt[top] * allr[top, 8])):+.4f} sd\n"
     )
     far = per_max(engines["shipped"], mc, tied=False)
     if len(far):
