@@ -226,6 +226,12 @@ class Study(cc._CumulantEngine):
     def _excess_kurtosis(self, node: int, a: int, b: int) -> float:
         self._node = node
         g2 = super()._excess_kurtosis(node, a, b)
+        if self.mode in ("mc-neg", "chaos-neg"):
+            # the engine drops g2 <= 0; hand it over through the patched rectifier instead
+            if self.mode == "mc-neg" and self.mc is not None and node in self.mc.dstats:
+                g2 = self.mc.dstats[node][6]
+            _G2_OVERRIDE[0] = min(g2, cc.MAX_KURTOSIS)
+            return 1.0
         if self.mode == "zero":
             return 0.0
         if self.mode == "half":
@@ -243,6 +249,7 @@ class Study(cc._CumulantEngine):
         mb = float(self.mu[b])
         chaos = float(self.chaos.g2_node[node]) if node >= 0 and self.chaos is not None else 0.0
         y = super()._max(a, b, g2)
+        _G2_OVERRIDE[0] = None  # (unused where the inputs were tied)
         known = self.mc is not None and node in self.mc.dstats
         if self.mc_ef and known:
             _, mdm, mth, *_, minc = mc_d(self.mc, node, self._swap)
@@ -273,6 +280,16 @@ def _clark(dm: float, th: float, g1: float, g2: float, g2_mean: float | None) ->
     return {**out, "kfDD": 0.0, "kffD": 0.0, "k3f": 0.0}, ef
 
 
+_G2_OVERRIDE: list[float | None] = [None]
+
+
+def _g2_signed(dm: float, th: float, g1: float, g2: float, g2_mean: float | None) -> tuple:
+    """The shipped rectifier, with the mean's kurtosis taken from :data:`_G2_OVERRIDE`."""
+    if _G2_OVERRIDE[0] is not None:
+        g2_mean, _G2_OVERRIDE[0] = _G2_OVERRIDE[0], None
+    return _RECTIFIER(dm, th, g1, g2, g2_mean)
+
+
 @contextlib.contextmanager
 def patched(**consts: object) -> Iterator[None]:
     """Set module constants of the cumulant core for the block's duration."""
@@ -294,6 +311,8 @@ VARIANTS: dict[str, dict] = {
     "g2 MC + E[D+] MC (oracle)": {"mode": "mc", "mc_ef": True},
     "E[D+] MC at tied maxima only (oracle)": {"mc_ef": "tied"},
     "E[D+] MC at far maxima only (oracle)": {"mc_ef": "far"},
+    "g2 MC, negative kept (oracle)": {"mode": "mc-neg", "consts": {"_rectifier": _g2_signed}},
+    "g2 chaos, negative kept": {"mode": "chaos-neg", "consts": {"_rectifier": _g2_signed}},
     "no g2 clip": {"consts": {"MAX_KURTOSIS": math.inf}},
     "no skew clip": {"consts": {"MAX_SKEW_D": math.inf}},
     "g2 in every term": {"consts": {"_rectifier": _g2_all}},
