@@ -15,7 +15,18 @@ patching the engine inside this script (no engine file is changed):
   ``E[max] - E[B]`` at every max (an oracle that removes every local mean error; what is left
   is the inputs' drift);
 * ``no g2 clip``: ``MAX_KURTOSIS`` = inf; ``no skew clip``: ``MAX_SKEW_D`` = inf;
-* ``g2 0.5x``: half the chaos estimate (not a candidate fix: a sensitivity probe).
+* ``g2 0.5x``: half the chaos estimate (not a candidate fix: a sensitivity probe);
+* ``E[D+] MC at tied / far maxima only``: the increment oracle restricted to the maxima whose
+  Monte Carlo inputs are within / beyond 2 sd of a tie;
+* ``g2 MC, negative kept`` / ``g2 chaos, negative kept``: a negative excess kurtosis used in the
+  mean too (the engine uses ``g2`` only when it is > 0);
+* ``g2 in every term`` (the kurtosis in every rectifier moment) and ``maxima's k3 = 0`` (the
+  third cumulants the maxima create dropped), as in ``cumulant_drift_study.py``.
+
+Then it splits each max's increment error into the formula's error at Monte Carlo's moments and
+the effect of each engine input (``theta``, ``dm``, ``g1``, ``g2``), and weights the splits by
+each node's criticality (Monte Carlo's probability that its finish is the makespan's) so that
+their sum is a first-order account of the sink's mean error (checked against it).
 
 Per max (two inputs, within 2 Monte Carlo sd of a tie), it also compares the engine's inputs
 (``dm``, ``theta``, skewness, chaos ``g2``) and its mean increment ``E[Y] - E[B]`` with Monte
