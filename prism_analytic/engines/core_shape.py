@@ -392,20 +392,19 @@ def auto_shape(cls: str, cv: float | None = None, depth: float | None = None) ->
                 f"auto: {cls}, {cv_band(cv)}, depth ratio {depth:.3g} <= {DEPTH_SPLIT:g}: rule"
                 f" v5: {shape} core on shallow pipelines (validation/results/core_shape_choice.md)"
             )
-    if cv is not None and (cls, cv_band(cv)) in AUTO_RULE_READING_F:
-        shape = AUTO_RULE_READING_F[(cls, cv_band(cv))]
-        return shape, (
-            f"auto: {cls}, {cv_band(cv)}: reading F (v4 conditions): {shape} core's worst-case"
-            " KS lowest beyond Monte Carlo noise, resolvably worse on no variant"
-            " (validation/results/core_shape_choice.md)"
-        )
-    if cv is not None and (cls, cv_band(cv)) in AUTO_RULE_BY_CV:
-        shape = AUTO_RULE_BY_CV[(cls, cv_band(cv))]
-        return shape, (
-            f"auto: {cls}, {cv_band(cv)}: rule v4: {shape} core's worst-case KS lowest beyond"
-            " Monte Carlo noise, resolvably worse on no variant, within the flat-time guard"
-            " (validation/results/core_shape_choice.md)"
-        )
+    # the op-CV tables, the later reading first: (table, its reading, what else it passed)
+    by_cv = (
+        (AUTO_RULE_READING_F, "reading F (v4 conditions)", ""),
+        (AUTO_RULE_BY_CV, "rule v4", ", within the flat-time guard"),
+    )
+    for table, reading, guard in by_cv if cv is not None else ():
+        shape = table.get((cls, cv_band(cv)))
+        if shape is not None:
+            return shape, (
+                f"auto: {cls}, {cv_band(cv)}: {reading}: {shape} core's worst-case KS lowest"
+                f" beyond Monte Carlo noise, resolvably worse on no variant{guard}"
+                " (validation/results/core_shape_choice.md)"
+            )
     shape = AUTO_RULE[cls]
     verdict = {
         "skew": "skew core's KS <= Gaussian's (or a numerical tie) on every tested variant",
