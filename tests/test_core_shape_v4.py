@@ -186,3 +186,15 @@ def test_the_engine_reads_the_band_from_the_ops(choice):
         ]
         assert core["core_class"] == "pipeline-1f1b, skewed ops" and core["shape"] == shape
         assert ("rule v4" in core["shape_reason"]) == (shape == "cumulant")
+
+
+def test_picks_kept_by_decision_say_so_in_their_reason():
+    """A pick whose reading no longer holds after the 2026-12-01 re-read does not claim it does."""
+    from prism_analytic.engines.core_shape import KEPT_BY_DECISION, auto_shape
+
+    for cls, band in KEPT_BY_DECISION:
+        shape, reason = auto_shape(cls, 0.2 if band == HIGH else 0.05)
+        assert "kept" in reason and "re-read" in reason, reason
+    # a pick that still holds carries no such note
+    _, reason = auto_shape("pipeline-interleaved, skewed ops", 0.2)
+    assert "kept" not in reason
