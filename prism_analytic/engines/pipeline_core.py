@@ -610,6 +610,18 @@ def _mean_path(spec: Any, cap: int) -> tuple[float, int]:
 
 #: A microbatch-factor mixture component rarer than this is a rare heavy event, conditioned on.
 RARE_WEIGHT = 0.05
+#: Probability of more heavy microbatches than the conditions evaluated: the count ``K`` whose
+#: tail ``P(count > K)`` is below this is the last, and takes that tail's weight (a lower
+#: estimate of that rarest remainder only).
+RARE_TAIL = 1e-6
+#: Placements of ``k >= 2`` heavy microbatches whose mean path is computed (all of them when
+#: there are fewer; seeded draws otherwise).
+RARE_PLACEMENTS = 4096
+#: Placements per count evaluated with the canonical-form core (anchors of the noise's bias
+#: and sd as functions of the mean path).
+RARE_ANCHORS = 8
+#: Seed of the placement draws (fixed: the engine is deterministic).
+RARE_SEED = 20261207
 
 
 def rare_events(spec: Any) -> tuple[Any, Any, float] | None:
@@ -633,15 +645,12 @@ def pipeline_components(
 
     A microbatch factor that is a two-point mixture with a rare heavy component (weight at most
     :data:`RARE_WEIGHT`, e.g. "this microbatch is 3x slow with probability 1%") is handled by
-    conditioning on the heavy events: none (exact weight ``(1-q)^m``), exactly one at each
-    microbatch ``k`` (weight ``q (1-q)^(m-1)`` each), and two or more (the remaining weight),
-    represented by one pair per distance ``d`` weighted by the number of pairs ``m - d`` at that
-    distance (an approximation of that rare remainder).
-    Inside each condition the factor of a microbatch is its component's law. Other shared
-    factors (per-microbatch work, per-stage speed) are conditioned on by quasi-Monte-Carlo over
-    the factor vector (:func:`~.pipeline_factors.factor_components`: a mixture of normals, one
-    per Sobol point). Plain pipelines, and conditioned ones too long to evaluate directly, are
-    one normal from :func:`pipeline_makespan`.
+    conditioning on the heavy events (:func:`rare_components`): the number ``k`` of heavy
+    microbatches (binomial weights, exact), and for each ``k`` where they fall.
+    Other shared factors (per-microbatch work, per-stage speed) are conditioned on by
+    quasi-Monte-Carlo over the factor vector (:func:`~.pipeline_factors.factor_components`: a
+    mixture of normals, one per Sobol point). Plain pipelines, and conditioned ones too long to
+    evaluate directly, are one normal from :func:`pipeline_makespan`.
     """
     rare = rare_events(spec)
     has_factor = spec.microbatch_factor is not None or spec.stage_factor is not None
@@ -652,34 +661,97 @@ def pipeline_components(
     if rare is None or truncation(spec, cap) is not None:
         mu, sd, info = pipeline_makespan(spec, method=method, window=window, cap=cap)
         return [(1.0, mu, sd)], info
+    return rare_components(spec, rare, method, window)
+
+
+def rare_counts(m: int, q: float) -> list[tuple[int, float]]:
+    """``[(k, weight)]``: heavy-microbatch counts ``0..K`` with their binomial probabilities.
+
+    ``K`` is the first count with ``P(count > K) <`` :data:`RARE_TAIL`; it also takes that
+    remaining tail's probability, so the weights sum to 1.
+    """
+    from scipy import stats
+
+    out = []
+    for k in range(m + 1):
+        tail = float(stats.binom.sf(k, m, q))
+        if tail < RARE_TAIL or k == m:
+            out.append((k, float(stats.binom.pmf(k, m, q)) + tail))
+            return out
+        out.append((k, float(stats.binom.pmf(k, m, q))))
+    return out
+
+
+def rare_placements(m: int, k: int) -> np.ndarray:
+    """``(n, k)`` placements of ``k`` heavy microbatches among ``m``, equally likely each.
+
+    Every placement when there are at most :data:`RARE_PLACEMENTS`; otherwise that many seeded
+    uniform draws (each a uniformly random ``k``-subset).
+    """
+    from itertools import combinations
+    from math import comb
+
+    if comb(m, k) <= RARE_PLACEMENTS:
+        return np.array(list(combinations(range(m), k)), dtype=np.int64).reshape(-1, k)
+    rng = np.random.default_rng([RARE_SEED, m, k])
+    return np.sort(rng.random((RARE_PLACEMENTS, m)).argsort(axis=1)[:, :k], axis=1)
+
+
+def rare_components(
+    spec: Any, rare: tuple[Any, Any, float], method: str, window: int | None
+) -> tuple[list[tuple[float, float, float]], dict[str, Any]]:
+    """:func:`pipeline_components` of a pipeline whose microbatch factor has a rare heavy part.
+
+    Condition on the number ``k`` of heavy microbatches (:func:`rare_counts`) and on where they
+    fall. ``k = 0`` and each single heavy microbatch are evaluated with the canonical-form core.
+    For ``k >= 2`` the placements' makespans spread widely (1F1B 8x32, three 3x microbatches:
+    mean paths from 173 to 261 s, against a noise sd of ~3 s), so the law of the mean path
+    ``L`` over the placements (:func:`rare_placements`, an exact max-plus recursion each) carries
+    the tail; the core runs at :data:`RARE_ANCHORS` placements at equally spaced ranks of ``L``,
+    and its bias ``E[M] - L`` and sd are interpolated in ``L`` to every placement (the same
+    split as :mod:`~.pipeline_factors`). An estimate, checked against Monte Carlo in
+    tests/test_rare_stall_pipeline.py and ``prism agreement`` (``pipe_straggler_8x32``).
+    """
+    from .pipeline_factors import mean_paths, merge_components
+
     base, heavy, q = rare
     m = spec.microbatches
     mom = np.array([[float(c.mean()), float(c.std())] for c in (base, heavy)])
 
-    def run(heavies: tuple[int, ...]) -> tuple[float, float]:
+    def run(heavies: Sequence[int]) -> tuple[float, float]:
         w_mom = np.repeat(mom[:1], m, axis=0)
         w_mom[list(heavies)] = mom[1]
         mu, var, _ = _direct(spec, method, window, w_mom)
         return mu, math.sqrt(max(var, 0.0))
 
-    p0 = (1 - q) ** m
-    p1 = q * (1 - q) ** (m - 1)
-    comps = [(p0, *run(()))]
-    comps += [(p1, *run((k,))) for k in range(m)]
-    rest = max(1.0 - p0 - m * p1, 0.0)
-    if rest > 0 and m >= 2:
-        # two heavy microbatches d apart (m - d such pairs): one central pair per distance,
-        # weighted by the number of pairs at that distance (overlap depends mostly on d)
-        total = m * (m - 1) / 2
-        for d in range(1, m):
-            k = (m - d) // 2
-            comps.append((rest * (m - d) / total, *run((k, k + d))))
+    counts = rare_counts(m, q)
+    comps: list[tuple[float, float, float]] = []
+    for k, weight in counts:
+        if k <= 1:
+            places = [()] if k == 0 else [(i,) for i in range(m)]
+            comps += [(weight / len(places), *run(p)) for p in places]
+            continue
+        places = rare_placements(m, k)
+        w = np.full((len(places), m), mom[0, 0])
+        np.put_along_axis(w, places, mom[1, 0], axis=1)
+        paths = mean_paths(spec, w, None)
+        order = np.argsort(paths, kind="stable")
+        picks = order[np.linspace(0, len(order) - 1, min(RARE_ANCHORS, len(order))).astype(int)]
+        at = np.array([run(places[i]) for i in picks])
+        anchor_l = paths[picks]
+        bias = np.interp(paths, anchor_l, at[:, 0] - anchor_l)
+        sd = np.interp(paths, anchor_l, at[:, 1])
+        comps += merge_components(np.full(len(paths), weight / len(paths)), paths + bias, sd)
     info = {
         "ops": spec.n_ops,
         "evaluated_microbatches": [m],
-        "conditioned_on": "rare heavy microbatches (0, 1 exactly; >= 2 by one pair per distance)",
+        "conditioned_on": (
+            f"rare heavy microbatches: 0..{counts[-1][0]} of {m} (binomial weights), "
+            "where they fall (0 and 1 exactly; more: mean paths of the placements, the core "
+            f"at {RARE_ANCHORS} anchors per count)"
+        ),
         "heavy_probability": q,
-        "weight_two_or_more": rest,
+        "weight_two_or_more": float(sum(w for k, w in counts if k >= 2)),
         "components": len(comps),
     }
     return comps, info
