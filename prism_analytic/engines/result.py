@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from .._checks import check_probabilities
 from ..distributions import Empirical, GridDistribution
+from .order_stat_interval import order_statistic_interval
 
 __all__ = ["StepTimeResult", "AnalyticResult", "BoundsResult", "MonteCarloResult", "LEVELS"]
 
@@ -471,9 +471,5 @@ def _pct(q: float) -> str:
 def _order_statistic_ci(
     sorted_samples: np.ndarray, q: float, confidence: float
 ) -> tuple[float, float]:
-    """Distribution-free CI for a quantile: order statistics at binomial quantiles."""
-    n = sorted_samples.size
-    alpha = 1 - confidence
-    lo = int(stats.binom.ppf(alpha / 2, n, q))
-    hi = int(stats.binom.isf(alpha / 2, n, q))
-    return float(sorted_samples[max(lo - 1, 0)]), float(sorted_samples[min(hi, n - 1)])
+    """Distribution-free CI for a quantile (:mod:`.order_stat_interval`; infinite ends)."""
+    return order_statistic_interval(sorted_samples, q, confidence)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..json_safe import jsonable
 from .agreement import (
     BASELINES,
     BOUND_LEVELS,
@@ -355,7 +356,8 @@ def run(
         progress=lambda line: print(line, file=err, flush=True),
     )
     if as_json:
-        print(json.dumps(rows, indent=2, default=_json_default), file=out)
+        # an interval end the sample cannot resolve is infinite: null, as strict JSON wants
+        print(json.dumps(jsonable(rows), indent=2, default=_json_default), file=out)
     else:
         shape = "" if core_shape is None else f", core_shape {core_shape}"
         print(f"Analytic vs Monte Carlo ({samples:,} samples, seed {seed}{shape})\n", file=out)
