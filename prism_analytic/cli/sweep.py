@@ -136,7 +136,7 @@ def add_executor_arguments(p: argparse.ArgumentParser, default: str | None = "lo
 
 def add_evaluation_arguments(p: argparse.ArgumentParser) -> None:
     """Engine, Monte Carlo, run-time and memory options (shared with ``prism optimize``)."""
-    from ..engines.predict import METHODS
+    METHODS = ("analytic", "bounds", "montecarlo")  # engines.predict.METHODS, kept light
 
     p.add_argument("--method", choices=METHODS, default="analytic", help="engine")
     p.add_argument(
