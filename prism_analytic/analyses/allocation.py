@@ -51,9 +51,11 @@ class AllocationMoments:
 def barrier_grid(parts: StepParts, s_lo: float, s_hi: float, cells: int = 1500) -> np.ndarray:
     """Times covering the barrier for slowest factors in ``[s_lo, s_hi]``."""
     b = parts.body
-    lo = float(b.quantile(1e-9)) * s_lo
-    hi = float(b.isf(1e-12)) * s_hi
-    return np.linspace(lo, hi, cells)
+    # a level inside a grid's unresolved tail mass has no quantile (NaN): take the first
+    # resolved one of a few ever less extreme levels
+    lo_b = next(v for q in (1e-9, 1e-7, 1e-5) if np.isfinite(v := float(b.quantile(q))))
+    hi_b = next(v for q in (1e-12, 1e-10, 1e-8) if np.isfinite(v := float(b.isf(q))))
+    return np.linspace(lo_b * s_lo, hi_b * s_hi, cells)
 
 
 def _moments_from_cdf(t: np.ndarray, cdf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
