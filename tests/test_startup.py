@@ -169,3 +169,13 @@ def test_lazy_package_namespace():
     assert isinstance(prism_analytic.__version__, str)
     with pytest.raises(AttributeError, match="no_such_name"):
         prism_analytic.no_such_name  # noqa: B018
+
+
+def test_every_command_module_is_in_the_table():
+    from pathlib import Path
+
+    folder = Path(cli.__file__).parent
+    with_register = {
+        p.stem for p in folder.glob("*.py") if "\ndef register(" in p.read_text(encoding="utf-8")
+    }
+    assert with_register == set(cli.COMMAND_MODULES)
