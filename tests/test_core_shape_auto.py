@@ -10,9 +10,13 @@ import prism_analytic as pa
 from prism_analytic.distributions import to_grid
 from prism_analytic.engines.core_shape import (
     AUTO_RULE,
+    CLASSES,
+    CV_BANDS,
     auto_shape,
+    cv_band,
     explicit_class,
     lattice_schedule,
+    op_cv,
     ops_kind,
     pipeline_class,
 )
@@ -21,12 +25,14 @@ from prism_analytic.graph.pipeline import explicit_pipeline, pipeline_step_graph
 from prism_analytic.validation.scenarios import compact_pipeline, fsdp_overlap
 
 
-def _pipe(p: int, m: int, sched: str = "1f1b", family: str = "normal") -> pa.StepGraph:
+def _pipe(
+    p: int, m: int, sched: str = "1f1b", family: str = "normal", cv: float = 0.05
+) -> pa.StepGraph:
     vpp = 2 if sched == "interleaved" else 1
 
     def latency(phase: str, stage: int, mb: int, chunk: int) -> pa.Distribution:
         mean = (1.0 if phase == "F" else 2.0) / vpp
-        return (pa.normal if family == "normal" else pa.lognormal)(mean, 0.05 * mean)
+        return (pa.normal if family == "normal" else pa.lognormal)(mean, cv * mean)
 
     return pipeline_step_graph(p, m, latency, schedule=sched, vpp=vpp, compact=True)
 
@@ -63,15 +69,36 @@ def test_auto_is_the_default_and_reports_shape_class_and_reason():
         assert res.diagnostics["core_shape"] == "auto"
         (core,) = res.diagnostics["cores"]
         assert core["core_class"] == cls
-        assert core["shape"] == AUTO_RULE[cls]
-        assert core["shape_reason"].startswith(f"auto: {cls}")
+        assert core["shape"] == AUTO_RULE[(cls, CV_BANDS[0])][0]
+        assert core["shape_reason"].startswith(f"auto: {cls}, {CV_BANDS[0]}")
         # the same law as asking for that shape directly
         same = pa.predict(g, "analytic", core_shape=core["shape"])
         for q in (0.01, 0.5, 0.99):
             assert res.quantile(q) == same.quantile(q)
-    assert AUTO_RULE["pipeline-1f1b, symmetric ops"] == "skew"
-    assert AUTO_RULE["explicit, skewed ops"] == "skew"  # FSDP overlap with lognormal ops
-    assert AUTO_RULE["pipeline-interleaved, symmetric ops"] == "kurtosis"  # rule v3
+
+
+def test_the_table_covers_every_class_and_band_with_a_one_line_reason():
+    structures = ("pipeline-1f1b", "pipeline-interleaved", "explicit")
+    assert set(CLASSES) == {f"{s}, {o} ops" for s in structures for o in ("symmetric", "skewed")}
+    assert set(AUTO_RULE) == {(c, b) for c in CLASSES for b in CV_BANDS}
+    for shape, why in AUTO_RULE.values():
+        assert shape in ("normal", "skew", "kurtosis", "cumulant")
+        assert why and "\n" not in why and "reading" in why
+
+
+def test_the_band_is_read_from_the_ops():
+    assert op_cv([pa.normal(1.0, 0.05), pa.lognormal(2.0, 0.4), pa.point_mass(0.0)]) == 0.2
+    assert cv_band(0.1) == CV_BANDS[0] and cv_band(0.2) == CV_BANDS[1]
+    for bad in (float("nan"), -0.1):
+        with pytest.raises(ValueError, match="op CV"):
+            cv_band(bad)
+    # a 1F1B 4x8 with lognormal ops: CV 20% and its CV 5% twin fall in different bands
+    for cv, band, shape in ((0.2, CV_BANDS[1], "cumulant"), (0.05, CV_BANDS[0], "normal")):
+        g = _pipe(4, 8, family="ln", cv=cv)
+        (core,) = pa.predict(g, "analytic").diagnostics["cores"]
+        assert core["core_class"] == "pipeline-1f1b, skewed ops"
+        assert core["shape"] == shape == AUTO_RULE[("pipeline-1f1b, skewed ops", band)][0]
+        assert core["shape_reason"].startswith(f"auto: pipeline-1f1b, skewed ops, {band}")
 
 
 def test_requested_shapes_stay_selectable_and_say_so():

@@ -148,20 +148,17 @@ class _Evaluator:
         # heavy-tailed series-parallel parts also on the log lattice (kept where narrower)
         self.heavy = LogLatticeParts(policy)
 
-    def _shape(
-        self, cls: str, skew_applies: bool, laws: Any = (), depth: float | None = None
-    ) -> dict[str, str]:
+    def _shape(self, cls: str, skew_applies: bool, laws: Any = ()) -> dict[str, str]:
         """The shape a core of class ``cls`` gets, and why (``"auto"``: :mod:`.core_shape`).
 
         ``skew_applies``: the skew core can evaluate this core (Clark-Mehler, no shared factors);
         where it cannot, a requested or auto-picked ``"skew"`` falls back to ``"normal"``.
-        ``laws``: the core's op laws (``auto`` reads their largest CV: rule v4's op-CV band).
-        ``depth``: a pipeline core's (stages x vpp) / microbatches (rule v5's depth split).
+        ``laws``: the core's op laws (``auto`` reads their largest CV: the op-CV band).
         """
         if self.shape == "auto":
             from .core_shape import auto_shape, op_cv
 
-            shape, why = auto_shape(cls, op_cv(laws), depth)
+            shape, why = auto_shape(cls, op_cv(laws))
         else:
             shape, why = self.shape, f"requested core_shape={self.shape!r}"
         if shape in ("skew", "kurtosis", "cumulant") and not skew_applies:
@@ -219,13 +216,10 @@ class _Evaluator:
         if plain and (spec.stages == 1 or spec.microbatches == 1):
             # one microbatch: the schedule is a chain, evaluated exactly
             return self.graph(explicit_pipeline(spec, name), where)
-        from .core_shape import pipeline_class, pipeline_depth
+        from .core_shape import pipeline_class
 
         pick = self._shape(
-            pipeline_class(spec),
-            plain and self.core_method == "clark-mehler",
-            spec.laws.values(),
-            pipeline_depth(spec),
+            pipeline_class(spec), plain and self.core_method == "clark-mehler", spec.laws.values()
         )
         if pick["shape"] in ("skew", "kurtosis", "cumulant"):
             if pick["shape"] == "skew":
@@ -295,11 +289,10 @@ class _Evaluator:
 
         self.report.exact = False
         dag, mean, std = _duration_dag(m)
-        from .core_shape import explicit_class_depth
+        from .core_shape import explicit_class
 
         laws = [law for _, law in dag.nodes(data="law")]
-        cls, depth = explicit_class_depth(laws, m)  # depth: an op-by-op lattice's, else None
-        pick = self._shape(cls, self.core_method == "clark-mehler", laws, depth)
+        pick = self._shape(explicit_class(laws, m), self.core_method == "clark-mehler", laws)
         if pick["shape"] in ("skew", "kurtosis", "cumulant"):
             # Clark-Mehler on full differences, third cumulant, Pearson III (skew_core.py);
             # "kurtosis" adds a fourth-cumulant correction of every max (kurtosis_core.py);
