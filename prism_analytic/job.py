@@ -23,7 +23,7 @@ from typing import Any
 
 from .results import Result
 
-__all__ = ["Job", "predict_trace"]
+__all__ = ["Job", "list_presets", "predict_trace"]
 
 PathLike = str | os.PathLike[str]
 #: The sections a keyword override may name (``Job("llama3-8b", 8, parallelism={...})``).
@@ -103,6 +103,18 @@ class Job:
         return cls._build(("config", config), (), None)
 
     @classmethod
+    def from_args(
+        cls, preset: str | None = None, gpus: int | None = None, config: PathLike | None = None
+    ) -> Job:
+        """The job of the commands' ``--preset NAME --gpus N --config FILE`` options.
+
+        ``config`` overrides the preset key by key, or alone is a whole job file (then
+        ``gpus`` overrides its ``[job] gpus``), as
+        :func:`~prism_analytic.workload.jobs.build_job` reads them.
+        """
+        return cls._build(("args", (preset, config)), (), gpus)
+
+    @classmethod
     def _build(cls, recipe: tuple[str, Any], overlays: tuple[Any, ...], gpus: int | None) -> Job:
         job = cls.__new__(cls)
         job._recipe = recipe
@@ -141,7 +153,7 @@ class Job:
     @property
     def preset(self) -> str | None:
         """The model preset the job started from, when it was built from one by name."""
-        return self._recipe[1][0] if self._recipe[0] == "preset" else None
+        return self._recipe[1][0] if self._recipe[0] in ("preset", "args") else None
 
     def summary(self) -> str:
         """One line: model, layout, hardware, batch, precision."""
@@ -659,8 +671,10 @@ class Job:
         kind, arg = self._recipe
         if kind == "preset":
             preset, base = arg[0], _hardware_as_table(arg[1])
-        elif kind in ("toml", "dict"):
-            raw = dict(_read_source(arg))
+        elif kind == "args" and arg[0] is not None:
+            preset, base = arg[0], {} if arg[1] is None else dict(_read_source(Path(arg[1])))
+        elif kind in ("toml", "dict", "args"):
+            raw = dict(_read_source(Path(arg[1]) if kind == "args" else arg))
             table = dict(raw.pop("job", {}))
             if "preset" not in table:
                 raise ValueError("sweep: the job's [job] table names no preset; a sweep varies one")
@@ -717,14 +731,42 @@ def predict_trace(
     )
 
 
+def list_presets() -> Result:
+    """The model presets (with the GPU-count unit of each) and the hardware presets.
+
+    Returns
+    -------
+    Result
+        ``to_dict()`` is ``{"models": {name: {description, gpu_multiple}}, "hardware": ...}``.
+    """
+    from .workload.presets import HARDWARE, MODELS, PRESETS, allowed_gpu_multiple
+
+    models = {
+        n: {"description": PRESETS.get(n, ""), "gpu_multiple": allowed_gpu_multiple(n)}
+        for n in MODELS
+    }
+    hardware = {n: {"description": PRESETS.get(n, "")} for n in HARDWARE}
+    lines = ["Model presets (prism predict --preset NAME --gpus N, N a multiple of the unit):"]
+    width = max(len(n) for n in models)
+    lines += [
+        f"  {n:<{width}}  unit {d['gpu_multiple']:>4}  {d['description']}"
+        for n, d in models.items()
+    ]
+    lines.append("Hardware presets (TOML: [job] hardware = NAME):")
+    width = max(len(n) for n in hardware)
+    lines += [f"  {n:<{width}}  {d['description']}" for n, d in hardware.items()]
+    data = {"models": models, "hardware": hardware}
+    return Result("presets", data, text="\n".join(lines), data=data)
+
+
 # ----- helpers ---------------------------------------------------------------------------------
 def _preset_config(preset: str, gpus: int, overrides: Mapping[str, Any]) -> Any:
     """``build_job(preset, gpus)`` with keyword section overrides merged on top."""
     from .workload.jobs import build_job, merge_config
 
-    if isinstance(gpus, bool) or not isinstance(gpus, int):
+    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int)):
         raise ValueError(f"gpus: expected a positive integer, got {gpus!r}")
-    if gpus < 1:
+    if gpus is not None and gpus < 1:
         raise ValueError(f"gpus: expected a positive integer, got {gpus}")
     unknown = sorted(set(overrides) - set(SECTIONS))
     if unknown:
@@ -757,6 +799,8 @@ def _recipe_config(recipe: tuple[str, Any], overlays: tuple[Any, ...], gpus: int
         job = _preset_config(arg[0], gpus, arg[1])
     elif kind == "toml":
         job = build_job(None, gpus, arg)
+    elif kind == "args":
+        job = build_job(arg[0], gpus, arg[1])
     elif kind == "dict":
         mapping = dict(arg)
         if gpus is not None:

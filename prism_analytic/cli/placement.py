@@ -6,31 +6,23 @@ import argparse
 import json
 
 from .argtypes import add_job_arguments, positive_float, positive_int
-from .output import check_plot_path, jsonable, plot_result
+from .output import check_plot_path
 
 __all__ = ["register"]
 
 
 def _cmd(args: argparse.Namespace) -> int:
-    from ..analyses.placement import placement_analysis
-    from ..workload.jobs import build_job
+    from ..job import Job
 
     plot = check_plot_path(args.plot)
-    job = build_job(args.preset, args.gpus, args.config)
-    res = placement_analysis(job, args.slow_gpus, args.slow_factor, search=not args.no_search)
+    job = Job.from_args(args.preset, args.gpus, args.config)
+    res = job.placement(args.slow_gpus, args.slow_factor, search=not args.no_search)
     if plot is not None:
-        plot_result(
-            plot, res, f"{job.name}: {args.slow_gpus} GPUs {args.slow_factor:g}x slower", (7, 4)
-        )
+        res.plot(plot)
     if args.json:
-        print(json.dumps(jsonable(res.to_dict()), indent=2))
+        print(json.dumps(res.to_dict(), indent=2))
         return 0
-    print(job.summary())
     print(res.summary())
-    print(
-        "stage cost of one slow stage (makespan ratio, mean times): "
-        + ", ".join(f"s{i} {c:.3f}" for i, c in enumerate(res.stage_costs))
-    )
     if plot is not None:
         print(f"plot written to {plot}")
     return 0

@@ -9,24 +9,10 @@ __all__ = ["register"]
 
 
 def _cmd_presets(args: argparse.Namespace) -> int:
-    from ..workload.presets import HARDWARE, MODELS, PRESETS, allowed_gpu_multiple
+    from ..job import list_presets
 
-    models = {
-        n: {"description": PRESETS.get(n, ""), "gpu_multiple": allowed_gpu_multiple(n)}
-        for n in MODELS
-    }
-    hardware = {n: {"description": PRESETS.get(n, "")} for n in HARDWARE}
-    if args.json:
-        print(json.dumps({"models": models, "hardware": hardware}, indent=2))
-        return 0
-    print("Model presets (prism predict --preset NAME --gpus N, N a multiple of the unit):")
-    width = max(len(n) for n in models)
-    for n, d in models.items():
-        print(f"  {n:<{width}}  unit {d['gpu_multiple']:>4}  {d['description']}")
-    print("Hardware presets (TOML: [job] hardware = NAME):")
-    width = max(len(n) for n in hardware)
-    for n, d in hardware.items():
-        print(f"  {n:<{width}}  {d['description']}")
+    res = list_presets()
+    print(json.dumps(res.to_dict(), indent=2) if args.json else res.summary())
     return 0
 
 

@@ -6,51 +6,30 @@ import argparse
 import json
 
 from .argtypes import add_job_arguments, positive_float
-from .output import check_plot_path, jsonable, plot_result
+from .output import check_plot_path
 
 __all__ = ["register"]
 
 
 def _cmd(args: argparse.Namespace) -> int:
-    from ..analyses.perturb import class_moments_per_rank
-    from ..analyses.sensitivity import sensitivity
-    from ..analyses.symbolic import closed_form_check, latex_formulae
-    from ..workload.jobs import build_job
-    from ..workload.mean_model import op_means
+    from ..job import Job
 
     plot = check_plot_path(args.plot)
     if args.symbolic and args.preset is None and args.config is None:
+        from ..analyses.symbolic import latex_formulae
+
         print(latex_formulae())
         return 0
     if not 0 < args.h < 0.5:
         raise ValueError(f"--h must lie in (0, 0.5), got {args.h}")
-    job = build_job(args.preset, args.gpus, args.config)
-    res = sensitivity(job, h=args.h, rel_width=args.rel_width)
-    moments = class_moments_per_rank(job, op_means(job))
-    checks = closed_form_check(moments, job.parallelism.dp)
+    job = Job.from_args(args.preset, args.gpus, args.config)
+    res = job.sensitivity(h=args.h, rel_width=args.rel_width, symbolic=args.symbolic)
     if plot is not None:
-        title = f"{job.name}: p95 sensitivity to kernel-class variability"
-        plot_result(plot, res, title, (6.5, 4))
-    out = res.to_dict()
-    out["closed_form_check"] = [{**c.__dict__, "rel_error": c.rel_error} for c in checks]
+        res.plot(plot)
     if args.json:
-        if args.symbolic:
-            out["latex"] = latex_formulae()
-        print(json.dumps(jsonable(out), indent=2))
+        print(json.dumps(res.to_dict(), indent=2))
         return 0
-    print(job.summary())
     print(res.summary())
-    print(
-        f"closed form (slowest of {job.parallelism.dp} i.i.d. normal ranks, sympy) vs engine"
-        " (implicit) vs finite differences, largest relative disagreement per quantity:"
-    )
-    for c in checks:
-        print(
-            f"  {c.cls:<15} {c.quantity:<28} symbolic {c.symbolic:.5g}  engine {c.engine:.5g}"
-            f"  FD {c.finite_difference:.5g}  ({c.rel_error:.2%})"
-        )
-    if args.symbolic:
-        print(latex_formulae())
     if plot is not None:
         print(f"plot written to {plot}")
     return 0
