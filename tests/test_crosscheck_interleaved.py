@@ -7,8 +7,8 @@ schedule is warm-up and cool-down: large tied last-passage lattices): normal ops
 bias in sd units at any coefficient of variation (0.046 / 0.091 / 0.353 / 1.52 sd at 4x4x2 /
 4x8x4 / 8x8x4 / 16x16x8), so neither the body's narrowness nor the grid nor the op laws are
 involved. These tests keep the two things that must hold while the core has that bias: the
-bias is the core's (scale-free), and the cross-check warns about it instead of calling the
-step confirmed by a one-sided propagated band.
+bias is the core's (scale-free), and the cross-check judges it by its measured effect on the
+step quantiles (within 0.1% here: no warning), keeping the body's KS as a diagnostic.
 """
 
 from __future__ import annotations
@@ -51,7 +51,13 @@ def test_interleaved_core_bias_is_scale_free() -> None:
     assert abs(ks_narrow - ks_wide) < 0.03, (ks_narrow, ks_wide)
 
 
-def test_cross_check_warns_when_the_body_fails_and_the_step_band_is_one_sided() -> None:
+def test_a_body_ks_miss_is_a_diagnostic_and_the_step_error_decides() -> None:
+    """The body's law fails its KS band, the step quantiles move by less than the tolerance.
+
+    KS is scale free: on a body of CV 0.5% a 0.01% quantile shift is a large KS. What a user
+    reads is the step quantile: its measured error (the body replaced by its samples) is
+    within 0.1%, so no warning; the KS stays in the cross-check's cores as a diagnostic.
+    """
     body = _body(0.005)
     g = pa.StepGraph("flagship-small")
     g.add_replica_group("replicas", body, 512)
@@ -63,15 +69,16 @@ def test_cross_check_warns_when_the_body_fails_and_the_step_band_is_one_sided() 
     x = np.sort(sample_pipeline(_spec(body), 8_000, np.random.default_rng(3)))
     ks = float(np.max(np.abs(law.cdf(x) - (np.arange(1, x.size + 1) - 0.5) / x.size)))
     if ks < 3 * core["dkw_band"]:
-        pytest.skip(f"the core is no longer clearly biased here (KS {ks:.3f}): nothing to flag")
+        pytest.skip(f"the core is no longer clearly biased here (KS {ks:.3f}): nothing to show")
     assert not core["within_band"], core["summary"]
     one_sided = any(None in row["band_s"] for row in ver["step_band"].values())
     assert one_sided  # a max over 512 copies reads the body far beyond the sample
-    assert ver["note"] is None
-    assert ver["warning"] is not None and "cannot confirm" in ver["warning"]
-    # the warning sizes the problem: the largest move of a step quantile when the body is
-    # replaced by its samples (0.0 would mean the check could not see the bias it reports)
-    moves = [abs(r["estimate_s"] - r["montecarlo_propagated_s"]) for r in ver["step_band"].values()]
-    assert max(moves) > 0
-    assert f"move by up to {max(moves):.3g} s" in ver["warning"]
-    assert "WARNING" in res.summary()
+    rows = ver["quantile_errors"]
+    # the errors are measured (not zero: the check sees the body's bias) and within tolerance
+    assert max(abs(r["error_s"]) for r in rows) > 0
+    assert all(abs(r["error_rel"]) <= ver["tolerance"] for r in rows), rows
+    assert ver["warning"] is None
+    assert "WARNING" not in res.summary() and "KS" not in res.summary()
+    # a tolerance below the measured error turns it into a warning
+    strict = verify(g, pa.predict(g), budget_s=0.5, seed=2, tolerance=1e-6).verification
+    assert strict["warning"] is not None and "above the tolerance" in strict["warning"]

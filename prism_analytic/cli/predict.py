@@ -71,6 +71,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 verify=args.verify,
                 executor=executor,
+                tolerance=args.tolerance,
             )
     except (ValueError, TypeError) as exc:
         raise type(exc)(f"cannot evaluate {job.name}: {exc}") from exc
@@ -121,6 +122,21 @@ def rare_stall_note(job: JobConfig) -> str | None:
     )
 
 
+def relative_tolerance(text: str) -> float:
+    """``--tolerance``: a relative error in [0, 1), e.g. 0.001 for 0.1% of the quantile."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a number in [0, 1) (e.g. 0.001 for 0.1%), got {text!r}"
+        ) from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be a relative error in [0, 1) (e.g. 0.001 for 0.1%), got {text!r}"
+        )
+    return value
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``prism predict`` to the command's subparsers."""
     p = subparsers.add_parser(
@@ -152,6 +168,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_false",
         help="skip the default cross-check of an approximate analytic answer (Monte Carlo of "
         "the approximated pipeline body against its DKW band, plus guaranteed bounds when cheap)",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=relative_tolerance,
+        default=0.001,
+        metavar="REL",
+        help="largest approximation error of a printed quantile, relative to it, accepted "
+        "without a WARNING (default: 0.001, i.e. 0.1%%)",
     )
     from .sweep import add_executor_arguments
 

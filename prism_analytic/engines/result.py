@@ -275,41 +275,75 @@ class AnalyticResult(_LawView, StepTimeResult):
         ver = self.verification
         if self.exact or ver is None:
             return lines
-        bounds = ver.get("bounds") or {}
-        if bounds:
-            lines.append("  guaranteed bounds (bounds engine):")
-            for q in levels:
-                b = bounds.get(str(q))
-                if b is not None:
-                    low, high = (f"{v:.6g}" if v is not None else "inf" for v in b)
-                    lines.append(f"    p{_pct(q):<5} [{low}, {high}]")
-        else:
-            lines.append(f"  guaranteed bounds: {ver.get('bounds_note', 'not computed')}")
-        for c in ver.get("cores", []):
-            lines.append("  " + c["summary"])
-        for reason in ver.get("not_checked", []):
-            lines.append("  not cross-checked: " + reason)
-        band = ver.get("step_band")
-        if band:
-            conf = ver.get("step_band_confidence", 0.0)
-            lines.append(
-                f"  step quantiles with the approximated part(s) replaced by Monte Carlo "
-                f"(estimate; {conf:.1%} band, '-' = not resolved by the samples):"
-            )
-            for q in levels:
-                r = band.get(str(q))
-                if r is None:
-                    continue
-                low, high = (f"{v:.6g}" if v is not None else "-" for v in r["band_s"])
-                flag = "" if r["inside"] else "  <-- analytic OUTSIDE"
-                lines.append(
-                    f"    p{_pct(q):<5} {r['montecarlo_propagated_s']:.6g} s  [{low}, {high}]{flag}"
-                )
-        if ver.get("note"):
-            lines.append("  note: " + ver["note"])
-        if ver.get("warning"):
-            lines.append("  WARNING: " + ver["warning"])
-        return lines
+        # an approximate answer: its quantiles with their measured errors replace the
+        # numerical brackets of the approximation (those stay in to_dict)
+        return lines[: len(lines) - len(levels)] + _error_table(ver, levels)
+
+    def quantile_errors(self) -> list[dict[str, Any]]:
+        """Rows ``q, value_s, error_s, error_rel, error_band_s, bounds_s, within_tolerance``.
+
+        The approximation error of each reported quantile as :func:`~.crosscheck.verify`
+        measured it (analytic minus the step with the approximated parts replaced by their
+        Monte Carlo samples; ``error_band_s`` from their DKW band, None for an end the samples
+        cannot resolve) beside the guaranteed bounds. Empty for an exact result or one not
+        verified.
+        """
+        return list((self.verification or {}).get("quantile_errors") or [])
+
+
+def _error_table(ver: dict[str, Any], levels: tuple[float, ...]) -> list[str]:
+    """The quantile table of a verified approximate result, then its notes and warning."""
+
+    def num(v: Any, fmt: str) -> str:
+        return "-" if v is None else format(v, fmt)
+
+    rows = [r for r in ver.get("quantile_errors") or [] if r["q"] in levels]
+    table = [["", "value (s)", "error (s)", "error", "error band (s)", "guaranteed bounds (s)"]]
+    for r in rows:
+        band = r.get("error_band_s")
+        bounds = r.get("bounds_s")
+        flag = ""
+        if r.get("within_tolerance") is False:
+            flag = "  > tolerance"
+        if r.get("in_bounds") is False:
+            flag += "  OUTSIDE bounds"
+        table.append(
+            [
+                f"p{_pct(r['q'])}",
+                f"{r['value_s']:.6g}",
+                num(r.get("error_s"), "+.3g"),
+                num(r.get("error_rel"), "+.3%"),
+                "-" if band is None else f"[{num(band[0], '+.3g')}, {num(band[1], '+.3g')}]",
+                "-" if bounds is None else f"[{num(bounds[0], '.6g')}, {num(bounds[1], '.6g')}]",
+                flag,
+            ]
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(6)]
+    lines = ["  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
+    lines = [(ln + row[6]) if len(row) > 6 else ln for ln, row in zip(lines, table)]
+    tol = ver.get("tolerance", 0.0)
+    cores = ver.get("cores", [])
+    if ver.get("error_note"):
+        lines.append("  " + ver["error_note"])
+    elif cores:
+        parts = ", ".join(f"{c['where']!r} ({c['samples']:,} samples)" for c in cores)
+        judged = [r for r in rows if r.get("within_tolerance") is not None]
+        verdict = (
+            "all within it" if all(r["within_tolerance"] for r in judged) else "NOT all within it"
+        )
+        lines.append(
+            "  error: analytic minus the step with the approximated part(s) replaced by Monte "
+            f"Carlo samples ({parts}; an estimate); band {ver.get('step_band_confidence', 0):.1%}"
+            f", '-' = not resolved by the samples; tolerance {tol * 100:g}% of the quantile: "
+            + verdict
+        )
+    if not ver.get("bounds"):
+        lines.append(f"  guaranteed bounds: {ver.get('bounds_note', 'not computed')}")
+    for reason in ver.get("not_checked", []):
+        lines.append("  not cross-checked: " + reason)
+    if ver.get("warning"):
+        lines.append("  WARNING: " + ver["warning"])
+    return lines
 
 
 @dataclass(frozen=True, kw_only=True)

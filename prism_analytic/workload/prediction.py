@@ -7,6 +7,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
+from ..engines.crosscheck import DEFAULT_TOLERANCE, check_tolerance
 from ..engines.crosscheck import verify as cross_check
 from ..engines.predict import predict
 from ..policy import GridPolicy
@@ -28,6 +29,7 @@ def predict_job(
     executor: Executor | None = None,
     progress: Callable[[int, int], None] | None = None,
     policy: GridPolicy | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
 ) -> tuple[Any, Any, dict[str, Any]]:
     """Build the step graph of ``job`` and predict its step time.
 
@@ -53,6 +55,11 @@ def predict_job(
         Grid resolution of the analytic and bounds engines (default
         :data:`~prism_analytic.policy.DEFAULT_POLICY`), e.g. ``GridPolicy(op_refine=1)``: the
         opt-in coarser op grids (``validation/results/bench_resolution.md``).
+    tolerance : float
+        Largest approximation error of a step quantile, relative to the quantile, that the
+        cross-check accepts without a warning (default 0.001, 0.1%; see
+        :func:`~prism_analytic.engines.crosscheck.judge_quantile`). The measured errors are
+        ``result.quantile_errors()``.
 
     Returns
     -------
@@ -61,6 +68,7 @@ def predict_job(
         deterministic mean-model step time. The grid resolution is decided inside
         :func:`~prism_analytic.engines.predict.predict` (the same as a library call).
     """
+    tolerance = check_tolerance(tolerance)
     start = time.perf_counter()
     model = build_step_model(job)
     graph = model.graph
@@ -75,7 +83,9 @@ def predict_job(
         policy=policy,
     )
     if verify and method == "analytic":
-        result = cross_check(graph, result, budget_s=verify_budget_s, seed=seed)
+        result = cross_check(
+            graph, result, budget_s=verify_budget_s, seed=seed, tolerance=tolerance
+        )
     info = {
         "graph_nodes": model.graph_nodes,
         "represented_ops": graph.total_ops(),
