@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 _LAZY_NAMES: dict[str, str] = {
     "DEFAULT_POLICY": ".policy",
     "GridPolicy": ".policy",
+    "Job": ".job",
     "Distribution": ".distributions",
     "Empirical": ".distributions",
     "GridDistribution": ".distributions",
@@ -53,6 +54,7 @@ _LAZY_NAMES: dict[str, str] = {
 
 __all__ = [
     "DEFAULT_POLICY",
+    "Job",
     "Distribution",
     "GraphError",
     "MonteCarloSettings",
@@ -126,6 +128,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
     from .engines import MonteCarloSettings, StepTimeResult, predict, verify
     from .evt import evt_family, evt_max
     from .graph import GraphError, StepGraph
+    from .job import Job
     from .operations import (
         convolve,
         iid_max,

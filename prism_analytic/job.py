@@ -66,8 +66,8 @@ class Job:
 
         Examples
         --------
-        >>> Job.from_preset("llama3-70b", gpus=64, parallelism={"pp": 8}).config.parallelism.dp
-        1
+        >>> Job.from_preset("llama3-70b", gpus=64, parallelism={"pp": 2}).config.parallelism.dp
+        4
         """
         return cls(preset, gpus, **overrides)
 
