@@ -1,6 +1,6 @@
 """The shape a calibration compares steps with, chosen from the steps (``shape="auto"``).
 
-Degraded GPUs are drawn per replica (7da6d51), so with ``slow_fraction > 0`` the marginal
+Degraded GPUs are drawn per replica, so with ``slow_fraction > 0`` the marginal
 law of the consistency test's job (llama3-8b, dp 16) is a mixture with a slow mode (14.9%
 of allocations at ``slow_fraction`` 0.01). Steps drawn afresh from that law and fitted with
 the within-run shape read the slow mode as a 0.023 s jitter, which smooths the mixture,
@@ -20,10 +20,24 @@ from prism_analytic.calibration.shape_choice import choose_shape, normalised_ks
 from prism_analytic.workload.jobs import load_config, merge_config
 
 # the job of test_calibration_consistency.py (each test sets its slow fraction) and its true
-# GEMM efficiency (the preset's gemm_fp4 default is 0.331: the fit has something to find),
-# shared with the generator of calibration_consistency.md section 4
-from validation.calibration_shape_choice import JOB_TOML, QUIET_SPATIAL, TRUE_EFF
+# GEMM efficiency (the preset's gemm_fp4 default is 0.331: the fit has something to find), as
+# in calibration_consistency.md section 4
+TRUE_EFF = 0.4
+JOB_TOML = """
+[job]
+name = "gb200-8b-fp4"
+preset = "llama3-8b"
+hardware = "gb200-nvl72"
+gpus = 16
 
+[parallelism]
+microbatches = 4
+micro_batch_size = 1
+
+[training]
+precision = "nvfp4"
+"""
+QUIET_SPATIAL = {"variability": {"spatial": {"cv": 0.0, "slow_fraction": 0.0}}}
 GEMM = "hardware.efficiency.gemm_fp4"
 
 

@@ -12,8 +12,8 @@ as precise as the request needs. For each policy ``rel_width:op_refine`` (see
   of :mod:`bench_mc_reference` (16,384 samples) and next to the 1,000-sample run's 95%
   half-width recorded in ``validation/results/bench_workload.json`` (PRISM's accuracy);
 
-and, on the graphs that ``bench_record_hex.py`` records with the analytic engine (presets,
-the README's example, pipelines), whether every quantile (0.01 ... 0.999) stays inside the
+and, on a set of graphs (:data:`GRAPHS`: presets at a few sizes, the README's example,
+compact and op-by-op pipelines), whether every quantile (0.01 ... 0.999) stays inside the
 default policy's bracket and how much wider the brackets get.
 
 Usage::
@@ -30,28 +30,68 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
+import prism_analytic as pa
 from prism_analytic.engines.grid_cache import clear_grid_cache
 from prism_analytic.engines.pipeline_core import clear_caches
 from prism_analytic.engines.predict import predict
+from prism_analytic.graph.pipeline import pipeline_step_graph
 from prism_analytic.policy import DEFAULT_POLICY, GridPolicy
+from prism_analytic.validation.scenarios import compact_pipeline, pipeline
 from prism_analytic.workload.builder import build_step_graph
 from prism_analytic.workload.presets import preset_job
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_mc_reference import DEFAULT_OUT, commit  # noqa: E402
-from bench_record_hex import GRAPHS  # noqa: E402
 
-__all__ = ["policies", "main_job", "presets", "main"]
+__all__ = ["GRAPHS", "policies", "main_job", "presets", "main"]
 
 MAIN = ("llama3-405b", 65536)
 LEVELS = (0.05, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999)
 PRESET_LEVELS = (0.01, 0.5, 0.9, 0.99, 0.999)
 DEFAULT_POLICIES = "2.5e-4:4,2.5e-4:2,2.5e-4:1,5e-4:4,5e-4:1,1e-3:1"
+PRESETS = (
+    ("llama3-405b", 65536),
+    ("llama3-405b", 1024),
+    ("llama3-8b", 64),
+    ("llama3-70b", 16384),
+    ("mixtral-8x22b", 4096),
+    ("gpt3-175b", 1024),
+)
+
+
+def readme_step() -> pa.StepGraph:
+    """The README's pipeline example (1F1B 8 x 32 in 512 replicas, a network regime)."""
+    replica = pipeline_step_graph(
+        8,
+        32,
+        lambda phase, stage, mb, chunk: pa.normal(1e-3 if phase == "F" else 2e-3, 5e-5),
+        compact=True,
+    )
+    step = pa.StepGraph("step")
+    step.add_replica_group("dp", replica, n=512, speed=pa.lognormal(1.0, 0.02))
+    step.add_op("allreduce", pa.lognormal(5e-3, 2e-3), after=["dp"], kind="comm")
+    step.add_regime(
+        "network",
+        {"calm": 0.95, "congested": 0.05},
+        {"calm": 1.0, "congested": 3.0},
+        applies_to="comm",
+    )
+    return step
+
+
+#: name -> graph builder: the graphs whose brackets are compared across policies
+GRAPHS: dict[str, Callable[[], pa.StepGraph]] = {
+    **{f"{p}@{n}": (lambda p=p, n=n: build_step_graph(preset_job(p, n))) for p, n in PRESETS},
+    "readme": readme_step,
+    "c16x64": lambda: compact_pipeline(16, 64),
+    "i16x64": lambda: compact_pipeline(16, 64, "interleaved", 2),
+    "e8x32": lambda: pipeline(8, 32),
+}
 
 
 def policies(text: str) -> list[GridPolicy]:
@@ -111,13 +151,11 @@ def main_job(pols: list[GridPolicy], repeat: int) -> dict:
 def presets(pols: list[GridPolicy]) -> list[dict]:
     """Per recorded graph and policy: inside the default's bracket at every level, widening.
 
-    The graphs are ``bench_record_hex``'s analytic ones (presets, the README's example,
-    compact and op-by-op pipelines).
+    The graphs are :data:`GRAPHS` (presets, the README's example, compact and op-by-op
+    pipelines).
     """
     out = []
-    for name, (build, method) in GRAPHS.items():
-        if method != "analytic":
-            continue
+    for name, build in GRAPHS.items():
         graph = build()
         base = _answer(graph, DEFAULT_POLICY, PRESET_LEVELS)
         width0 = base["hi"] - base["lo"]
@@ -190,8 +228,7 @@ def report(job: dict, rows: list[dict], meta: dict) -> str:
         )
     lines += [
         "",
-        "Analytic graphs of bench_record_hex (levels 0.01, 0.5, 0.9, 0.99, 0.999), against the"
-        " default:",
+        "Analytic graphs of GRAPHS (levels 0.01, 0.5, 0.9, 0.99, 0.999), against the default:",
         "",
         "| graph | rel_width:op_refine | inside default bracket | largest move ms |"
         " widest bracket / default |",
