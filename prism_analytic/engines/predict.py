@@ -131,6 +131,7 @@ def predict(
     """
     if not isinstance(graph, StepGraph):
         raise GraphError(f"graph must be a StepGraph, got {type(graph).__name__}")
+    graph.check_nesting()  # before any walk over the bodies: a cycle would never end
     if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if mc_settings is not None and not isinstance(mc_settings, MonteCarloSettings):

@@ -94,9 +94,26 @@ class StepGraph:
     name: str = "step"
     graph: nx.DiGraph = field(default_factory=nx.DiGraph)
     regimes: list[Regime] = field(default_factory=list)
+    #: Where this graph was added as a replica body (None: not yet); it is frozen from then on.
+    frozen_as: str | None = field(default=None, init=False, repr=False, compare=False)
 
     # ----- building ------------------------------------------------------------------------
+    def _check_mutable(self, what: str) -> None:
+        """Refuse to change a graph that is already some replica group's body.
+
+        A body is evaluated where its group sits: changing it afterwards would change that
+        group behind its back, and adding a group back to the outer graph would make a graph
+        contain itself (an endless evaluation).
+        """
+        if self.frozen_as is not None:
+            raise GraphError(
+                f"{what}: graph {self.name!r} is frozen, it is the replica body of "
+                f"{self.frozen_as}; build a body completely before adding it to a group "
+                "(or build a new graph)"
+            )
+
     def _add(self, name: str, after: Iterable[str], **attrs: Any) -> str:
+        self._check_mutable(f"node {name!r}")
         if not isinstance(name, str) or not name:
             raise GraphError(f"node names must be non-empty strings, got {name!r}")
         if name in self.graph:
@@ -228,6 +245,12 @@ class StepGraph:
             )
         if len(body.graph) == 0:
             raise GraphError(f"replica group {name!r}: body graph {body.name!r} is empty")
+        self._check_mutable(f"replica group {name!r}")
+        if any(g is self for g in body._reachable_graphs()):
+            raise GraphError(
+                f"replica group {name!r}: body {body.name!r} already contains graph "
+                f"{self.name!r} as a nested replica body; a graph cannot contain itself"
+            )
         if body.depth() >= MAX_DEPTH:
             raise GraphError(
                 f"replica group {name!r}: body {body.name!r} nests replica groups "
@@ -262,7 +285,10 @@ class StepGraph:
                     f"replica group {name!r}: speed factors must be positive; "
                     f"P(speed <= 0) = {speed.cdf(0.0):.3g}"
                 )
-        return self._add(name, after, type=REPLICA, body=body, n=n, slow=slow, speed=speed)
+        out = self._add(name, after, type=REPLICA, body=body, n=n, slow=slow, speed=speed)
+        if body.frozen_as is None:  # a body shared by several groups names the first
+            body.frozen_as = f"group {name!r} in graph {self.name!r}"
+        return out
 
     def add_regime(
         self,
@@ -273,6 +299,7 @@ class StepGraph:
         applies_to: str = "comm",
     ) -> Regime:
         """Declare a per-step common shock on ops whose kind or tag equals ``applies_to``."""
+        self._check_mutable(f"regime {name!r}")
         regime = Regime(name, dict(probs), dict(factors), applies_to)
         if any(r.name == name for r in self.regimes):
             raise GraphError(f"regime {name!r} already declared")
@@ -314,11 +341,59 @@ class StepGraph:
             )
         return deepest
 
-    def tags(self) -> set[str]:
-        """Every kind and tag a regime can select in this graph and its bodies."""
-        out, stack = set(KINDS), [self]
+    def _reachable_graphs(self) -> list[StepGraph]:
+        """The graph itself and every replica body nested in it, each once (cycles allowed)."""
+        out, stack, seen = [], [self], set()
         while stack:
             g = stack.pop()
+            if id(g) in seen:
+                continue
+            seen.add(id(g))
+            out.append(g)
+            stack.extend(d["body"] for _, d in g.graph.nodes(data=True) if d.get("type") == REPLICA)
+        return out
+
+    def body_cycle(self) -> list[str]:
+        """A chain of replica bodies that leads back to a graph on it, as readable steps.
+
+        Empty when the nesting is a tree (or a DAG of shared bodies). Found without recursion:
+        a cycle makes recursive walks endless.
+        """
+        edges = nx.DiGraph()
+        for g in self._reachable_graphs():
+            edges.add_node(id(g), label=f"graph {g.name!r}")
+            for v, d in g.graph.nodes(data=True):
+                if d.get("type") == REPLICA:
+                    edges.add_edge(id(g), id(d["body"]), group=v)
+        try:
+            cycle = nx.find_cycle(edges, source=id(self))
+        except nx.NetworkXNoCycle:
+            return []
+        steps = [edges.nodes[cycle[0][0]]["label"]]
+        for u, w in cycle:
+            steps.append(f"group {edges.edges[u, w]['group']!r} body {edges.nodes[w]['label']}")
+        return steps
+
+    def check_nesting(self) -> None:
+        """Raise :class:`GraphError` when replica bodies contain a graph that contains them.
+
+        Cheap (each graph's nodes read once); every walk over bodies that recurses needs it
+        first.
+        """
+        cycle = self.body_cycle()
+        if cycle:
+            raise GraphError(
+                "replica bodies form a cycle (a graph cannot contain itself): " + " -> ".join(cycle)
+            )
+
+    def tags(self) -> set[str]:
+        """Every kind and tag a regime can select in this graph and its bodies."""
+        out, stack, seen = set(KINDS), [self], set()
+        while stack:
+            g = stack.pop()
+            if id(g) in seen:  # a shared body (or a cycle validate() reports) is read once
+                continue
+            seen.add(id(g))
             for _, d in g.graph.nodes(data=True):
                 if d.get("type") == REPLICA:
                     stack.append(d["body"])
@@ -333,6 +408,7 @@ class StepGraph:
         """Raise :class:`GraphError` unless the graph (and every replica body) is evaluable."""
         if len(self.graph) == 0:
             raise GraphError(f"graph {self.name!r} is empty")
+        self.check_nesting()
         if self.depth() > MAX_DEPTH:
             raise GraphError(
                 f"graph {self.name!r} nests replica groups more than {MAX_DEPTH} deep (the limit)"
@@ -370,10 +446,14 @@ class StepGraph:
 
     def total_ops(self) -> int:
         """Number of op instances in the whole step, counting every replica (may be huge)."""
+        self.check_nesting()  # a cycle of bodies would make the count recurse without end
+        return self._count_ops()
+
+    def _count_ops(self) -> int:
         total = 0
         for _, d in self.graph.nodes(data=True):
             if d["type"] == REPLICA:
-                total += d["n"] * d["body"].total_ops()
+                total += d["n"] * d["body"]._count_ops()
             else:
                 total += d["spec"].n_ops if d["type"] == PIPELINE else 1
         return total
