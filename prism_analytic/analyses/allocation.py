@@ -1,7 +1,7 @@
 """Step-time moments given the job's persistent allocation, as a law over allocations.
 
 A job's GPUs are allocated once: each replica's speed factor ``s_r`` is drawn once and kept for
-every step (DESIGN.md §3), while the temporal noise of each step is fresh. Given the allocation
+every step, while the temporal noise of each step is fresh. Given the allocation
 the steps are i.i.d. with mean ``mu(a)`` and variance ``v(a)``; across allocations ``mu(a)``
 varies, mostly through the slowest replicas. :func:`allocation_moments` computes the law of
 ``(mu(a), v(a))`` by conditioning on the **slowest replica's factor** ``s*`` (its law is exact,

@@ -365,7 +365,7 @@ def _op_spacing(
     (prediction time under load 9; p50/p99 bracket widths): llama3-405b at 65,536 GPUs 1.46
     -> 0.91 s, gpt3-175b at 1,024 GPUs 1.35 -> 1.01 s, with every bracket width unchanged
     (with ``H / k``: 0.86 s, but 405b's p99 bracket one cell wider, +25%). ``h`` itself (the
-    policy's spacing) is never coarsened. Re-measured 2026-12-01 with the op grids cached
+    policy's spacing) is never coarsened. With the op grids cached
     (``validation/results/bench_workload.md``, "resolution"): refine 1 is the opt-in trade.
     """
     if not children:

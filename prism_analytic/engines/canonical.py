@@ -139,7 +139,7 @@ class CanonicalResult:
 
         The per-copy level ``q^(1/n)`` is within ~1e-12 of 1 for large ``n``, so it is formed as
         its upper tail ``p = -expm1(log(q) / n)`` and the normal quantile as ``-ndtri(p)``
-        (DESIGN §5); accurate for ``n`` up to 1e9 and ``q`` up to 1 - 1e-9.
+        so accurate for ``n`` up to 1e9 and ``q`` up to 1 - 1e-9.
         """
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
             raise ValueError(f"n must be a positive integer, got {n!r}")
@@ -233,7 +233,7 @@ def canonical_makespan(
 
     Each node's latency is ``D_i = mean[i] + sum_f loadings[i][f] * Z_f + std[i] * Z_i`` with
     independent standard normals ``Z_f`` (shared factors, e.g. per-microbatch work or a
-    persistent per-stage speed; DESIGN §3) and ``Z_i`` (private noise). ``finish(i)`` is the max
+    persistent per-stage speed) and ``Z_i`` (private noise). ``finish(i)`` is the max
     of the predecessors' finishes plus ``D_i``; the makespan is the max over sinks. Maxima of more
     than two inputs are taken pairwise in increasing-mean order.
 

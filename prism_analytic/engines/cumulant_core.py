@@ -27,16 +27,17 @@ third cumulants ``kappa(e_j, D, D) = kappa(X_j, D, D) - beta_j kappa3(D)``::
 jointly normal inputs every formula is exact. Ops add their own variance and third cumulant
 (``K[i, i, i]``) exactly. So the third cumulant ``kappa(X_j, D, D)`` that the covariances need is
 the one the closure propagates (against Monte Carlo on interleaved 8 x 8 x vpp 4 and 1F1B 8 x 32
-it correlates 0.96 / 0.98 with the truth, slope 1.01 / 1.04; ``validation/
-cumulant_closure_study.py diag``), and covariances, variances and third cumulants come from one
+it correlates 0.96 / 0.98 with the truth, slope 1.01 / 1.04; ``validation/results/
+cumulant_closure_study.md``), and covariances, variances and third cumulants come from one
 model. The makespan gets the Pearson III law of its mean, std and ``K[sink, sink, sink]``.
 
 The mean of each max also needs ``D``'s excess kurtosis (a difference of tied maxima is
-leptokurtic; Clark's ``E[max]`` is high without it, ``lattice_closure_study.md``), which third
-cumulants do not carry. It is taken from the kurtosis core's He2-chaos estimate
+leptokurtic; Clark's ``E[max]`` is high without it,
+``validation/results/lattice_closure_study.md``), which third cumulants do not carry. It is
+taken from the kurtosis core's He2-chaos estimate
 (:meth:`~.kurtosis_core._KurtosisEngine.excess_kurtosis`, run on the same DAG) and enters *only*
-the mean of each max (Gram-Charlier ``E[D+]``): letting it into the variance and covariance terms
-too raised the makespan's std by 5-10% on the prototype bench (``validation/results/
+the mean of each max (Gram-Charlier ``E[D+]``): letting it into the variance and covariance
+terms too raised the makespan's std by 5-10% on the prototype bench (``validation/results/
 cumulant_closure_study.md``). That split was chosen on two bench cases and then checked on five
 others and on the agreement grid; it is an estimate, not a bound, checked against Monte Carlo
 (``tests/test_cumulant_core.py``, the results file).
@@ -49,16 +50,17 @@ there, but the propagated ``kappa(B, D, D)`` has the wrong sign (+0.05 vs -0.03 
 the Stein term above adds ~0.02 theta^2 too much per max (``validation/results/
 cumulant_drift_study.md``; not fixed).
 
-Cost: O(L^2) per max for ``L`` live nodes (numpy on the ``[:L]`` views, one Python step per
-op), plus the kurtosis core's run, which goes ahead of it on the same DAG: about 0.1 ms
-an op in all (8,192-op interleaved 16-stage body: 0.49 s closure + 0.38 s kurtosis core of
-CPU, 2026-12-01). Long pipelines go through the skew core's driver: two truncated schedules
-share their common start (forked), and a pipeline long enough for it is taken from three short
-evaluations when they show the steady state (:func:`~.skew_core._steady`), so the cost stops
-growing with the microbatch count. Opt-in only (``core_shape="cumulant"``); shared factors
-are not supported (the analytic engine routes such cores elsewhere, as for the skew core).
+Cost: O(L^2) per max for ``L`` live nodes (numpy on the ``[:L]`` views, one Python step per op),
+plus the kurtosis core's run, which goes ahead of it on the same DAG: about 0.1 ms an op in all
+(8,192-op interleaved 16-stage body: 0.49 s closure + 0.38 s kurtosis core of CPU). Long
+pipelines go through the skew core's driver: two truncated schedules share their common start
+(forked), and a pipeline long enough for it is taken from three short evaluations when they show
+the steady state (:func:`~.skew_core._steady`), so the cost stops growing with the microbatch
+count. ``core_shape="auto"`` picks it for pipelines with skewed ops above an op CV of 10%
+(:mod:`.core_shape`); shared factors are not supported (the analytic engine routes such cores
+elsewhere, as for the skew core).
 
-Where the time goes (llama3-405b, 2026-12-01, CPU, load 0.5): at 1,024 GPUs (16 and 32
+Where the time goes (llama3-405b, CPU, load 0.5): at 1,024 GPUs (16 and 32
 microbatches forked, 10,265 maxima) 1.01 s in all, of which ~0.46 s the closure (maxima ~35
 us each, ~45 numpy calls on 34 live nodes: call overhead, 31 us at 18 nodes) and ~0.45 s the
 kurtosis recorder (its Mehler window, 512 columns, and BLAS products); at 32,768 GPUs and more

@@ -3,11 +3,11 @@
 Why. On a tied pipeline lattice the Gaussian closure of Clark's max is wrong *locally*: the
 difference ``D = A - B`` of the two inputs of a max is leptokurtic (a difference of two maxima
 sharing most of their history behaves like a reflected walk) and individually skewed. Measured
-against Monte Carlo (``validation/lattice_closure_study.py``): excess kurtosis 0.57 on average
-on an interleaved 8 x 8 x vpp 4 schedule (0.21 on 1F1B 8 x 32); Clark's ``E[max]`` from the
-*exact* moments of ``A`` and ``B`` is high by 0.0063 node-sd per max (summed over 489 maxima:
-3.10; with a Gram-Charlier correction at the exact kurtosis 0.60, at the exact skewness and
-kurtosis 0.03). On interleaved schedules with ``m = p`` the local errors add up to a wrong
+against Monte Carlo (``validation/results/lattice_closure_study.md``): excess kurtosis 0.57 on
+average on an interleaved 8 x 8 x vpp 4 schedule (0.21 on 1F1B 8 x 32); Clark's ``E[max]`` from
+the *exact* moments of ``A`` and ``B`` is high by 0.0063 node-sd per max (summed over 489
+maxima: 3.10; with a Gram-Charlier correction at the exact kurtosis 0.60, at the exact skewness
+and kurtosis 0.03). On interleaved schedules with ``m = p`` the local errors add up to a wrong
 growth rate: the mean error grows linearly with the topological generation. With skewed ops
 (lognormal) Clark's variance of each max is also low (1.5% on average at CV 20%): the max
 picks up the right tail of its skewed inputs.
@@ -26,8 +26,8 @@ Gram-Charlier correction of ``D`` (:func:`gram_charlier_max`):
   loadings on the most recent ops (:data:`OP_WINDOW_PER_WIDTH`), which give ``D``'s skewness
   from the ops (He3 term) and the first-order Stein terms of a max of skewed inputs:
   ``Var(max)`` gains ``phi(alpha) / theta * kappa(e, D, D)`` (``e`` the part of the
-  larger-mean input uncorrelated with ``D``; before 2026-12-01 ``kappa(B, D, D)``, which
-  counted ``D``'s skewness twice) and the max's covariance with op ``r`` gains
+  larger-mean input uncorrelated with ``D``, not ``kappa(B, D, D)``, which would count
+  ``D``'s skewness twice) and the max's covariance with op ``r`` gains
   ``phi(alpha) / (2 theta) d_r^2 kappa3_r`` (op skewness clipped to +-1).
   With normal ops these terms are 0 and are not computed. (Unlike the skew core, this core
   keeps an op's third cumulant however small: a normal law's grid rounding, ~1e-14 of its

@@ -44,13 +44,13 @@ All are analytic (no sampling); with symmetric ops they cost about 1.4x Clark-Me
 ``k^3`` product at the sink, ``k`` the residuals still weighing on it), with skewed ops the
 op-loading rows add about what they cost the kurtosis core. It is an estimate, checked against
 quadrature and Monte Carlo in ``tests/test_skew_core.py``, ``tests/test_skew_core_k3.py``,
-``validation/skew_core_mean_study.py`` (skewed ops; ``validation/results/
-skew_core_mean_study.md``) and ``validation/skew_core_agreement.py`` (normal ops; table in
-``validation/results/skew_core_agreement.md``): against 1e5 samples it brings 1F1B 8x32 /
-16x64 to KS 0.019 / 0.014 (Gaussian Clark-Mehler 0.038 / 0.068) but leaves 1F1B 32x64 (std
--7%) and the interleaved schedules (std +4-7%, KS 0.12 at 32x64) short of KS 0.03: there many
-maxima see a strongly skewed ``A - B`` (skewness 0.6-0.8), which a first-order Edgeworth term
-with this module's estimate of that skewness did not fix (tried, not kept).
+``validation/results/skew_core_mean_study.md`` (skewed ops) and
+``validation/skew_core_agreement.py`` (normal ops; table in
+``validation/results/skew_core_agreement.md``): against 1e5 samples it brings 1F1B 8x32 / 16x64
+to KS 0.019 / 0.014 (Gaussian Clark-Mehler 0.038 / 0.068) but leaves 1F1B 32x64 (std -7%) and
+the interleaved schedules (std +4-7%, KS 0.12 at 32x64) short of KS 0.03: there many maxima see
+a strongly skewed ``A - B`` (skewness 0.6-0.8), which a first-order Edgeworth term with this
+module's estimate of that skewness did not fix (tried, not kept).
 """
 
 from __future__ import annotations

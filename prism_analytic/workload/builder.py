@@ -34,9 +34,9 @@ Model (each choice is a simplification, chosen to be cheap and explainable):
   one with probability ``q = 1 - (1 - f)^g`` (``g`` = GPUs per replica) and then runs
   ``slow_factor`` times slower, so its speed law is the mixture ``(1 - q) S + q
   slow_factor S`` and the number of slow replicas is Binomial(dp, q), as is every other
-  part of the speed over allocations. (Until 2026-12 the builder used the rounded expected
-  count ``round(dp q)``: 0.4 expected slow replicas became none, llama3-8b@8 lost a 7.7%
-  chance of a 1.1x replica, p99 -6.1%; @64 had one for certain, p50 +4.2%.)
+  part of the speed over allocations. (The rounded expected count ``round(dp q)`` would
+  make 0.4 expected slow replicas none: llama3-8b@8 would lose a 7.7% chance of a 1.1x
+  replica, p99 -6.1%; @64 would have one for certain, p50 +4.2%.)
 * **Step-level ops,** in series after the replica barrier: the unhidden pipeline fill and
   drain hops ``2 (pp - 1)`` sends (the mean model's term), each once-per-step
   data-parallel collective as ``max(0, c * M - hidden)`` with ``c`` its mean time, ``M`` the

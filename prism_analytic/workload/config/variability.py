@@ -58,7 +58,7 @@ class TemporalVariability(_Section):
     one job size cannot tell from the GEMM efficiency; it belongs to
     ``training.step_overhead_s`` (or the fitted efficiency), not to an assumed mean-to-std
     ratio. (Before, the mean of 3 sd was added too, and every error in a fitted jitter moved
-    the fitted GEMM efficiency by 3x that error: issue #10.) Default 0: no public number;
+    the fitted GEMM efficiency by 3x that error.) Default 0: no public number;
     ``prism calibrate`` fits it from step logs.
 
     ``step_jitter_rel``: the same jitter with its sd given as a fraction of the job's own
