@@ -82,7 +82,7 @@ AUTO_RULE: dict[tuple[str, str], tuple[str, str]] = {
     ("pipeline-1f1b, skewed ops", HIGH): (
         "cumulant",
         "worst-case KS 0.065 against the Gaussian core's 0.523 (reading D); resolvably worse on"
-        " one variant since the op-skew fixes (re-read): kept by decision",
+        " one variant with the ops' third cumulants in every max (re-read): kept by decision",
     ),
     ("pipeline-interleaved, symmetric ops", LOW): (
         "kurtosis",
@@ -105,7 +105,7 @@ AUTO_RULE: dict[tuple[str, str], tuple[str, str]] = {
     ),
     ("explicit, skewed ops", HIGH): (
         "kurtosis",
-        f"{_WON} (reading F); the skew core equals it since the op-skew fixes (re-read)",
+        f"{_WON} (reading F); the skew core equals it with the ops' third cumulants (re-read)",
     ),
 }
 CLASSES = tuple(dict.fromkeys(cls for cls, _ in AUTO_RULE))
