@@ -234,7 +234,7 @@ def test_milliseconds_column_and_a_unit_slip(tmp_path):
         return _stub_law(9.0 * 0.5 / j.hardware.efficiency.for_precision("bf16"))
 
     with pytest.raises(CalibrationError, match="in seconds .* milliseconds"):
-        calibrate_to_logs(job, [read_step_log(slip)], evaluate=evaluate, n_resamples=100)
+        calibrate_to_logs(job, [read_step_log(slip)], evaluate=evaluate, n_resamples=200)
 
 
 def test_overlay_of_another_precision_is_refused_in_check(tmp_path, capsys):

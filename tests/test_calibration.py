@@ -158,7 +158,7 @@ def test_no_stall_is_not_identified(tmp_path):
     res = calibrate_to_logs(
         preset_job("llama3-8b", 8),
         [lg],
-        n_resamples=100,
+        n_resamples=200,
         check_body=False,
         evaluate=_stub(a=1.0, b=2.0),
     )

@@ -54,6 +54,12 @@ from scipy import stats
 from .intervals import garwood, poisson_interval
 from .log_job import check_logs_match_job
 from .logs import StepLog, StepLogError, per_run_normalised, pool_logs, without_pauses
+from .quantile_bootstrap import (
+    bootstrap_quantiles,
+    check_resamples,
+    percentile_interval,
+    sample_quantiles,
+)
 from .result import (
     CalibrationError,
     CalibrationResult,
@@ -254,22 +260,31 @@ def _not_identified_from_one_size() -> list[FittedParameter]:
 # Step logs
 # --------------------------------------------------------------------------------------
 def _bootstrap_ci(
-    data: np.ndarray, fn: Callable, n_resamples: int, confidence: float, seed: int
-) -> tuple[float, float]:
-    res = stats.bootstrap(
-        (data,),
-        fn,
-        n_resamples=n_resamples,
-        confidence_level=confidence,
-        method="percentile",
-        vectorized=True,
-        random_state=np.random.default_rng(seed),
+    data: np.ndarray, statistic: str, n_resamples: int, confidence: float, seed: int
+) -> tuple[float, float, str]:
+    """Percentile bootstrap interval of the median or of p90/p50, and a note on its ends.
+
+    Resamples are drawn through their order statistics
+    (:func:`.quantile_bootstrap.bootstrap_quantiles`): the same law as resampling the steps,
+    with memory and time independent of the number of steps times ``n_resamples``. The note
+    is ``""``, or says that an end was moved to the estimate, which the percentiles missed.
+    """
+    rng = np.random.default_rng(seed)
+    if statistic == "median":
+        reps = bootstrap_quantiles(data, [0.5], n_resamples, rng)[:, 0]
+        estimate = float(np.median(data))
+    else:
+        q = bootstrap_quantiles(data, [0.5, 0.9], n_resamples, rng)
+        reps = q[:, 1] / q[:, 0]
+        estimate = float(_q90(data))
+    lo, hi, moved = percentile_interval(reps, estimate, confidence)
+    note = (
+        f" (the resamples' percentiles missed the estimate {estimate:.6g}; the interval is"
+        " widened to it: the bootstrap law is lumpy at these steps)"
+        if moved
+        else ""
     )
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
-def _median(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.median(x, axis=axis)
+    return lo, hi, note
 
 
 def _q90(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -346,6 +361,7 @@ def calibrate_to_logs(
         raise CalibrationError(f"stall_threshold must be > 1, got {stall_threshold!r}")
     if not 0 < confidence < 1:
         raise CalibrationError(f"confidence must be in (0, 1), got {confidence!r}")
+    check_resamples(n_resamples, confidence)
     _check_shape(shape)
     check_logs_match_job(job, logs)
     all_logs = logs
@@ -373,8 +389,8 @@ def calibrate_to_logs(
     else:
         size = float(np.median(excess))
         if k >= 3:
-            s_lo, s_hi = _bootstrap_ci(excess, _median, n_resamples, confidence, seed)
-            s_how = "median excess over the run median; percentile bootstrap"
+            s_lo, s_hi, s_note = _bootstrap_ci(excess, "median", n_resamples, confidence, seed)
+            s_how = "median excess over the run median; percentile bootstrap" + s_note
         else:
             # one or two stalls: an observed range would be an interval of width ~0; the
             # exact chi-square interval of an exponential mean states what k stalls allow
@@ -400,9 +416,9 @@ def calibrate_to_logs(
         overrides = {"variability": {"hiccups": {"probability": k / n, "size_s": size}}}
     base = _with(job, overrides) if overrides else job
     target = float(np.median(pooled.times_s))
-    m_lo, m_hi = _bootstrap_ci(pooled.times_s, _median, n_resamples, confidence, seed)
+    m_lo, m_hi, m_note = _bootstrap_ci(pooled.times_s, "median", n_resamples, confidence, seed)
     r90 = float(_q90(norm))
-    r90_ci = _bootstrap_ci(norm, _q90, n_resamples, confidence, seed)
+    r90_ci = _bootstrap_ci(norm, "q90_over_median", n_resamples, confidence, seed)[:2]
     shape_choice = None
     if fit_jitter:
         # the within-run spread fixes the per-step jitter; the median then fixes the GEMMs
@@ -429,7 +445,7 @@ def calibrate_to_logs(
             (e_lo, e_hi),
             True,
             f"predicted median step matched to the measured {target:.6g} s; interval: the"
-            f" median's {confidence:.0%} percentile bootstrap ({m_lo:.6g}, {m_hi:.6g} s)"
+            f" median's {confidence:.0%} percentile bootstrap ({m_lo:.6g}, {m_hi:.6g} s){m_note}"
             " mapped through the model, given the stalls and jitter fitted here (their"
             " uncertainty is not carried into it; the jitter has mean 0, so it barely moves"
             " the median)",
@@ -690,6 +706,29 @@ def _level(x: np.ndarray, q: float) -> float:
     return np.inf if np.isnan(v) else v
 
 
+#: Simulated logs behind the predicted quantile ratios' sampling intervals.
+_GOODNESS_REPS = 400
+#: Draws behind the predicted mass beyond the engine's grid.
+_MASS_DRAWS = 1_000_000
+
+
+def _law_ppf(law: PredictedLaw) -> Callable[[np.ndarray], np.ndarray]:
+    """The quantile function of ``law``, +-inf where the level lies beyond the grid.
+
+    As :meth:`PredictedLaw.sample`: levels are kept in ``[1e-12, 1 - 1e-12]`` and a nan
+    quantile (a level inside a tail atom of the grid) is beyond the grid.
+    """
+
+    def ppf(u: np.ndarray) -> np.ndarray:
+        u = np.clip(u, 1e-12, 1 - 1e-12)
+        x = np.array(law.result.quantile(u.ravel()), dtype=float).reshape(u.shape)
+        bad = np.isnan(x)
+        x[bad] = np.where(u[bad] > 0.5, np.inf, -np.inf)
+        return x
+
+    return ppf
+
+
 def _goodness(
     law: PredictedLaw, norm: np.ndarray, n: int, seed: int, full: PredictedLaw | None = None
 ) -> dict:
@@ -705,12 +744,17 @@ def _goodness(
     """
     full = law if full is None else full
     rng = np.random.default_rng(seed + 1)
-    reps = 400
-    draws = law.sample(reps * n, rng).reshape(reps, n)
-    med = np.median(draws, axis=1, keepdims=True)
-    with np.errstate(invalid="ignore"):  # inf - inf inside an interpolation: above the grid
-        r90 = np.nan_to_num(np.quantile(draws / med, 0.9, axis=1), nan=np.inf, posinf=np.inf)
-        r99 = np.nan_to_num(np.quantile(draws / med, 0.99, axis=1), nan=np.inf, posinf=np.inf)
+    # 400 simulated logs of n steps, drawn through their order statistics: only their p50,
+    # p90 and p99 are needed, so memory and time do not grow with 400 x n
+    q = sample_quantiles(_law_ppf(law), n, [0.5, 0.9, 0.99], _GOODNESS_REPS, rng)
+    with np.errstate(invalid="ignore"):  # inf / inf: the median itself beyond the grid
+        r90 = np.nan_to_num(q[:, 1] / q[:, 0], nan=np.inf, posinf=np.inf)
+        r99 = np.nan_to_num(q[:, 2] / q[:, 0], nan=np.inf, posinf=np.inf)
+    # one simulated log for the two-sample KS; the mass beyond the grid (a fraction, which
+    # more draws only sharpen) from 400 logs' worth of draws, at most 1e6 beyond the one log
+    draws = law.sample(max(n, min(_GOODNESS_REPS * n, _MASS_DRAWS)), rng)
+    one = draws[:n]
+    med = np.median(one)
     p_over = float(full.result.sf(1.5 * full.p50_s))
     count_mean = p_over * n
     return {
@@ -723,7 +767,7 @@ def _goodness(
         "measured_steps_above_1p5x_median": int(np.sum(norm > 1.5)),
         "predicted_steps_above_1p5x_median": count_mean,
         "predicted_count_poisson_95": poisson_interval(count_mean),
-        "ks_statistic_normalised": float(stats.ks_2samp(norm, draws[0] / med[0]).statistic),
+        "ks_statistic_normalised": float(stats.ks_2samp(norm, one / med).statistic),
     }
 
 
@@ -834,6 +878,7 @@ def calibrate_sizes(
 
     if len(cases) < 2:
         raise CalibrationError("calibrate_sizes needs logs of at least 2 job sizes")
+    check_resamples(n_resamples, 0.6827)
     keys = {gemm_key(job) for job, _ in cases}
     if len(keys) != 1:
         raise CalibrationError(f"all jobs must share one GEMM precision, got {sorted(keys)}")
@@ -845,7 +890,7 @@ def calibrate_sizes(
         check_logs_match_job(job, logs)
         pooled = pool_logs(without_pauses(logs))
         meds.append(float(np.median(pooled.times_s)))
-        lo, hi = _bootstrap_ci(pooled.times_s, _median, n_resamples, 0.6827, seed)
+        lo, hi, _ = _bootstrap_ci(pooled.times_s, "median", n_resamples, 0.6827, seed)
         ses.append(max((hi - lo) / 2, 1e-6 * meds[-1]))
     meds_a, ses_a = np.asarray(meds), np.asarray(ses)
 
