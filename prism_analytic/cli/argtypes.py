@@ -9,6 +9,7 @@ __all__ = [
     "add_job_arguments",
     "positive_int",
     "nonnegative_int",
+    "seed",
     "positive_float",
     "nonnegative_float",
     "probability",
@@ -37,6 +38,19 @@ def nonnegative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
+    return value
+
+
+def seed(text: str) -> int:
+    """A random seed: an integer >= 0 (numpy's generators refuse negative seeds)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a non-negative integer (random generators take no negative seed), got {text}"
+        )
     return value
 
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from ..workload.jobs import build_job
-from .argtypes import nonnegative_float, nonnegative_int, positive_float, positive_int
-from .output import jsonable
+from .argtypes import nonnegative_float, nonnegative_int, positive_float, positive_int, seed
+from .output import check_out_path, jsonable
 from .predict import apply_overlay
 
 __all__ = ["register"]
@@ -40,13 +39,14 @@ def _above_one(text: str) -> float:
     return value
 
 
-def _check_out(path: str | None) -> Path | None:
-    if path is None:
-        return None
-    p = Path(path)
-    if p.is_dir() or not p.parent.exists():
-        raise ValueError(f"--out {path!r}: not a writable file path")
-    return p
+def _bootstrap_count(text: str) -> int:
+    """``--bootstrap``: resamples of the 95% percentile intervals, in the range they need."""
+    from ..calibration.quantile_bootstrap import check_resamples
+
+    try:
+        return check_resamples(positive_int(text), 0.95, "--bootstrap")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
@@ -57,7 +57,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         read_step_log,
     )
 
-    out = _check_out(args.out)
+    out = check_out_path(args.out)
     targets = sum(x is not None for x in (args.steps, args.mfu, args.tokens_per_s))
     if targets != 1:
         raise ValueError("give exactly one target: --steps LOG..., --mfu F or --tokens-per-s R")
@@ -159,9 +159,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a step above this multiple of its run's median is a stall (default 1.1)",
     )
     p.add_argument(
-        "--bootstrap", type=positive_int, default=2000, help="bootstrap resamples (default 2000)"
+        "--bootstrap",
+        type=_bootstrap_count,
+        default=2000,
+        help="bootstrap resamples of the 95%% intervals, 200 to 1,000,000 (default 2000)",
     )
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="bootstrap seed, >= 0 (default 0)")
     p.add_argument(
         "--shape",
         choices=("auto", "within-run", "marginal"),

@@ -12,7 +12,7 @@ import argparse
 import json
 
 from .argtypes import int_list, positive_int
-from .output import check_plot_path, jsonable, progress_printer, save_figure
+from .output import check_out_path, check_plot_path, jsonable, progress_printer, save_figure
 from .sweep import (
     _names,
     add_evaluation_arguments,
@@ -56,7 +56,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     plot = check_plot_path(args.plot)
     objective_column(args.objective)
     settings = settings_from_args(args, global_batch=args.global_batch)
-    out = check_output(args.out) if args.out else None
+    out = check_out_path(check_output(args.out)) if args.out else None
     space = LayoutSpace(
         tp=tuple(args.tp) if args.tp else None,
         pp=tuple(args.pp) if args.pp else None,

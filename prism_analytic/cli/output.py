@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ __all__ = [
     "jsonable",
     "progress_printer",
     "check_plot_path",
+    "check_out_path",
     "save_figure",
     "plot_result",
 ]
@@ -31,23 +30,13 @@ def pct(q: float) -> str:
 
 
 def progress_printer(label: str) -> Callable[[int, int], None] | None:
-    """A progress line on stderr, only when a person is watching it (stderr is a terminal)."""
-    if not sys.stderr.isatty():
-        return None
-    start = time.perf_counter()
+    """A progress line on stderr every few seconds of long work (:class:`..progress.Progress`).
 
-    def show(done: int, total: int) -> None:
-        elapsed = time.perf_counter() - start
-        eta = elapsed * (total - done) / max(done, 1)
-        end = "\n" if done >= total else ""
-        print(
-            f"\r{label}: {done:,}/{total:,}, {elapsed:.0f} s elapsed, about {eta:.0f} s left",
-            end=end,
-            file=sys.stderr,
-            flush=True,
-        )
+    Nothing is printed for work shorter than that, and stdout (``--json``) is never touched.
+    """
+    from ..progress import Progress
 
-    return show
+    return Progress(label)
 
 
 def check_plot_path(path: str | os.PathLike[str] | None) -> Path | None:
@@ -74,17 +63,57 @@ def check_plot_path(path: str | os.PathLike[str] | None) -> Path | None:
             f"--plot: format {target.suffix!r} is not supported; use one of "
             f"{', '.join('.' + f for f in sorted(formats))}"
         )
+    return _check_writable(target, "--plot")
+
+
+def check_out_path(
+    path: str | os.PathLike[str] | None,
+    option: str = "--out",
+    suffixes: tuple[str, ...] | None = None,
+) -> Path | None:
+    """The file an ``--out`` argument will write, checked before any work is done.
+
+    Parameters
+    ----------
+    path : path or None
+        The argument (None: nothing to write, None back).
+    option : str
+        The option's name, for the message.
+    suffixes : tuple of str, optional
+        File suffixes allowed (``(".csv", ".parquet")``); default: any.
+
+    Raises
+    ------
+    ValueError
+        When the path is a directory, has a suffix not allowed, its folder does not exist, or
+        the file cannot be written there.
+    """
+    if path is None:
+        return None
+    target = Path(path)
+    if target.is_dir():
+        raise ValueError(f"{option}: {str(target)!r} is a directory; give a file name")
+    if suffixes is not None and target.suffix.lower() not in suffixes:
+        raise ValueError(
+            f"{option}: {str(target)!r} must end in one of {', '.join(suffixes)}"
+            f" (got {target.suffix or 'no suffix'!r})"
+        )
+    return _check_writable(target, option)
+
+
+def _check_writable(target: Path, option: str) -> Path:
+    """``target`` if its folder exists and the file can be written, else a ValueError."""
     folder = target.parent
     if not folder.is_dir():
-        raise ValueError(f"--plot: folder {str(folder)!r} does not exist")
+        raise ValueError(f"{option}: folder {str(folder)!r} does not exist")
     if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise ValueError(f"--plot: cannot write {str(target)!r} (permission denied)")
+        raise ValueError(f"{option}: cannot write {str(target)!r} (permission denied)")
     existed = target.exists()
     try:  # os.access is not the whole story (read-only or special file systems): try it
         with open(target, "ab"):
             pass
     except OSError as exc:
-        raise ValueError(f"--plot: cannot write {str(target)!r}: {exc.strerror}") from None
+        raise ValueError(f"{option}: cannot write {str(target)!r}: {exc.strerror}") from None
     if not existed:
         target.unlink(missing_ok=True)
     return target

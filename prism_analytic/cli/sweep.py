@@ -24,8 +24,9 @@ from .argtypes import (
     positive_int,
     probability,
     sample_count,
+    seed,
 )
-from .output import jsonable, progress_printer
+from .output import check_out_path, jsonable, progress_printer
 
 __all__ = ["register", "spec_from_args", "settings_from_args", "add_executor_arguments"]
 
@@ -142,7 +143,7 @@ def add_evaluation_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--samples", type=sample_count, default=20_000, help="Monte Carlo samples (20,000)"
     )
-    p.add_argument("--seed", type=int, default=0, help="Monte Carlo seed (0)")
+    p.add_argument("--seed", type=seed, default=0, help="Monte Carlo seed (0)")
     p.add_argument(
         "--steps",
         type=positive_int,
@@ -203,7 +204,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     spec = spec_from_args(args)
     settings = settings_from_args(args, keep_batch=args.keep_batch)
-    out = check_output(args.out) if args.out else None
+    out = check_out_path(check_output(args.out)) if args.out else None
     with open_executor(args.scheduler, args.workers) as executor:
         outcome = run_sweep(
             spec, settings, out, executor=executor, progress=progress_printer("sweep")

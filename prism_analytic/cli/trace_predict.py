@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .argtypes import sample_count
+from .argtypes import sample_count, seed
 from .output import check_plot_path, jsonable, save_figure
 
 __all__ = ["register"]
@@ -80,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--samples", type=sample_count, default=4000, help="Monte Carlo samples (default 4000)"
     )
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="random seed (default 0)")
     p.add_argument(
         "--warmup",
         default="auto",
