@@ -5,7 +5,7 @@ PRISM-style Monte Carlo that samples every kernel of every rank explicitly, and 
 answer, known here to a bracket: the same computation under a 25x finer policy
 (``GridPolicy(rel_width=1e-5)``), whose rounding sandwich provably contains the exact quantile.
 
-Measured on the 2-core dev machine, 2026-11-29, command
+Measured on the 2-core dev machine, command
 ``python validation/bench_foundation.py --ranks 65536 --ops 64 --mc-steps 1000``::
 
     case: max over 65,536 ranks of a 64-op chain of lognormal(1, 0.05) kernels
@@ -22,7 +22,7 @@ Usage::
     python validation/bench_foundation.py [--ranks 65536] [--ops 64] [--mc-steps 1000] [--json]
 
 Progress of the Monte Carlo goes to stderr. Speed is reported as a ratio measured in one process
-(DESIGN.md §9), never asserted.
+never asserted.
 """  # noqa: E501 (recorded output lines above, kept at their printed width)
 
 from __future__ import annotations

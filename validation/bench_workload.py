@@ -9,7 +9,7 @@ tp 8, pp 16, vpp 8, dp 512, 16 microbatches, a 4,096-op pipeline body):
   itself). *Cold*: a freshly built graph, the schedule, makespan and op-grid caches cleared,
   best of ``--repeat`` (3); the process's very first call (lazy imports, first-use set-up) is
   listed separately. *Warm*: the same graph again with the pipeline makespan cached by spec
-  and (since 8933f90) the op laws' grids and the speed law's range cached.
+  and the op laws' grids and the speed law's range cached.
 * Monte Carlo: ``--samples`` (1,000) step samples with ``explicit_limit >= dp``: every one of
   the dp replicas sampled copy by copy (each pipeline op drawn per replica, each replica's
   speed factor drawn), the same semantics as PRISM's per-sample DAG evaluation at replica
@@ -22,110 +22,16 @@ tp 8, pp 16, vpp 8, dp 512, 16 microbatches, a 4,096-op pipeline body):
   next to the 1,000-sample run's own 95% interval half-width: "equal or better accuracy" means
   the analytic error is no larger than that half-width.
 
-Measured (``python validation/bench_workload.py --also 2.5e-4:1 --out
-validation/results/bench_workload``, 2026-12-01 04:11 UTC, the working tree at commit aa4dab9
-with other helpers' uncommitted core edits (the analytic errors equal the 02:25 run's to five
-digits), load average 7.4 -> 7.2 on 2 CPUs, so every CPU time is inflated against the 02:25
-run below; read the ratios)::
-
-    analytic cold (fresh graph, caches cleared, best of 3): 0.650 s wall, 0.256 s CPU
-    analytic warm (pipeline makespan, op grids cached): 0.191 s wall, 0.076 s CPU
-    Monte Carlo, 1,000 samples, every replica explicit: 74.0 s wall, 27.5 s CPU
-    ratio Monte Carlo / analytic: cold 108x CPU; warm 364x CPU
-    opt-in GridPolicy(op_refine=1): cold 0.193 s CPU, warm 0.016 s CPU: 142x / 1,697x CPU
-
-Warm now also reuses the op laws' grids (``engines/grid_cache.py``, bit-identical: 93 of 93
-``bench_record_hex`` values) and the speed law's tail quantiles; cold clears both. The opt-in
-policy grids the five ops after the replica barrier 4x coarser (``GridPolicy.op_refine`` 1
-instead of 4): every quantile moves <= 0.02 ms and stays inside the default's bracket, the
-brackets widen from 1.63 to 2.03 ms at 4 of 8 levels, and its errors against the reference
-equal the default's (the table); ``validation/results/bench_resolution.md`` has the trade-off
-for other policies and presets. 1,000x is met warm with the opt-in policy only; cold stays at
-~110-140x: ~125 ms of it is the pipeline core and ~20 ms the schedule's mean path, neither in
-the grid side.
-
-Previous measurement (2026-12-01 02:25 UTC, the package from a clean archive of commit 393eefa
-(no uncommitted work of others), load average 2.7 -> 2.8 on 2 CPUs; read the CPU times)::
-
-    analytic first call of the process: 0.453 s wall, 0.254 s CPU
-    analytic cold (fresh graph, caches cleared, best of 3): 0.264 s wall, 0.213 s CPU
-    analytic warm (pipeline makespan cached): 0.086 s wall, 0.084 s CPU
-    Monte Carlo, 1,000 samples, every replica explicit: 36.1 s wall, 25.1 s CPU
-    ratio Monte Carlo / analytic: cold 137x wall, 118x CPU; warm 419x wall, 297x CPU
-
-The analytic error is within the 1,000-sample run's 95% half-width at all seven levels (the
-results file's table; reference re-sampled for this graph, 16,384 samples, seed 1, 866 s wall).
-The graph is not the previous session's (e0f27faa979d343f, not dc854248d6c57f24): since
-7da6d51 a replica's speed factor is the mixture ``(1 - q) S + q f S``, whose quantiles the grid
-policy finds by bisection. The same 393eefa with this session's speed edits put back to 021bd66
-(``engines/canonical.py``, ``schedules.py``, ``distributions/{base,mixture,extremes,
-parametric}.py``, the trimming search in ``grid.py``), run a minute earlier (02:25, load 2.6):
-cold 0.246 s CPU, warm 0.108 s, Monte Carlo 25.5 s: 103x and 235x. So the cuts took cold -13%
-and warm -22% CPU on the current graph (at load 6.6-6.9, 02:08-02:09: 0.295 -> 0.234 s and
-0.114 -> 0.095 s). Every cut is bit-identical: ``python validation/bench_record_hex.py
---compare`` finds 0 of 93 recorded values changed, at 021bd66 and at 2ad6480 with and without
-them; 731 random-DAG makespans of the three canonical methods and the skew and kurtosis cores,
-434 bisections of the presets' laws and 74 of a normal mixture are unchanged.
-
-Where a prediction's time goes (CPU ms per call, inclusive, wrappers around each function,
-mean of 10 calls; "warm before": 26e6a14 at load 2.4; the rest: 883bb1e at load 7.8, so
-those read ~15-25% high; "opt-in": ``GridPolicy(op_refine=1)``)::
-
-    part                                   warm before  warm  warm opt-in  cold  cold opt-in
-    total                                          104    85           20   289          191
-    pipeline core (cached warm), its law gridded     2     3            2   142          124
-    schedule mean path (in resolve_policy)           1     1            1    22           20
-    resolve_policy: speed-law quantiles              6     0*           0*    6            5
-    replica group: scale mixture (speed), F^n        5     4            3    12           11
-    series part: 6 convolutions                     63    76           12    74           12
-      of which power-of-two FFTs (12)               45    59            8    57            8
-      of which trimming                             11    10            2    10            2
-    op laws gridded (CDF and SF, windows)           30     0**          0**  30           17
-      of which window quantiles (bisections)        13     0**          0**  15           13
-
-(* the speed law's tail quantiles are kept since 345098f; ** the op grids since 8933f90.)
-Validation of the graph and the result object are < 0.2 ms; JSON building is the CLI's, not
-part of ``predict``. So warm is the series part's FFTs at the default resolution (the ops
-gridded at H / 20 beside the replica grid's H: a 143,000-cell sum, 2^18-point transforms),
-and cold is the pipeline core (not the grid side) plus the schedule's mean path.
-
-Where the cold time went before (CPU ms, llama3-405b at 65,536 GPUs, 2ad6480, load 6.5, so about 15%
-above the figures above; wrappers timing each part, best of 5 cold calls, 253 ms in all;
-``analytic warm`` repeats all but the first two items):
-
-1. the canonical-form core, ~124 ms: 284 batched maxima (one per topological generation of
-   the 4,096-op interleaved 16 x 16 x vpp 8 body, ~14 maxima each), ~0.4 ms each. A quarter of
-   it is the Mehler sum over the window (7 orders x 16 maxima x 528 residuals a batch, ~0.1 ms:
-   einsum, seven powers, a product and a sum, at numpy's elementwise floor); the rest is ~100
-   small numpy calls per batch. Cut (135 -> 124 ms in a same-load A/B): the window's and the
-   batch's Mehler sums in one call, in-place buffers for the cosines and for the mixed rows of
-   M and cw, ``count_nonzero`` fast paths instead of ``any``/``all``/``where``, slot
-   allocation by slice, np.clip's wrapper avoided on small arrays. Before the cuts, with a
-   16-residual window (no arithmetic to speak of) the core still took ~80 ms, and with plain
-   Clark (no Mehler terms) ~20 ms: the Clark-Mehler bookkeeping's call count, not its
-   arithmetic, is the cost.
-2. the schedule's structure, ~9 ms (``schedules.schedule_levels``, pure Python, 6 ms; cached by
-   size in use), and the mean-path walk, ~2 ms.
-3. the FFT convolutions of the step's series part, ~41-46 ms (16 real transforms and 8
-   inverses of 2^17-2^18 points: the bracket's cell count sets the length, the round-off bound
-   needs powers of two).
-4. discretising the laws, ~32-34 ms (the exposed-communication laws' CDF and SF on ~150,000
-   cells; grid windows by grouped bisection, now one CDF call per six steps), and trimming the
-   grids, ~11 ms (since then its last-cell scan is a binary search: ~4 ms less).
-5. the grid policy's speed-factor quantiles, ~7 ms (was ~17 ms: the mixture's two bisections
-   now evaluate its CDF once per six steps, bit-identical).
-
-The 1,000x goal is not met (118x cold, 297x warm, CPU). Cold needs <= 25 ms: the core alone
-is ~120 ms of sequential numpy calls, and the grid side ~90 ms of transforms and
-discretisation whose sizes the bracket fixes. Tuning without changing numbers is near its end
-(the core's Mehler sum is at the elementwise floor; a batch needs its ~100 calls); 10x needs the
-core compiled (a new dependency) or not walked op by op (this body has m = p: no steady state
-to extrapolate), and a coarser or non-power-of-two grid side, which changes numbers.
-
-Previous session (88410ef, the previous graph, load 3.0-3.3): cold 0.242 s CPU (107x), warm
-0.095 s (272x), Monte Carlo 25.9 s CPU. Earlier (other commits, other model defaults, wall
-times only): 0.78 s vs 65.0 s (83x, idle); 0.36 s warm vs 113.5 s under load 8 (314x warm,
-121x cold).
+The record (``python validation/bench_workload.py --also 2.5e-4:1 --out
+validation/results/bench_workload``) is ``validation/results/bench_workload.md``, with its
+commit, time and load: on llama3-405b at 65,536 GPUs the analytic answer is ~110x (cold) and
+~360x (warm) cheaper in CPU than the 1,000-sample run, and within its 95% half-width at every
+level. 1,000x is met warm with the opt-in ``GridPolicy(op_refine=1)`` only (every quantile
+moves <= 0.02 ms and stays inside the default's bracket; ``validation/results/
+bench_resolution.md`` has the trade-off for other policies). Cold stays short of it because
+of the canonical-form core (~125 ms CPU: ~284 batched maxima of ~100 small numpy calls each, a
+cost of call count, not arithmetic) and the schedule's mean path (~20 ms); the grid side's
+FFT lengths are set by the bracket's cell count.
 
 Usage::
 
@@ -183,10 +89,10 @@ def bench(
     (``clear_caches``), so the pipeline core and every law's moments are evaluated again; the
     very first call of the process also pays lazy imports and first-use set-up, and is listed
     separately. Warm: the same graph again, the pipeline makespan, the op laws' grids and the
-    speed law's range reused from their caches (the last two since 8933f90 / 345098f; before,
-    warm reused the makespan only). Wall and CPU time of this process are both recorded: on a
-    shared machine the wall time depends on the load, the CPU time much less. ``also``: a
-    second (opt-in) grid policy timed and answered the same way, beside the default.
+    speed law's range reused from their caches. Wall and CPU time of this process are both
+    recorded: on a shared machine the wall time depends on the load, the CPU time much less.
+    ``also``: a second (opt-in) grid policy timed and answered the same way, beside the
+    default.
     """
     graph = build_step_graph(preset_job(preset, gpus))
     dp = graph.node("replicas")["n"]

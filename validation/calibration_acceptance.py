@@ -1,4 +1,4 @@
-"""Acceptance figures of `prism calibrate` (issue #10): Llama 3 MFU and MLPerf GB200.
+"""Acceptance figures of `prism calibrate`: Llama 3 MFU and MLPerf GB200.
 
 1. Llama 3 405B: calibrate the GEMM efficiency so the *stochastic mean* step gives 41% MFU at
    16,384 H100s; predict 8,192 GPUs (published 43%).

@@ -319,7 +319,7 @@ def report(out: dict) -> str:
     p = out["population"]
     b = p["body_log_sigma"]
     lines = [
-        "# Collective noise out of sample (issue #10)",
+        "# Collective noise out of sample",
         "",
         "`nice python validation/calibration_collective_noise.py --out"
         " validation/results/collective_noise.md`"

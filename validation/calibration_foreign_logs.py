@@ -1,4 +1,4 @@
-"""`prism calibrate` on logs that are not in ``shared/data`` (issue #10): a self-consistency run.
+"""`prism calibrate` on logs that are not in ``shared/data`` : a self-consistency run.
 
 An H100 BF16 Llama 3 70B job (tp 8, pp 4, vpp 5, global batch 1,024 sequences) at 256, 1,024
 and 4,096 GPUs (128, 32 and 8 microbatches per rank): one run per size (40, 60 and 80

@@ -1,4 +1,4 @@
-"""Compute and communication std at 16k vs 64k GPUs under each scale mechanism (issue #10).
+"""Compute and communication std at 16k vs 64k GPUs under each scale mechanism.
 
 PRISM (arXiv 2510.15596, Fig. 1) reports 2.03x (compute) and 2.91x (communication) higher
 standard deviation at 64k+ than at 16k GPUs. This table gives, for Llama 3 405B (preset

@@ -105,7 +105,7 @@ def textbook_normal_rows() -> list[dict]:
     """Normal parent with the textbook constants (Embrechts et al., Example 3.3.29).
 
     a_n = 1/sqrt(2 log n), b_n = sqrt(2 log n) - (log log n + log 4 pi) / (2 sqrt(2 log n));
-    the figures DESIGN.md §5 quotes (16% at n = 8, within 1% at 65,536) are of this kind.
+    the often quoted figures (16% at n = 8, within 1% at 65,536) are of this kind.
     """
     rows = []
     for n in NS:
@@ -158,7 +158,7 @@ def render(rows: list[dict], textbook: list[dict]) -> str:
         "a_n = 1/sqrt(2 log n), b_n = sqrt(2 log n) - (log log n + log 4 pi)/(2 sqrt(2 log n))",
         "(Gumbel limit). Their q99 error is smaller than von Mises' by a cancellation, their"
         " median",
-        "error larger; DESIGN.md §5's '16% at n = 8, within 1% at 65,536' are these numbers.",
+        "error larger; the often quoted '16% at n = 8, within 1% at 65,536' are these numbers.",
         "",
         "| n | q50 | q99 |",
         "|---:|---:|---:|",

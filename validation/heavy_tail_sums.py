@@ -1,4 +1,4 @@
-"""Heavy-tailed sums, maxima and replica groups on the log lattice against references (#13).
+"""Heavy-tailed sums, maxima and replica groups on the log lattice against references.
 
 For Pareto alpha = 0.5, 1.5, 2.5 (scale 1) and a lognormal with sigma = 3 (median 1), and
 m = 10, 1e3, 1e6 copies:

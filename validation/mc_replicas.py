@@ -1,4 +1,4 @@
-"""Monte Carlo on large replica groups of multi-op bodies against closed forms (issue #13).
+"""Monte Carlo on large replica groups of multi-op bodies against closed forms.
 
 Usage: ``python validation/mc_replicas.py`` (about a minute). For n = 1e3, 1e6, 1e9 copies of
 ``exponential(1) -> exponential(1)`` (a Gamma(2) body) and of a chain of three normals (a

@@ -1,9 +1,9 @@
 """Per-node collective tail defaults from the collective data: derivation and verdict.
 
-Issue #10 asks to derive the ``node_tail_*`` defaults (``node_tail_prob``: per node and
-collective *instance*, the probability of a hit; ``node_tail_factor``: the hit instance's time
-multiplier) from the fit of ``calibration.collective_population`` to
-``shared/data/collective_latency``, *if* that fit measures the quantity the defaults mean.
+Can the ``node_tail_*`` defaults (``node_tail_prob``: per node and collective *instance*,
+the probability of a hit; ``node_tail_factor``: the hit instance's time multiplier) be derived
+from the fit of ``calibration.collective_population`` to ``shared/data/collective_latency``?
+Only if that fit measures the quantity the defaults mean.
 This script prints the derivation and its verdict; it sets nothing.
 
 Steps (fit data: exactly ``validation/calibration_collective_noise.py``'s, every <= 128-node,
@@ -234,7 +234,7 @@ def report(out: dict[str, Any]) -> str:
     """Markdown report of :func:`derive`."""
     e, r = out["duration_exponent"], out["rate"]
     lines = [
-        "# Per-node collective tail defaults from `collective_latency` (issue #10)",
+        "# Per-node collective tail defaults from `collective_latency`",
         "",
         "`nice python validation/node_tail_defaults.py --out "
         "validation/results/node_tail_defaults.md`: the fit files of "

@@ -15,7 +15,7 @@ Usage::
 Op latencies: F mean 1, B mean 2 (divided by vpp for interleaved chunks), sd = cv * mean.
 Families: normal; lognormal with the same mean and cv; "straggler" = normal + Bernoulli(0.01) x
 Exp(scale 0.5 * mean), given to the analytic methods by its exact mean and sd. "mb-factor r.X":
-a per-microbatch work factor shared by every op of one microbatch on every stage (DESIGN §3;
+a per-microbatch work factor shared by every op of one microbatch on every stage (its
 loading factor_cv * mean) on top of private noise, r = correlation of two ops of one microbatch
 (factor_cv 0.02 / cv 0.05 -> r 0.14; factor_cv 0.05 / cv 0.01 -> r 0.96). Imbalanced: stage factor
 1 + 0.1 * U(-1, 1) (seed 7).

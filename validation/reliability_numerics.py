@@ -1,6 +1,6 @@
-"""Issue #13, part A: the distribution-layer reproducers, before and after, against exact values.
+"""The distribution-layer reproducers, before and after their fix, against exact values.
 
-"Before" is the number the issue reported (measured on the code before the fix); "after" is
+"Before" is the number reported (measured on the code before the fix); "after" is
 measured now by this script; "exact" is a closed form or, where none exists, a Monte Carlo
 estimate with its sample size stated. A bracket is written [low, high]; ``ok`` says whether the
 after-value is right (the bracket contains the exact value, or a clear error was raised).

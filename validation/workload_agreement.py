@@ -77,8 +77,7 @@ nothing there; the explicit rows do.
 The builder's folding, checked GPU by GPU (``--folding-only``: a middle pipeline op, forward
 and backward, of the 1,024-GPU job, sampled with every compute kernel its own lognormal draw
 on each of the tp * cp = 8 GPUs, the slowest GPU taken at every tp collective and each
-collective one shared draw; 20,000 samples; re-run 2026-11-30 after the body became one compact
-pipeline node, which the check had stopped reading)::
+collective one shared draw; 20,000 samples; the body is one compact pipeline node)::
 
     preset       GPUs   op  tp*cp  layers  KS      mean err  std err  p50 err  p99 err  cv (explicit)
     -----------  -----  --  -----  ------  ------  --------  -------  -------  -------  -------------
