@@ -3,21 +3,21 @@
 Model (each job-level process is Poisson, which is what independent per-GPU failures at a
 constant rate give):
 
-* **Failures** arrive at ``failure_rate * gpus`` per hour of wall time. Each one costs the
-  restart time ``restart_s`` plus the work lost since the last checkpoint, uniform on
-  ``[0, interval + checkpoint_cost]`` (a failure falls anywhere in a segment).
-* **Checkpoints** every ``interval`` seconds of work, each costing ``checkpoint_cost_s``.
+* **Failures** arrive at ``failure_rate * gpus`` per hour of wall time, also during restarts
+  and checkpoint writes. Each one loses the work since the last checkpoint and costs a
+  restart of ``restart_s``, itself begun again if a failure hits it (Daly 2006).
+* **Checkpoints** every ``interval`` seconds of work, each costing ``checkpoint_cost_s``
+  (none after the last, partial, segment).
 * **Fail-slow episodes** (a GPU or link that stays slow for minutes to hours) arrive at
   ``failslow_rate * gpus`` per hour, last an exponential time of mean ``failslow_duration_s``
   during which the whole job (synchronous) runs ``failslow_factor`` times slower: each costs
   ``D * (1 - 1 / factor)`` of extra wall time. Overlapping episodes are counted twice (a
   slight over-estimate).
 
-The number of events over a run is Poisson with mean ``rate * E[wall]`` and
-``E[wall] = work * (1 + C / tau) / (1 - lambda * (R + (tau + C) / 2) - eta * d (1 - 1/f))``;
-the extra time is a compound Poisson law, computed on a lattice by FFT. The optimal
-checkpoint interval minimises the expected wall time (Daly 2006, exponential failures);
-Young's ``sqrt(2 C MTBF)`` is reported beside it.
+The run is a sum of independent checkpoint segments, each a geometric renewal of attempts
+and restarts: :mod:`.renewal` has its exact mean and law in every failure regime (a job MTBF
+far above or far below the restart time). :func:`expected_wall` is its mean; the optimal
+checkpoint interval minimises it; Young's ``sqrt(2 C MTBF)`` is reported beside it.
 
 Default rate: Llama 3 (Dubey et al. 2024, §3.3.4) reports 466 job interruptions (47 planned,
 419 unexpected) in a 54-day snapshot on 16,384 H100 GPUs, i.e. 466 / (54 * 24 * 16384) =
@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import optimize, stats
 
+from .renewal import expected_run, log_expected_run, log_expected_segment
+
 __all__ = [
     "LLAMA3_INTERRUPTIONS",
     "LLAMA3_DAYS",
@@ -43,6 +45,7 @@ __all__ = [
     "expected_wall",
     "compound_poisson_pmf",
     "expected_interruptions",
+    "failslow_loss",
 ]
 
 LLAMA3_INTERRUPTIONS = 466
@@ -112,40 +115,61 @@ def young_interval(checkpoint_cost_s: float, mtbf_s: float) -> float:
     return math.sqrt(2.0 * checkpoint_cost_s * mtbf_s)
 
 
-def expected_wall(work_s: float, interval_s: float, intr: Interruptions, gpus: int) -> float:
-    """Expected wall time of ``work_s`` seconds of work (Daly 2006, exponential failures).
-
-    ``M e^(R/M) (e^((tau + C)/M) - 1) work / tau`` with ``M`` the job's MTBF, plus the
-    fail-slow episodes' expected extra time (first order).
-    """
-    lam = intr.failure_rate * gpus / 3600.0
-    c, r = intr.checkpoint_cost_s, intr.restart_s
-    if lam > 0:
-        m = 1.0 / lam
-        wall = m * math.exp(r / m) * math.expm1((interval_s + c) / m) * work_s / interval_s
-    else:
-        wall = work_s * (1 + c / interval_s)
+def failslow_loss(intr: Interruptions, gpus: int) -> float:
+    """Share of wall time the fail-slow episodes add (< 1, else the job never finishes)."""
     eta = intr.failslow_rate * gpus / 3600.0
     loss = eta * intr.failslow_duration_s * (1 - 1 / intr.failslow_factor)
     if loss >= 1:
-        raise ValueError("fail-slow episodes cover the whole run: the job never finishes")
-    return wall / (1 - loss)
+        raise ValueError(
+            "failslow_rate x gpus x failslow_duration_s x (1 - 1/failslow_factor) must be"
+            f" < 1 per second of wall time (fail-slow episodes would cover the whole run and"
+            f" the job never finishes), got {loss * 3600:.4g} per hour"
+        )
+    return loss
+
+
+def expected_wall(work_s: float, interval_s: float, intr: Interruptions, gpus: int) -> float:
+    """Expected wall time of ``work_s`` seconds of work (exact; ``inf`` beyond floats).
+
+    ``n E[S(tau + C)] + E[S(r)]`` with ``n = floor(work / tau)`` checkpoint segments, the
+    last segment ``r`` and ``E[S(T)] = M expm1(T / M) e^(R / M)`` (``M`` the job's MTBF),
+    divided by ``1 - `` the fail-slow episodes' share of the wall time.
+    """
+    if not (math.isfinite(interval_s) and interval_s > 0):
+        raise ValueError(f"interval_s must be a finite number > 0, got {interval_s!r}")
+    lam = intr.failure_rate * gpus / 3600.0
+    m = float(expected_run(lam, work_s, interval_s, intr.checkpoint_cost_s, intr.restart_s))
+    return m / (1 - failslow_loss(intr, gpus))
 
 
 def optimal_interval(work_s: float, intr: Interruptions, gpus: int) -> float:
-    """The checkpoint interval minimising :func:`expected_wall` (seconds of work)."""
+    """The checkpoint interval minimising :func:`expected_wall` (seconds of work).
+
+    The continuous optimum of the cost per work ``expm1(lam (tau + C)) / tau`` (which
+    neither the restart time nor the run length moves), the intervals dividing the work
+    evenly on either side of it, and no checkpoint at all (``tau = work``): the one with the
+    least expected wall. ``work_s`` when there are no failures.
+    """
     lam = intr.failure_rate * gpus / 3600.0
-    c = max(intr.checkpoint_cost_s, 1e-9)
-    if lam <= 0:
-        return float(work_s)
-    guess = young_interval(c, 1.0 / lam)
+    work = float(work_s)
+    if lam <= 0 or not work > 0:
+        return work
+    c, r = intr.checkpoint_cost_s, intr.restart_s
+
+    def log_cost(log_tau: float) -> float:
+        tau = math.exp(log_tau)
+        return float(log_expected_segment(lam, tau + c, 0.0)) - log_tau
+
+    # at the optimum lam tau = 1 - e^(-lam (tau + C)) < 1: it lies below the MTBF 1 / lam
+    top = math.log(min(work, 1.0 / lam))
     res = optimize.minimize_scalar(
-        lambda lt: expected_wall(work_s, math.exp(lt), intr, gpus),
-        bounds=(math.log(guess / 100), math.log(guess * 100)),
-        method="bounded",
-        options={"xatol": 1e-6},
+        log_cost, bounds=(top - 25.0, top), method="bounded", options={"xatol": 1e-9}
     )
-    return float(math.exp(res.x))
+    tau = min(math.exp(res.x), work)
+    k = work / tau
+    cands = {tau, work} | {work / j for j in (math.floor(k), math.ceil(k)) if j >= 1}
+    walls = {t: float(log_expected_run(lam, work, t, c, r)) for t in cands}
+    return float(min(walls, key=lambda t: (walls[t], -t)))
 
 
 def compound_poisson_pmf(

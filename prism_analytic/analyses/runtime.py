@@ -4,8 +4,12 @@ Given the job's persistent allocation ``a`` (DESIGN.md §3: speeds drawn once, h
 whole run) the M steps are i.i.d. with mean ``mu(a)`` and variance ``v(a)``
 (:func:`~.allocation.allocation_moments`), so their sum is ``N(M mu(a), M v(a))`` by the
 central limit theorem (M is thousands). Across allocations the run time is the mixture of
-those normals. Interruptions (:mod:`.interruptions`) add a compound Poisson delay and the
-checkpoint overhead. :func:`simulate_runs` is the independent check: it draws whole
+those normals. Interruptions (:mod:`.interruptions`): the run is a sum of checkpoint
+segments, each a geometric renewal of failed attempts and restarts whose law
+:mod:`.renewal` computes exactly in every failure regime; the work's deviation from its mean
+enters scaled by the slope of the expected wall in the work.
+:func:`~.renewal_mc.simulate_walls` checks that part; :func:`simulate_runs` checks the steps:
+it draws whole
 allocations, the barrier's exact conditional law ``prod_r F_B(t / s_r)`` for each, and M
 steps from it (barrier and tail sampled separately).
 """
@@ -21,14 +25,8 @@ from scipy import special
 
 from .allocation import AllocationMoments, allocation_moments, barrier_grid
 from .decompose import StepParts, decompose
-from .interruptions import (
-    Interruptions,
-    compound_poisson_pmf,
-    expected_wall,
-    interruption_events,
-    optimal_interval,
-    young_interval,
-)
+from .interruptions import Interruptions, failslow_loss, optimal_interval, young_interval
+from .renewal import WorkMixture, run_wall_law
 
 __all__ = ["RunTime", "run_time", "simulate_runs", "steps_for_tokens"]
 
@@ -58,6 +56,11 @@ class RunTime:
     interruptions : dict or None
         Rates, interval, the expected numbers of events and goodput (None when off).
 
+    exact_mean_s : float or None
+        The exact expected run time where known in closed form (``mean()`` returns it; the
+        lattice's own mean differs from it by less than a lattice step); ``inf`` when it
+        exceeds the largest float, and then every quantile is ``inf`` too.
+
     ``work`` also holds ``evaluations`` and ``evaluation_s``: the job's evaluation pauses
     and the slow steps after them (``[training.evaluation]``), a fixed time added to the
     run (``x``), not to the steps alone.
@@ -69,6 +72,10 @@ class RunTime:
     cdf_values: np.ndarray = field(repr=False)
     work: dict[str, float]
     interruptions: dict[str, Any] | None
+    exact_mean_s: float | None = None
+
+    def _infinite(self) -> bool:
+        return self.exact_mean_s is not None and not math.isfinite(self.exact_mean_s)
 
     def cdf(self, t: Any) -> Any:
         """P(run <= t)."""
@@ -79,6 +86,8 @@ class RunTime:
         p = np.asarray(p, dtype=float)
         if np.any((p <= 0) | (p >= 1)):
             raise ValueError(f"probability must lie strictly between 0 and 1, got {p}")
+        if self._infinite():
+            return np.full(p.shape, np.inf)[()]
         c = np.maximum.accumulate(self.cdf_values)
         i = np.clip(np.searchsorted(c, p), 1, c.size - 1)
         f = (p - c[i - 1]) / np.maximum(c[i] - c[i - 1], 1e-300)
@@ -86,11 +95,15 @@ class RunTime:
 
     def mean(self) -> float:
         """Expected run time."""
+        if self.exact_mean_s is not None:
+            return float(self.exact_mean_s)
         pmf = np.diff(self.cdf_values, prepend=0.0)
         return float(pmf @ self.x)
 
     def std(self) -> float:
         """Standard deviation of the run time."""
+        if self._infinite():
+            return math.inf
         pmf = np.diff(self.cdf_values, prepend=0.0)
         m = pmf @ self.x
         return float(math.sqrt(max(pmf @ (self.x - m) ** 2, 0.0)))
@@ -131,8 +144,10 @@ class RunTime:
                 f"  interruptions: {i['expected_failures']:.1f} failures expected, checkpoint"
                 f" every {i['checkpoint_interval_s'] / 60:.1f} min (optimal"
                 f" {i['optimal_interval_s'] / 60:.1f}, Young {i['young_interval_s'] / 60:.1f}),"
-                f" goodput {i['goodput']:.3f}"
+                f" goodput {i['goodput']:.3g}"
             )
+            if i.get("note"):
+                lines.append(f"  note: {i['note']}")
         return "\n".join(lines)
 
     def plot(self, ax: Any = None) -> Any:
@@ -160,6 +175,7 @@ def run_time(
     interruptions: Interruptions | None = None,
     gpus: int | None = None,
     cells: int = 4000,
+    renewal_cells: int = 1 << 18,
 ) -> RunTime:
     """The distribution of the wall time of ``steps`` training steps.
 
@@ -174,7 +190,9 @@ def run_time(
     gpus : int, optional
         GPUs of the job (failure rates are per GPU); required with ``StepParts``.
     cells : int
-        Lattice size of the result.
+        Lattice size of the steps-alone law.
+    renewal_cells : int
+        Lattice size of the law with interruptions (:func:`~.renewal.run_wall_law`).
 
     Returns
     -------
@@ -209,33 +227,31 @@ def run_time(
         interruptions.failure_rate <= 0 and interruptions.failslow_rate <= 0
     ):
         return RunTime(steps, gpus, work_x + ev_s, work_cdf, work_d, None)
-    intr = interruptions
+    return _with_interruptions(steps, gpus, am, work_d, interruptions, ev_s, renewal_cells)
+
+
+def _with_interruptions(
+    steps: int,
+    gpus: int,
+    am: AllocationMoments,
+    work_d: dict[str, Any],
+    intr: Interruptions,
+    ev_s: float,
+    cells: int,
+) -> RunTime:
+    """The run's law with failures, checkpoints, restarts and fail-slow episodes."""
     w_mean = work_d["mean_s"]
-    best = optimal_interval(w_mean, intr, gpus)
-    tau = intr.checkpoint_interval_s or best
-    wall = expected_wall(w_mean, tau, intr, gpus)
-    ckpt = math.floor(w_mean / tau) * intr.checkpoint_cost_s
-    extra_mean = wall - w_mean - ckpt
-    # lattice: the work's spread, the extra time's range
     lam = intr.failure_rate * gpus / 3600.0
     eta = intr.failslow_rate * gpus / 3600.0
-    jump2 = (
-        lam * wall * (intr.restart_s + tau + intr.checkpoint_cost_s) ** 2
-        + 2 * eta * wall * (intr.failslow_duration_s * (1 - 1 / intr.failslow_factor)) ** 2
+    loss = failslow_loss(intr, gpus)
+    best = optimal_interval(w_mean, intr, gpus)
+    tau = intr.checkpoint_interval_s or best
+    work = WorkMixture(am.weights, steps * am.mean, steps * am.var)
+    jump = intr.failslow_duration_s * (1 - 1 / intr.failslow_factor)
+    law = run_wall_law(
+        work, tau, lam, intr.checkpoint_cost_s, intr.restart_s, failslow=(eta, jump), cells=cells
     )
-    extra_hi = extra_mean + 12 * math.sqrt(jump2) + 4 * (intr.restart_s + tau) + 1.0
-    span = (hi - lo) + extra_hi
-    h = span / cells
-    n_extra = int(math.ceil(extra_hi / h)) + 1
-    events = interruption_events(h, n_extra, tau, intr, gpus, wall)
-    extra_pmf = compound_poisson_pmf(h, n_extra, events)
-    grid = lo + h * np.arange(int(math.ceil((hi - lo) / h)) + 2)
-    work_pmf = np.diff(_mixture_cdf(grid, am, steps), prepend=0.0)
-    from scipy.signal import fftconvolve
-
-    pmf = np.clip(fftconvolve(work_pmf, extra_pmf), 0, None)
-    x = lo + ckpt + ev_s + h * np.arange(pmf.size)  # failures during pauses not counted
-    cdf = np.minimum(np.cumsum(pmf) / max(pmf.sum(), 1e-300), 1.0)
+    wall = law.mean  # failures and fail-slow included, evaluation pauses not
     mtbf = 1 / lam if lam > 0 else math.inf
     info = {
         **intr.to_dict(),
@@ -243,12 +259,25 @@ def run_time(
         "optimal_interval_s": best,
         "young_interval_s": young_interval(intr.checkpoint_cost_s, mtbf) if lam > 0 else None,
         "job_mtbf_h": mtbf / 3600,
-        "expected_failures": lam * wall,
+        "checkpoints": math.floor(w_mean / tau),
+        "expected_failures": lam * wall * (1 - loss),
         "expected_failslow_episodes": eta * wall,
-        "expected_wall_s": wall,
+        "expected_wall_s": wall + ev_s,
         "goodput": w_mean / wall,
+        "lattice_step_s": law.h,
+        "mass_outside_lattice": law.outside,
     }
-    return RunTime(steps, gpus, x, cdf, work_d, info)
+    if not math.isfinite(wall):
+        info["note"] = (
+            "the expected wall time exceeds the largest float (failures come faster than"
+            " a checkpoint segment or a restart completes): the run does not finish in any"
+            " meaningful time; its mean and quantiles are reported as inf"
+        )
+        return RunTime(steps, gpus, law.x, law.cdf, work_d, info, math.inf)
+    keep = np.flatnonzero((law.cdf > 1e-15) & (law.cdf < 1 - 1e-15))
+    i0, i1 = (max(keep[0] - 1, 0), min(keep[-1] + 2, law.x.size)) if keep.size else (0, None)
+    x, cdf = law.x[i0:i1] + ev_s, law.cdf[i0:i1]
+    return RunTime(steps, gpus, x, cdf, work_d, info, wall + ev_s)
 
 
 def _parts(job: Any) -> StepParts:
