@@ -1,6 +1,6 @@
 """Allocations of point-mass speed laws: every replica degraded, and explicit slow copies.
 
-Found in review (2026-12-01): a speed law of one point mass (``slow_fraction = 1`` with no
+A speed law of one point mass (``slow_fraction = 1`` with no
 spread) gave NaN allocation moments, and the ``k`` explicitly slow copies of a group were given
 speed ``f`` instead of ``f`` times their own draw (19 Monte Carlo sd off).
 """

@@ -26,7 +26,7 @@ from prism_analytic.workload.mean_model import op_means
 
 
 def test_max_normal_constants_oracle():
-    # E[max of 65,536 N(0,1)] = 4.2911, sd 0.2770 (DESIGN.md oracles)
+    # E[max of 65,536 N(0,1)] = 4.2911, sd 0.2770 (closed-form oracle)
     m, s = max_normal_constants(65536)
     assert m == pytest.approx(4.2911, abs=2e-4) and s == pytest.approx(0.2770, abs=2e-4)
 

@@ -1,4 +1,4 @@
-"""Bad input at the public boundary: a specific error that names the argument (DESIGN.md §7)."""
+"""Bad input at the public boundary: a specific error that names the argument."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Calibration parameters that stay consistent with each other (issue #10).
+"""Calibration parameters that stay consistent with each other.
 
 The per-step jitter (``variability.temporal.step_jitter_s``) is a zero-mean fluctuation:
 before, its gamma law added a mean of 3 sd to every step, so the median fit of the GEMM
@@ -38,10 +38,10 @@ micro_batch_size = 1
 [training]
 precision = "nvfp4"
 
-# No degraded GPUs: these tests are about the jitter and the spatial spread. Until 7da6d51
-# the builder rounded this job's 0.16 expected slow replicas (dp 16, q 0.01) to none; drawn
-# per replica, they make the marginal law a mixture whose slow mode the within-run fit of
-# the spurious-jitter test reads as a faster GEMM (gemm_fp4 0.4022 [0.4012, 0.4037] against
+# No degraded GPUs: these tests are about the jitter and the spatial spread. This job's 0.16
+# expected slow replicas (dp 16, q 0.01), drawn per replica, would make the marginal law a
+# mixture whose slow mode the within-run fit of
+# the spurious-jitter test would read as a faster GEMM (gemm_fp4 0.4022 [0.4012, 0.4037] against
 # 0.400; the default shape="auto" takes the marginal law there and fits 0.4001 [0.3991,
 # 0.4016]: test_calibration_shape_choice.py), and whose grid moves the jitter test's mean by
 # 7e-6 relative.

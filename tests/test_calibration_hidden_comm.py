@@ -1,4 +1,4 @@
-"""Communication noise applied per instance before overlap (issue #10 item 4)."""
+"""Communication noise applied per instance before overlap."""
 
 from __future__ import annotations
 

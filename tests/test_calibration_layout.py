@@ -1,4 +1,4 @@
-"""Rank order and partly used NVLink domains (issue #10 item 2)."""
+"""Rank order and partly used NVLink domains."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""variability.scale: mechanisms whose effect grows with the job's size (issue #10 item 3)."""
+"""variability.scale: mechanisms whose effect grows with the job's size."""
 
 from __future__ import annotations
 

@@ -344,7 +344,7 @@ def test_accuracy_vs_monte_carlo_1f1b_4x8() -> None:
 
 
 def test_accuracy_vs_monte_carlo_shared_factors() -> None:
-    # per-microbatch work factors (DESIGN §3): every op of one microbatch scales together
+    # per-microbatch work factors: every op of one microbatch scales together
     g, mean, std = pipeline_inputs(3, 6, cv=0.03)
     load = {n: {("mb", n[2]): 0.04 * mean[n]} for n in g}
     rng = np.random.default_rng(5)
@@ -390,7 +390,7 @@ def test_result_quantiles_and_normal() -> None:
 def test_replica_quantile() -> None:
     r = CanonicalResult(mean=0.0, std=1.0, method="clark")
     assert r.replica_quantile(0.3, 1) == pytest.approx(r.quantile(0.3), rel=1e-14)
-    # DESIGN §9 oracle: q99 of the max of 65,536 N(0, 1)
+    # closed-form oracle: q99 of the max of 65,536 N(0, 1)
     assert r.replica_quantile(0.99, 65_536) == pytest.approx(5.1193, abs=1e-4)
     # stable for huge n and q near 1, and consistent with the replica CDF
     for q, n in [(0.5, 10**9), (1 - 1e-9, 10**9), (0.99, 512)]:

@@ -87,7 +87,7 @@ def test_to_grid_counts_its_roundoff(spacing, fail: float, fold: bool) -> None:
 
 
 def _old_to_grid(side_lo, side_hi, policy, moments, tail):
-    """``_to_grid`` before 2026-12-01 (re-binning's error dropped, nothing else counted)."""
+    """The old ``_to_grid`` (re-binning's error dropped, nothing else counted)."""
     from prism_analytic.distributions.grid import GridDistribution, move_mass_down, move_mass_up
 
     d_lo = int(np.floor(side_lo.low / side_lo.h))

@@ -1,4 +1,4 @@
-"""Engine-level guarantees (issue 13): bounds that hold against round-off, honest labels.
+"""Engine-level guarantees: bounds that hold against round-off, honest labels.
 
 Every check compares with an independent closed form (scipy in log space, longest paths by
 hand), never with another engine's output.
@@ -34,7 +34,7 @@ def _chain_group(n: int) -> StepGraph:
 
 @pytest.mark.parametrize("n", [10**3, 10**9, 10**12])
 def test_bounds_on_a_huge_replica_group_of_a_gamma_chain_hold(n):
-    # issue 13: at n = 1e12 the p99 lower bound was 35.8875 > exact 35.8377 (FFT round-off in
+    # at n = 1e12 the p99 lower bound once was 35.8875 > exact 35.8377 (FFT round-off in
     # the body's far tail, read at level 1e-14 by F^n)
     res = pa.predict(_chain_group(n), "bounds")
     for q in (0.5, 0.99, 0.999):

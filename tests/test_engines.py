@@ -1,5 +1,5 @@
 """predict(): the analytic engine against closed forms, foundation operations and Monte Carlo;
-the bounds engine's guarantees; the result object (DESIGN.md §4, §9).
+the bounds engine's guarantees; the result object.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def test_replica_group_is_iid_max_of_the_body(n):
 
 
 def test_replica_group_matches_the_normal_maximum_oracle():
-    """E[max of 65,536 N(0,1)] = 4.2911, sd 0.2770, q99 5.1193 (DESIGN.md §9), shifted by 10."""
+    """E[max of 65,536 N(0,1)] = 4.2911, sd 0.2770, q99 5.1193, shifted by 10."""
     body = StepGraph("rank")
     body.add_op("x", pa.normal(10.0, 1.0))
     g = StepGraph()
@@ -398,7 +398,7 @@ def test_pipeline_analytic_is_close_to_monte_carlo(pipeline_results):
     ra, rb, mc = pipeline_results
     assert ra.diagnostics["exact"] is False
     assert len(ra.diagnostics["cores"]) == 1 and ra.diagnostics["cores"][0]["edges"] > 0
-    assert ks(mc, ra) <= 0.02  # DESIGN.md §4: KS 0.008 at 4x8
+    assert ks(mc, ra) <= 0.02  # Clark-Mehler: KS 0.008 at 4x8
     assert ks(mc, rb.upper) > 0.2  # the independence answer is far off
     assert ra.mean() == pytest.approx(mc.mean(), rel=1e-3)
 

@@ -24,7 +24,7 @@ DATA = Path(__file__).parent / "data" / "factor_anchor_6x16.npz"
 TOL = pf.anchor_tolerance(pf.MAX_PATH_POINTS)
 #: On this design the rule stops at its budget (128 anchors; its own error estimate stays
 #: above TOL), so the mixture's error depends on the anchors drawn: over the anchor seeds
-#: SEED + 0..19 it was 0.0008-0.0021, at most 2.2 TOL (review, 2026-12-01). The fixed 8-anchor
+#: SEED + 0..19 it was 0.0008-0.0021, at most 2.2 TOL. The fixed 8-anchor
 #: line's 0.0033 (3.4 TOL) fails the same bound.
 ALLOW = 2.5
 
@@ -94,7 +94,7 @@ def test_rule_stops_once_its_error_is_below_tol(case):
 
 
 def test_fixed_eight_anchor_line_misses(case):
-    # the rule before 2026-12-01 (8 anchors at (i + 1/2) / 8) fails the same check
+    # the former rule (8 anchors at (i + 1/2) / 8) fails the same check
     d = case["d"]
     mean, sd, _ = pf.anchored_laws(case["spec"], d["w"], None, d["weight"], _lookup_core(case), 8)
     assert _ks(case, mean, sd) > ALLOW * TOL

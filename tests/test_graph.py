@@ -1,7 +1,7 @@
 """The step DAG as a specification: building, validation errors, JSON round trips, conditioning.
 
-DESIGN.md §3 (semantics of ops, collectives, replica groups, regimes) and §7 (bad input gets a
-clear, specific error that names the node and the field).
+The semantics of ops, collectives, replica groups and regimes, and bad input that gets a clear,
+specific error naming the node and the field.
 """
 
 from __future__ import annotations

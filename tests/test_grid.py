@@ -1,4 +1,4 @@
-"""Unit tests of GridDistribution: the rounding sandwich and lattice operations (DESIGN.md §5)."""
+"""Unit tests of GridDistribution: the rounding sandwich and lattice operations."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ def test_heavy_body_sum_max_matches_quadrature():
     )
     _contains(res, exact)
     low, high = res.quantile_bracket(0.99)
-    assert 1570 < low <= high < 1595  # the figure quoted in the last session's note (1582.7)
+    assert 1570 < low <= high < 1595  # the figure quoted when the log lattice was built (1582.7)
 
 
 def test_fork_join_of_heavy_ops_brackets_monte_carlo():

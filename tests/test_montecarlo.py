@@ -1,5 +1,5 @@
 """Monte Carlo: reproducible, independent of chunking and executor, exact symmetric sampling,
-pools reported with their error, DKW bands (DESIGN.md §4).
+pools reported with their error, DKW bands.
 """
 
 from __future__ import annotations

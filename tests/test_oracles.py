@@ -1,4 +1,4 @@
-"""Oracles: the public API against closed forms and published reference numbers (DESIGN.md §9)."""
+"""Oracles: the public API against closed forms and published reference numbers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Property tests (hypothesis): laws every distribution and operation must obey (DESIGN.md §9)."""
+"""Property tests (hypothesis): laws every distribution and operation must obey."""
 
 from __future__ import annotations
 

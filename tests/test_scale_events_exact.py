@@ -1,4 +1,4 @@
-"""variability.scale's rare events as independent components, against Monte Carlo (issue #10).
+"""variability.scale's rare events as independent components, against Monte Carlo.
 
 Every reference here draws the *unmerged* mechanisms at the level of their units (nodes of a
 collective, racks and GPUs of a job) with numpy, independently of the package's laws: the

@@ -135,7 +135,7 @@ def test_very_skewed_ops_stay_finite(shape: str) -> None:
 
     1F1B 4 x 8 op by op, each op normal(m, 1%) with a 0.2% chance of 3x its mean. Before each
     op's skewness was clipped to +-MAX_SKEW_D the op loadings compounded through the lattice:
-    mean +1,027 sd, std +2.2e6% (review, 2026-12-01). No core fits this law well (Gaussian:
+    mean +1,027 sd, std +2.2e6%. No core fits this law well (Gaussian:
     +0.66 sd, std -45%); the check is that the answer stays of the right size.
     """
 
