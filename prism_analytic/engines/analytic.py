@@ -37,7 +37,8 @@ from .series_parallel import SINK, deterministic_makespan, reduce_graph
 
 __all__ = ["analytic_distribution", "AnalyticReport", "mean_critical_path", "replica_group"]
 
-#: Lattice cells per core standard deviation for the shape template.
+#: Lattice cells per core standard deviation for the shape template (``core_shape="template"``,
+#: experimental: no default reaches it).
 TEMPLATE_CELLS = 100
 
 

@@ -105,19 +105,19 @@ def predict(
     window : int, optional
         Residual window of the Clark-Mehler form (None: its default).
     core_shape : {"auto", "normal", "template", "skew", "kurtosis", "cumulant"}
-        Shape of a core's makespan: ``"normal"``: Gaussian; ``"template"``: the
-        independence-propagated shape mapped onto the canonical mean and standard deviation
-        (explicit cores only; better spread on deep 1F1B pipelines, worse on interleaved
-        schedules and replica maxima); ``"skew"``: the skew-aware core of :mod:`~.skew_core`
-        (Clark-Mehler on full differences, a third cumulant, a Pearson III law; with
-        ``core_method="clark-mehler"`` only, on plain pipelines and explicit cores;
+        Shape of a core's makespan: ``"normal"``: Gaussian; ``"template"`` (experimental: no
+        default reaches it): the independence-propagated shape mapped onto the canonical mean
+        and standard deviation (explicit cores only; better spread on deep 1F1B pipelines,
+        worse on interleaved schedules and replica maxima); ``"skew"``: the skew-aware core
+        of :mod:`~.skew_core` (Clark-Mehler on full differences, a third cumulant, a Pearson
+        III law; with ``core_method="clark-mehler"`` only, on plain pipelines and explicit cores;
         factor-conditioned pipelines keep their mixture); ``"kurtosis"``: the skew core with
         a fourth-cumulant (Gram-Charlier) correction of every max (:mod:`~.kurtosis_core`,
         same scope; an estimate); ``"cumulant"``: a third-cumulant closure of every max
-        (:mod:`~.cumulant_core`, same scope, opt-in, about 1.5x the kurtosis core's time; an
-        estimate). ``"auto"`` (default): per core,
-        ``"skew"`` or ``"normal"`` by the measured rule of :mod:`~.core_shape`. Every entry of
-        ``diagnostics["cores"]`` says the ``shape`` used, its ``core_class`` and
+        (:mod:`~.cumulant_core`, same scope, about 1.5x the kurtosis core's time; an
+        estimate). ``"auto"`` (default): per core, one of ``"normal"``, ``"skew"``,
+        ``"kurtosis"`` or ``"cumulant"`` by the measured table of :mod:`~.core_shape`. Every
+        entry of ``diagnostics["cores"]`` says the ``shape`` used, its ``core_class`` and
         ``shape_reason``.
     paths : int
         Number of dominant paths in the lower bound.
