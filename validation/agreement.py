@@ -5,7 +5,7 @@ The suite lives in the package (:mod:`prism_analytic.validation`); this script i
 
     python validation/agreement.py [--samples N] [--seed S] [--only NAME ...] [--json]
     python validation/agreement.py --timing [--json] | --list
-    python validation/agreement.py --confirm-noise [--confirm-samples N]  # noise-decided rows
+    python validation/agreement.py --tolerance 0.001  # relative error accepted per quantile
 """
 
 import sys

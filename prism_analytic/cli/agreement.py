@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from .argtypes import sample_count
+from .tolerance import DEFAULT_TOLERANCE, relative_tolerance
 
 __all__ = ["register", "add_arguments", "main"]
 
@@ -26,8 +27,7 @@ def _cmd_agreement(args: argparse.Namespace) -> int:
         list_only=args.list,
         strict=args.strict,
         core_shape=args.core_shape,
-        confirm=args.confirm_noise,
-        confirm_samples=args.confirm_samples,
+        tolerance=args.tolerance,
     )
 
 
@@ -67,22 +67,12 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "cumulant (default: the engine's, auto)",
     )
     p.add_argument(
-        "--confirm-noise",
-        action="store_true",
-        help="re-measure once every row whose verdict lies inside Monte Carlo's own noise "
-        "(a comparison whose two sides differ by less than that noise, met or not, and no "
-        "miss outside it) against a larger sample with seed + 1; that verdict stands, pass "
-        "or fail, and a comparison still inside the noise is a miss "
-        "(prism_analytic.validation.confirmation)",
-    )
-    p.add_argument(
-        "--confirm-samples",
-        type=sample_count,
-        default=None,
-        metavar="N",
-        help="samples of each confirmation (default: 10x --samples, at least 1,000,000; "
-        "capped by Monte Carlo's work guard: a row that cannot get more samples than its "
-        "first run is a MISS 'unconfirmed')",
+        "--tolerance",
+        type=relative_tolerance,
+        default=DEFAULT_TOLERANCE,
+        metavar="REL",
+        help="relative error of a quantile accepted by the verdict (default: 0.001, i.e. "
+        "0.1%% of the quantile)",
     )
     return p
 
@@ -96,9 +86,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "agreement",
         help="analytic engine against Monte Carlo on the validation scenarios",
-        description="Run the agreement suite (prism_analytic.validation): KS distance, quantile "
-        "and spread errors, bounds check and timings of the analytic engine against "
-        "Monte Carlo on named scenarios.",
+        description="Run the agreement suite (prism_analytic.validation): the analytic "
+        "engine's p50, p90, p99 and p99.9 errors against Monte Carlo's order-statistic "
+        "intervals (seconds and percent), bounds check, KS as a diagnostic, and timings, "
+        "on named scenarios.",
     )
     add_arguments(p)
     p.set_defaults(func=_cmd_agreement)

@@ -17,6 +17,7 @@ from ..workload.config.job import JobConfig
 from ..workload.jobs import apply_overlay, build_job
 from .argtypes import positive_int, sample_count
 from .output import check_plot_path, jsonable, plot_result, progress_printer
+from .tolerance import DEFAULT_TOLERANCE, relative_tolerance
 
 __all__ = [
     "register",
@@ -122,21 +123,6 @@ def rare_stall_note(job: JobConfig) -> str | None:
     )
 
 
-def relative_tolerance(text: str) -> float:
-    """``--tolerance``: a relative error in [0, 1), e.g. 0.001 for 0.1% of the quantile."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be a number in [0, 1) (e.g. 0.001 for 0.1%), got {text!r}"
-        ) from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(
-            f"must be a relative error in [0, 1) (e.g. 0.001 for 0.1%), got {text!r}"
-        )
-    return value
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``prism predict`` to the command's subparsers."""
     p = subparsers.add_parser(
@@ -172,7 +158,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--tolerance",
         type=relative_tolerance,
-        default=0.001,
+        default=DEFAULT_TOLERANCE,
         metavar="REL",
         help="largest approximation error of a printed quantile, relative to it, accepted "
         "without a WARNING (default: 0.001, i.e. 0.1%%)",

@@ -11,21 +11,19 @@ import numpy as np
 
 from ..json_safe import jsonable
 from .agreement import (
-    BASELINES,
     BOUND_LEVELS,
     DEFAULT_SAMPLES,
     DEFAULT_SEED,
+    DEFAULT_TOLERANCE,
+    INTERVAL_CONFIDENCE,
+    LEVELS,
     SCENARIOS,
-    TARGETS,
-    comparisons,
     run_suite,
     timing,
 )
-from .issue8 import ISSUE8_REPLICAS, ISSUE8_TARGETS
 
 __all__ = [
-    "format_confirmations",
-    "format_paired",
+    "format_intervals",
     "format_table",
     "format_timing",
     "run",
@@ -33,24 +31,13 @@ __all__ = [
     "targets_line",
 ]
 
+
 # ----- reporting --------------------------------------------------------------------------------
-_COLUMNS = [
-    ("scenario", "name", "{}"),
-    ("rc", "reconvergent", "{}"),
-    ("KS", "ks", "{:.4f}"),
-    ("p50 err", "p50_rel_err", "{:+.3%}"),
-    ("p99 err", "p99_rel_err", "{:+.3%}"),
-    ("p99.9 err", "p999_rel_err", "{:+.3%}"),
-    ("spread err", "spread_rel_err", "{:+.2%}"),
-    ("bounds", "bounds_cell", "{}"),
-    ("analytic s", "analytic_s", "{:.3f}"),
-    ("MC s", "montecarlo_s", "{:.2f}"),
-    ("MC n", "samples", "{:,}"),
-    ("MC DKW", "mc_dkw_95", "{:.4f}"),
-    ("MC p99 CI", "p99_mc_ci", "{:.3%}"),
-    ("verdict", "verdict", "{}"),
-    ("issue #8", "issue8_verdict", "{}"),
-]
+def _error_cell(row: dict[str, Any], q: float) -> str:
+    """``+0.0123 s (+0.012%)``, with ``*`` when outside the tolerance."""
+    r = row["quantiles"][str(q)]
+    mark = "" if r["within_tolerance"] else " *"
+    return f"{r['error_s']:+.3g} s ({r['error_rel']:+.3%}){mark}"
 
 
 def _bounds_cell(row: dict[str, Any]) -> str:
@@ -60,210 +47,75 @@ def _bounds_cell(row: dict[str, Any]) -> str:
     return ("yes" if row["in_bounds"] else "NO") + ("" if row["bounds_finite"] else " (inf)")
 
 
-def _cell(fmt: str, value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "NO"
-    return fmt.format(value)
-
-
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    """A readable table of rows, followed by the baselines of reconvergent scenarios."""
-    header = [c[0] for c in _COLUMNS]
-    body = []
-    for r in rows:
-        cells = [
-            _cell(fmt, _bounds_cell(r) if key == "bounds_cell" else r.get(key))
-            for _, key, fmt in _COLUMNS
-        ]
-        if r["misses"]:
-            cells[-2] += " (" + ", ".join(r["misses"]) + ")"
-        if r.get("confirmation") is not None:  # the row the confirmation rule re-measured
-            cells[-2] += f" [{r['confirmation']['status']}]"
-        if r.get("issue8_misses"):
-            cells[-1] += " (" + ", ".join(r["issue8_misses"]) + ")"
-        body.append(cells)
-    lines = [_render(header, body)]
-    rec = [r for r in rows if r["reconvergent"] and f"ks_{BASELINES[0]}" in r]
-    if rec:
-        head = [
-            "scenario",
-            "method",
-            "KS",
-            "p50 err",
-            "p99 err",
-            "p99.9 err",
-            "spread err",
-            "std err",
-            "analytic s",
-        ]
-        table = []
-        for r in rec:
-            used = "+".join(r.get("shapes_used", []))
-            ours = f"clark-mehler ({used})" if used else "clark-mehler"
-            for method, sfx in ((ours, ""), *((m, f"_{m}") for m in BASELINES)):
-                table.append(
-                    [
-                        r["name"],
-                        method,
-                        f"{r['ks' + sfx]:.4f}",
-                        f"{r['p50_rel_err' + sfx]:+.3%}",
-                        f"{r['p99_rel_err' + sfx]:+.3%}",
-                        f"{r['p999_rel_err' + sfx]:+.3%}",
-                        f"{r['spread_rel_err' + sfx]:+.2%}",
-                        f"{r['std_rel_err' + sfx]:+.2%}",
-                        f"{r[('analytic_s' + sfx)]:.3f}",
-                    ]
-                )
-        lines += [
-            "",
-            "Reconvergent scenarios: correlation-aware core against the baselines",
-            "",
-            _render(head, table),
-        ]
-    paired = format_paired(rows)
-    if paired:
-        lines += ["", paired]
-    lines += ["", summary_line(rows), targets_line()]
-    return "\n".join(lines)
-
-
-def summary_line(rows: Sequence[dict[str, Any]]) -> str:
-    """How many rows pass the suite's verdict and how many pass issue #8's wording."""
-    suite = sum(r["verdict"] == "PASS" for r in rows)
-    judged = [r for r in rows if "issue8_verdict" in r]
-    issue = sum(r["issue8_verdict"] == "PASS" for r in judged)
-    unjudged = "" if len(judged) == len(rows) else f" ({len(rows) - len(judged)} rows not judged)"
-    return f"PASS: suite {suite} of {len(rows)}; issue #8 wording {issue} of {len(rows)}{unjudged}"
-
-
-def _dkw_outcome(row: dict[str, Any], baseline: str) -> str:
-    """The suite's unpaired KS comparison with ``baseline``: beats / tie / loses."""
-    for c in comparisons(row):
-        if c.name == f"ks<{baseline}":
-            return "tie" if c.within_noise else "beats" if c.met else "loses"
-    return "-"
-
-
-def format_paired(rows: Sequence[dict[str, Any]]) -> str:
-    """The paired bootstrap KS test beside the suite's DKW comparison, per baseline.
-
-    Empty when no row has the paired test (non-reconvergent rows, or no baselines).
-    """
-    body = []
-    for r in rows:
-        for m, p in (r.get("ks_paired") or {}).items():
-            body.append(
-                [
-                    r["name"],
-                    m,
-                    f"{r['ks']:.4f}",
-                    f"{r[f'ks_{m}']:.4f}",
-                    f"{p['diff']:+.4f}",
-                    f"[{p['low']:+.4f}, {p['high']:+.4f}]",
-                    p["outcome"],
-                    _dkw_outcome(r, m),
-                    f"{r['samples']:,}",
-                ]
-            )
-    if not body:
-        return ""
-    head = [
+    """A readable table: per scenario, the analytic quantiles' errors against Monte Carlo."""
+    header = [
         "scenario",
-        "baseline",
-        "KS",
-        "KS baseline",
-        "KS diff",
-        "paired 95% interval",
-        "paired",
-        "DKW rule",
+        "rc",
+        *(f"p{q * 100:g} err" for q in LEVELS),
+        "KS (diag.)",
+        "bounds",
+        "analytic s",
+        "MC s",
         "MC n",
+        "verdict",
     ]
-    title = (
-        "KS against the baselines: paired bootstrap of KS - KS_baseline on the same sample "
-        "(prism_analytic.validation.paired_ks; decides issue #8's verdict) beside the suite's "
-        "unpaired rule (a difference within the DKW half-width is a tie)"
-    )
-    return title + "\n\n" + _render(head, body)
-
-
-def format_confirmations(rows: Sequence[dict[str, Any]]) -> str:
-    """The rows the confirmation rule re-measured: first verdict, confirmation, final verdict.
-
-    The main table already shows the confirmed metrics of these rows (the confirmed row
-    replaces the first); this lists what the first sample said and how it was confirmed.
-    """
     body = []
     for r in rows:
-        conf = r.get("confirmation")
-        if conf is None:
-            continue
-        first = r["first"]
-        confirmed = conf["status"] == "confirmed"
         body.append(
             [
                 r["name"],
-                _verdict_cell(first),
-                f"{first['samples']:,} / {first['seed']}",
-                ", ".join(first["noise_decided"]),
-                f"{conf['samples']:,}{' copies' if conf.get('method') else ''} / {conf['seed']}"
-                if confirmed
-                else "- (MC work guard)",
-                f"{conf['time_s']:.1f}" if confirmed else "-",
+                "yes" if r["reconvergent"] else "no",
+                *(_error_cell(r, q) for q in LEVELS),
                 f"{r['ks']:.4f}",
-                _verdict_cell(r),
+                _bounds_cell(r),
+                f"{r['analytic_s']:.3f}",
+                f"{r['montecarlo_s']:.2f}",
+                f"{r['samples']:,}",
+                r["verdict"] + (" (" + ", ".join(r["misses"]) + ")" if r["misses"] else ""),
             ]
         )
-    head = [
-        "scenario",
-        "first verdict",
-        "first n / seed",
-        "inside MC noise",
-        "confirm n / seed",
-        "confirm s",
-        "KS",
-        "confirmed verdict",
-    ]
-    title = (
-        "Confirmation rule (prism_analytic.validation.confirmation): rows whose verdict "
-        "Monte Carlo's noise decided, re-measured once; the confirmed verdict stands"
-    )
-    if not body:
-        return title + "\n\n(no row was decided inside Monte Carlo's noise)"
-    return title + "\n\n" + _render(head, body)
+    return "\n".join([_render(header, body), "", summary_line(rows), targets_line(rows)])
 
 
-def _verdict_cell(row: dict[str, Any]) -> str:
-    return row["verdict"] + (" (" + ", ".join(row["misses"]) + ")" if row["misses"] else "")
+def format_intervals(rows: Sequence[dict[str, Any]]) -> str:
+    """Per scenario and level: analytic value, Monte Carlo's quantile and its interval (s)."""
+    body = []
+    for r in rows:
+        for q in LEVELS:
+            x = r["quantiles"][str(q)]
+            low, high = ("-" if v is None else f"{v:.6g}" for v in x["interval_s"])
+            body.append(
+                [
+                    r["name"],
+                    f"p{q * 100:g}",
+                    f"{x['analytic_s']:.6g}",
+                    f"{x['montecarlo_s']:.6g}",
+                    f"[{low}, {high}]",
+                    "yes" if x["within_tolerance"] else "NO",
+                ]
+            )
+    head = ["scenario", "level", "analytic (s)", "MC (s)", "MC interval (s)", "within tol."]
+    return _render(head, body)
 
 
-def targets_line() -> str:
-    """The footer stating the targets.
+def summary_line(rows: Sequence[dict[str, Any]]) -> str:
+    """How many rows pass."""
+    passed = sum(r["verdict"] == "PASS" for r in rows)
+    return f"PASS: {passed} of {len(rows)}"
 
-    Read from :data:`~.agreement.TARGETS` (what ``verdict`` applies), so that the printed targets
-    cannot drift from the ones judged.
-    """
-    ex, rc = TARGETS["exact"], TARGETS["reconvergent"]
+
+def targets_line(rows: Sequence[dict[str, Any]] = ()) -> str:
+    """The footer stating what the verdict applies (the rows' tolerance, else the default)."""
+    tol = rows[0]["tolerance"] if rows else DEFAULT_TOLERANCE
     return (
-        f"Targets: non-reconvergent KS <= {ex['ks']:g}, |p99 err| <= {ex['p99']:.1%}, in bounds; "
-        f"reconvergent KS <= {rc['ks']:g}, |p50 err| <= {rc['p50']:.1%}, "
-        f"|p99 err| <= {rc['p99']:.1%}, |spread err| <= {rc['spread']:.0%}, "
-        "and KS and |spread| better than both baselines. '~noise': within MC's own "
-        "noise of the target. Bounds: MC 99.9% quantile intervals at "
-        f"{len(BOUND_LEVELS)} levels (0.01..0.999) overlap the guaranteed bracket; "
-        "'(inf)': some bracket end is infinite. " + _issue8_targets()
-    )
-
-
-def _issue8_targets() -> str:
-    ex, rc = ISSUE8_TARGETS["exact"], ISSUE8_TARGETS["reconvergent"]
-    return (
-        f"Issue #8 wording (column 'issue #8'): non-reconvergent KS <= {ex['ks']:g}; "
-        f"reconvergent KS <= {rc['ks']:g}, |spread err| <= {rc['spread']:.0%}, "
-        f"|p99 err| <= {rc['p99']:.1%} where the step is a max over >= {ISSUE8_REPLICAS} "
-        "replicas, and KS better than both baselines by the paired bootstrap; every target "
-        "met outside MC's noise ('unresolved (within MC noise)' otherwise)."
+        "Error = analytic - Monte Carlo quantile, in seconds and relative to the quantile. "
+        f"PASS: at each of {', '.join(f'p{q * 100:g}' for q in LEVELS)} the analytic quantile "
+        f"lies inside Monte Carlo's {INTERVAL_CONFIDENCE:.1%} order-statistic interval widened "
+        f"by {tol * 100:g}% of the quantile (where an end of that interval is unresolved, the "
+        f"error itself must be within {tol * 100:g}%; '*' marks a level that is not), and Monte "
+        f"Carlo's 99.9% intervals at {len(BOUND_LEVELS)} levels (0.01..0.999) overlap the "
+        "guaranteed bounds ('(inf)': some bound end is infinite). KS is a diagnostic only."
     )
 
 
@@ -302,8 +154,7 @@ def run(
     list_only: bool = False,
     strict: bool = False,
     core_shape: str | None = None,
-    confirm: bool = False,
-    confirm_samples: int | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
     out: Any = None,
     err: Any = None,
 ) -> int:
@@ -325,10 +176,8 @@ def run(
         Return 1 when a scenario misses its targets.
     core_shape : str, optional
         Passed to the analytic engine (None: its default).
-    confirm : bool
-        Re-measure the rows Monte Carlo's noise decides (:mod:`.confirmation`).
-    confirm_samples : int, optional
-        Size of those confirmation samples (None: 10x ``samples``, at least 1e6).
+    tolerance : float
+        Relative error of a quantile accepted (default 0.001: 0.1%).
     out, err : file-like, optional
         Report and progress streams (default stdout and stderr).
     """
@@ -351,8 +200,7 @@ def run(
         samples,
         seed,
         core_shape=core_shape,
-        confirm=confirm,
-        confirm_samples=confirm_samples,
+        tolerance=tolerance,
         progress=lambda line: print(line, file=err, flush=True),
     )
     if as_json:
@@ -362,8 +210,7 @@ def run(
         shape = "" if core_shape is None else f", core_shape {core_shape}"
         print(f"Analytic vs Monte Carlo ({samples:,} samples, seed {seed}{shape})\n", file=out)
         print(format_table(rows), file=out)
-        if confirm:
-            print("\n" + format_confirmations(rows), file=out)
+        print("\n" + format_intervals(rows), file=out)
     return 1 if strict and any(r["verdict"] != "PASS" for r in rows) else 0
 
 
