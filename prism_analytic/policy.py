@@ -41,7 +41,7 @@ class GridPolicy:
         bracket. Default 4. A smaller value is faster and still guaranteed, with brackets up
         to a cell wider (opt-in): llama3-405b at 65,536 GPUs, 1 instead of 4: warm prediction
         70 -> 15 ms CPU, cold 245 -> 181 ms (load 6.9), brackets 1.63 -> 2.03 ms at 4 of 8
-        levels, quantiles moved <= 0.02 ms; on every analytic graph of ``bench_record_hex``
+        levels, quantiles moved <= 0.02 ms; on every graph of ``validation/bench_resolution.py``
         the quantiles stay inside the default's brackets, which widen by at most 1.25x
         (``validation/results/bench_resolution.md``).
     """

@@ -21,7 +21,7 @@ resolved. Inside each condition:
   agreement's 8x32 rows), so each conditional law is nearly a step and the mixture is only as
   accurate as the quadrature of ``L``'s law: it is evaluated at many points
   (:func:`path_points`, up to 2**18; 2**15 left a KS error of ~0.005, measured in
-  ``validation/factor_conditioning_study.py``);
+  ``validation/results/factor_conditioning.md``);
 * the noise of the ops adds ``E[M | f] - L(f)`` (a positive "jitter bias": a max over
   near-critical paths) and ``Var(M | f)``, at fewer points (:func:`default_points`, a subset).
   The cheap independent-input Clark recursion (vectorised over those points) measures how tied
