@@ -233,6 +233,7 @@ class AnalyticResult(_LawView, StepTimeResult):
 
     def _quantile_rows(self, levels: tuple[float, ...]) -> dict[str, dict[str, Any]]:
         bounds = (self.verification or {}).get("bounds") or {}
+        errors = {r["q"]: r for r in self.quantile_errors()}
         rows = {}
         for q in levels:
             row: dict[str, Any] = {
@@ -246,6 +247,10 @@ class AnalyticResult(_LawView, StepTimeResult):
             }
             if not self.exact:
                 row["guaranteed_bounds_s"] = bounds.get(str(q))
+                measured = errors.get(q)
+                if measured is not None:
+                    for key in ("error_s", "error_rel", "error_band_s", "within_tolerance"):
+                        row[key] = measured.get(key)
             rows[str(q)] = row
         return rows
 
