@@ -94,7 +94,10 @@ def test_executor_does_not_change_samples(reference_draws):
 
 
 def test_predict_montecarlo_uses_seed():
-    g = everything()
+    # predict's seed plumbing needs no pools (everything() at the default million-copy pool
+    # costs minutes); sample_step's seeding of everything() is test_same_seed_same_samples's
+    g = StepGraph("seeded")
+    g.add_replica_group("dp", two_op_body(), 8, speed=pa.lognormal(1.0, 0.02))
     s = MonteCarloSettings(pool_size=20_000)
     a = pa.predict(g, "montecarlo", samples=5000, seed=1, mc_settings=None)
     b = pa.predict(g, "montecarlo", samples=5000, seed=1)
