@@ -271,7 +271,14 @@ def read_step_log(path: str | Path, *, drop_first: int = 2) -> StepLog:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"no such step log: {str(p)!r}")
-    text = p.read_text(encoding="utf-8", errors="replace")
+    raw = p.read_bytes()
+    if b"\0" in raw[: 1 << 16]:  # text logs hold no NUL byte; a binary file would parse as junk
+        raise StepLogError(
+            f"{p.name}: a binary file, not a step log; give an MLPerf ':::MLLOG' text log, a"
+            f" CSV with a {' / '.join(CSV_COLUMNS[:1] + MS_COLUMNS[:1])} column, or JSON"
+            " (a list of step times or {'step_times_s': [...]})"
+        )
+    text = raw.decode("utf-8", errors="replace")
     if _MARK in text:
         return read_mllog(text, p.name, drop_first)
     stripped = text.lstrip()

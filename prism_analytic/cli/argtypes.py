@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 __all__ = [
     "add_job_arguments",
@@ -16,6 +17,7 @@ __all__ = [
     "sample_count",
     "int_list",
     "float_list",
+    "check_text_file",
 ]
 
 
@@ -121,3 +123,32 @@ def add_job_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", metavar="NAME", help="model preset (see `prism presets`)")
     parser.add_argument("--gpus", type=positive_int, metavar="N", help="number of GPUs")
     parser.add_argument("--config", metavar="FILE", help="TOML overrides / whole job file")
+
+
+def check_text_file(path: str | None, option: str, formats: str) -> Path | None:
+    """``path`` if it is a readable UTF-8 text file, else a ValueError naming it and ``formats``.
+
+    Parameters
+    ----------
+    path : str or None
+        The argument (None: not given, None back).
+    option : str
+        The option's name, for the message (``--file``).
+    formats : str
+        What the option takes, for the message (``"a TOML sweep file"``).
+    """
+    if path is None:
+        return None
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{option}: no such file: {str(p)!r} (expected {formats})")
+    try:
+        with open(p, encoding="utf-8") as fh:
+            head = fh.read(1 << 16)
+    except UnicodeDecodeError:
+        head = "\0"
+    except OSError as exc:
+        raise ValueError(f"{option}: cannot read {str(p)!r}: {exc.strerror}") from None
+    if "\0" in head:
+        raise ValueError(f"{option}: {str(p)!r} is a binary file, not text; expected {formats}")
+    return p

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .argtypes import (
+    check_text_file,
     int_list,
     nonnegative_float,
     positive_float,
@@ -72,6 +73,8 @@ def spec_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~prism_analytic.sweep.spec.SweepSpec` the command line describes."""
     from ..sweep.spec import SweepError, SweepSpec, load_sweep_file, parse_set
 
+    check_text_file(args.file, "--file", "a TOML sweep file ([sweep], [grid], [[points]])")
+    check_text_file(args.config, "--config", "a TOML file of config overrides")
     base_spec = load_sweep_file(args.file) if args.file else None
     grid = dict(base_spec.grid) if base_spec else {}
     for key, values in parse_set(args.set or []).items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from .argtypes import sample_count, seed
 from .output import check_plot_path, jsonable, save_figure
@@ -14,10 +15,14 @@ __all__ = ["register"]
 def _cmd(args: argparse.Namespace) -> int:
     target = check_plot_path(args.plot)
     from ..traces.predict import predict_trace
+    from ..traces.readers import read_trace
 
     warmup = "auto" if args.warmup == "auto" else _warmup(args.warmup)
+    table = read_trace(args.trace)
+    if "rows_sorted" in table.meta:
+        print(f"prism trace-predict: note: {table.meta['rows_sorted']}", file=sys.stderr)
     result = predict_trace(
-        args.trace,
+        table,
         measured=args.measured,
         fit_steps=args.fit_steps,
         samples=args.samples,

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from prism_analytic.traces.errors import TraceFormatError, require_pandas
-from prism_analytic.traces.table import EventTable, validate_events
+from prism_analytic.traces.table import EventTable, check_time_order, sort_events, validate_events
 
 __all__ = [
     "read_op_table",
@@ -105,9 +105,17 @@ def read_op_table(path, *, incomplete_steps: str = "error") -> EventTable:
     out["chunk"] = out["chunk"].clip(lower=-1)
     source = str(path)
     validate_events(out.rename(index=lambda i: i), source)
+    out, moved = sort_events(out)
+    check_time_order(out, source)
     dropped: dict[str, int] = {}
     out = _check_complete_steps(out, source, incomplete_steps, dropped)
-    return EventTable(out.reset_index(drop=True), source, dropped, {"format": "op-table"})
+    meta: dict = {"format": "op-table"}
+    if moved:
+        meta["rows_sorted"] = (
+            "the rows of a rank's step were not stored together; sorted by rank, step and start"
+            " time (the result does not depend on the row order)"
+        )
+    return EventTable(out.reset_index(drop=True), source, dropped, meta)
 
 
 def _int_column(col, name, path):

@@ -14,7 +14,11 @@ import numpy as np
 
 from prism_analytic.traces.errors import TraceFormatError
 
-__all__ = ["COLUMNS", "EventTable", "validate_events"]
+__all__ = ["COLUMNS", "EventTable", "validate_events", "check_time_order", "sort_events"]
+
+#: Seconds two timestamps of different ranks may disagree by (float32 times of ~50 s resolve
+#: ~4 us; the structure recovery uses the same tolerance).
+TIME_TOLERANCE_S = 5e-5
 
 #: Canonical columns and their meaning.
 COLUMNS = {
@@ -116,3 +120,109 @@ def validate_events(frame, source: str) -> None:
             f"{source}: row {frame.index[i]}: negative duration {dur[i]!r} s "
             f"({int((dur < 0).sum())} such rows); durations must be >= 0"
         )
+    if not (dur > 0).any():
+        raise TraceFormatError(
+            f"{source}: every one of the {dur.size} ops has duration 0 s; a trace needs"
+            " measured op durations (were the durations dropped or zeroed on export?)"
+        )
+
+
+def sort_events(frame) -> tuple[Any, bool]:
+    """The frame in time order (rank, step, start), and whether its rows were interleaved.
+
+    Nothing downstream depends on the row order, so rows stored in any order are legitimate;
+    they are sorted so that messages name rows in time order. The flag is True when the
+    rows of one rank's step were not stored together (rows shuffled, or merged files): worth
+    a note, unlike a file grouped by rank and step in some other order.
+    """
+    key = frame["rank"].astype("int64") * (int(frame["step"].max()) + 1) + frame["step"]
+    blocks = int((key.to_numpy()[1:] != key.to_numpy()[:-1]).sum()) + 1
+    order = frame.sort_values(["rank", "step", "start_s"], kind="stable")
+    return order, blocks > key.nunique()
+
+
+def check_time_order(frame, source: str) -> None:
+    """Refuse timestamps that contradict the sequence numbers or the send/recv order.
+
+    Two facts of any recorded schedule: on one rank, the ops of one name with sequence
+    numbers run in that order within a step; a pipeline receive cannot end before the
+    matching send (the same data-parallel rank and step, the peer stage, the same place in
+    order among that channel's sends) started. Timestamps shuffled across rows, or clocks of
+    different ranks far apart, break them and would be fitted as a different schedule. (Steps
+    are not compared with each other: traces may time each step from its own start.)
+
+    Raises
+    ------
+    TraceFormatError
+        Naming the file, the row, the rank and the step of the first contradiction.
+    """
+    _check_sequence_order(frame, source)
+    _check_send_before_receive(frame, source)
+
+
+def _check_sequence_order(frame, source: str) -> None:
+    known = frame[frame["seq_id"] >= 0]
+    if known.empty:
+        return
+    known = known.sort_values(["rank", "step", "name", "seq_id"], kind="stable")
+    keys = [known[c].to_numpy() for c in ("rank", "step", "name")]
+    same = np.ones(len(known) - 1, dtype=bool)
+    for k in keys:
+        same &= k[1:] == k[:-1]
+    start = known["start_s"].to_numpy(dtype=float)
+    back = same & (np.diff(start) < -TIME_TOLERANCE_S)
+    if back.any():
+        i = int(np.flatnonzero(back)[0]) + 1
+        r = known.iloc[i]
+        raise TraceFormatError(
+            f"{source}: row {known.index[i]}: rank {int(r['rank'])} step {int(r['step'])}:"
+            f" {r['name']} #{int(r['seq_id'])} starts at {r['start_s']:.6g} s, before"
+            f" #{int(known.iloc[i - 1]['seq_id'])}; timestamps contradict the sequence numbers"
+            " (shuffled timestamps?)"
+        )
+
+
+def _check_send_before_receive(frame, source: str) -> None:
+    names = frame["name"].astype(str)
+    pp = int(frame["stage"].max()) + 1
+    if pp < 2:
+        return
+    sides = []
+    for word, delta in (("forward", 1), ("backward", -1)):
+        send = frame[names == f"{word}-send"]
+        recv = frame[names == f"{word}-recv"]
+        # both sides keyed by the receiving stage
+        sides.append(
+            (word, send.assign(to=(send["stage"] + delta) % pp), recv.assign(to=recv["stage"]))
+        )
+    for word, send, recv in sides:
+        if send.empty or recv.empty:
+            continue
+        key = ["step", "dp_rank", "to"]
+        send = send.sort_values([*key, "start_s"], kind="stable")
+        recv = recv.sort_values([*key, "start_s"], kind="stable")
+        send = send.assign(
+            k=send.groupby(key).cumcount(), n=send.groupby(key)["step"].transform("size")
+        )
+        recv = recv.assign(
+            k=recv.groupby(key).cumcount(), n=recv.groupby(key)["step"].transform("size")
+        )
+        # only channels with one record per hand-off on both sides: extra no-op records
+        # (interleaved schedules) leave the k-th receive's send unknown
+        both = send.reset_index().merge(
+            recv.reset_index(), on=[*key, "k"], suffixes=("_send", "_recv")
+        )
+        both = both[both["n_send"] == both["n_recv"]]
+        end = both["start_s_recv"] + both["duration_s_recv"]
+        bad = end < both["start_s_send"] - TIME_TOLERANCE_S
+        if bad.any():
+            r = both[bad].iloc[0]
+            raise TraceFormatError(
+                f"{source}: row {r['index_recv']}: rank {int(r['rank_recv'])} step"
+                f" {int(r['step'])}: {word}-recv #{int(r['k'])} ends at"
+                f" {r['start_s_recv'] + r['duration_s_recv']:.6g} s, before the matching"
+                f" {word}-send (row {r['index_send']}, rank {int(r['rank_send'])}) starts at"
+                f" {r['start_s_send']:.6g} s; a receive cannot end before its send begins"
+                f" ({int(bad.sum())} such receives: timestamps edited, or the ranks' clocks"
+                " far apart)"
+            )
