@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CrossDCResult", "crossdc", "TBIT"]
+__all__ = ["CrossDCResult", "crossdc", "TBIT", "MAX_BISECT_STEPS"]
 
 #: Bytes per second in one terabit per second.
 TBIT = 1e12 / 8
+#: Most threshold bisection probes: each halves the bracket in log bandwidth, so 64 narrow it
+#: by 2**64 (1.8e19), far finer than a bandwidth means; more would only spend time.
+MAX_BISECT_STEPS = 64
 
 
 def _increasing(values: Any, name: str, minimum: float, strict_min: bool) -> list[float]:
@@ -142,6 +146,7 @@ def crossdc(
     *,
     tolerance: float = 0.05,
     bisect_steps: int = 6,
+    progress: Callable[[int, int], None] | None = None,
 ) -> CrossDCResult:
     """p95 step time over bandwidths and jitters, and the bandwidth for ``tolerance``.
 
@@ -158,7 +163,12 @@ def crossdc(
     tolerance : float
         Acceptable p95 degradation (> 0).
     bisect_steps : int
-        Bisection probes per jitter for the threshold (0: interpolate between the grid).
+        Bisection probes per jitter for the threshold, 0 to :data:`MAX_BISECT_STEPS` (0: the
+        first tested bandwidth that meets it). Probing stops early once the bracket is one
+        floating-point step wide.
+    progress : callable, optional
+        ``progress(done, total)`` after each evaluation of the job (``total`` counts every
+        bisection probe allowed, so the run may end before ``done`` reaches it).
     """
     if isinstance(datacenters, bool) or not isinstance(datacenters, int) or datacenters < 2:
         raise ValueError(f"--datacenters must be an integer >= 2, got {datacenters!r}")
@@ -170,12 +180,32 @@ def crossdc(
     )
     if not (math.isfinite(tolerance) and tolerance > 0):
         raise ValueError(f"--tolerance must be > 0, got {tolerance!r}")
-    base_mean, base_p95 = _stats(
+    if (
+        isinstance(bisect_steps, bool)
+        or not isinstance(bisect_steps, int)
+        or not 0 <= bisect_steps <= MAX_BISECT_STEPS
+    ):
+        raise ValueError(
+            f"--bisect-steps must be an integer from 0 to {MAX_BISECT_STEPS} (each probe halves"
+            f" the bracket in log bandwidth; {MAX_BISECT_STEPS} narrow it by"
+            f" 2**{MAX_BISECT_STEPS}), got {bisect_steps!r}"
+        )
+    total = 1 + len(jits) * (len(bws) + bisect_steps)
+    done = [0]
+
+    def stats_of(j: Any) -> tuple[float, float]:
+        out = _stats(j)
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], total)
+        return out
+
+    base_mean, base_p95 = stats_of(
         dataclasses.replace(job, hardware=dataclasses.replace(job.hardware, datacenters=1))
     )
     p95s, means, thr, notes = [], [], [], []
     for jit in jits:
-        row = [_stats(_with(job, datacenters, bw * TBIT, jit)) for bw in bws]
+        row = [stats_of(_with(job, datacenters, bw * TBIT, jit)) for bw in bws]
         means.append(tuple(m for m, _ in row))
         p95s.append(tuple(q for _, q in row))
         deg = [q / base_p95 - 1 for _, q in row]
@@ -192,7 +222,9 @@ def crossdc(
         lo, hi = math.log(bws[i]), math.log(bws[i + 1])
         for _ in range(bisect_steps):
             mid = 0.5 * (lo + hi)
-            _, q = _stats(_with(job, datacenters, math.exp(mid) * TBIT, jit))
+            if not lo < mid < hi:  # the bracket is one floating-point step wide
+                break
+            _, q = stats_of(_with(job, datacenters, math.exp(mid) * TBIT, jit))
             lo, hi = (mid, hi) if q / base_p95 - 1 > tolerance else (lo, mid)
         thr.append(math.exp(hi))
         notes.append(

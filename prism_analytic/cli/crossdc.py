@@ -6,7 +6,7 @@ import argparse
 import json
 
 from .argtypes import add_job_arguments, nonnegative_int, positive_float, positive_int
-from .output import check_plot_path, jsonable, plot_result
+from .output import check_plot_path, jsonable, plot_result, progress_printer
 
 __all__ = ["register"]
 
@@ -37,6 +37,7 @@ def _cmd(args: argparse.Namespace) -> int:
         args.jitter,
         tolerance=args.tolerance,
         bisect_steps=args.bisect_steps,
+        progress=progress_printer("crossdc evaluations"),
     )
     if plot is not None:
         plot_result(plot, res, f"{job.name} over {args.datacenters} datacenters", (6, 3.8))
@@ -79,7 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--bisect-steps",
         type=nonnegative_int,
         default=6,
-        help="threshold bisection probes (default 6; 0 = the first bandwidth tested that meets it)",
+        help="threshold bisection probes, 0 to 64 (default 6; 0 = the first bandwidth tested"
+        " that meets it)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--plot", metavar="FILE", help="write the degradation curve to FILE")
