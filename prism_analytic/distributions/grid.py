@@ -294,6 +294,10 @@ class GridDistribution(RoundingSandwich, Distribution):
         Rigorous bound on the CDF error left by floating-point round-off and not folded into
         the sides (see ``GridPolicy.fold_roundoff``): the brackets contain the quantiles of a
         law whose CDF is within ``roundoff`` of the exact one.
+    law : Distribution, optional
+        The closed-form law the grid discretises, when there is one (kept through re-binning,
+        trimming and affine maps, dropped by every other operation): maxima of i.i.d. copies
+        take their exact moments from it (:mod:`.max_moments`).
     """
 
     is_exact = False
@@ -310,6 +314,7 @@ class GridDistribution(RoundingSandwich, Distribution):
         moments: tuple[float, float] | None = None,
         tail_index: float = np.inf,
         roundoff: float = 0.0,
+        law: Distribution | None = None,
     ) -> None:
         lo = np.asarray(lo, dtype=float)
         hi = np.asarray(hi, dtype=float)
@@ -327,6 +332,7 @@ class GridDistribution(RoundingSandwich, Distribution):
         self.moments = None if moments is None else (float(moments[0]), float(moments[1]))
         self._tail_index = float(tail_index)
         self.roundoff = float(roundoff)
+        self.law = law
         self._cache: dict[str, np.ndarray] = {}
 
     @property
@@ -343,6 +349,7 @@ class GridDistribution(RoundingSandwich, Distribution):
         below: float | None = None,
         above: float | None = None,
         moments: tuple[float, float] | None | str = "same",
+        law: Distribution | None | str = "same",
     ) -> GridDistribution:
         """A new grid for the same variable (re-binned, trimmed): carries what is known."""
         return GridDistribution(
@@ -356,6 +363,7 @@ class GridDistribution(RoundingSandwich, Distribution):
             self.moments if moments == "same" else moments,
             self.tail_index,
             self.roundoff,
+            self.law if law == "same" else law,
         )
 
     def __repr__(self) -> str:
@@ -459,18 +467,22 @@ class GridDistribution(RoundingSandwich, Distribution):
     def scaled(self, a: float) -> GridDistribution:
         """The grid of a X for a > 0 (exact: the lattice scales with it)."""
         moments = None if self.moments is None else (a * self.moments[0], a * a * self.moments[1])
-        return self._derived(self.h * a, self.k0, self.lo, self.hi, moments=moments)
+        law = None if self.law is None else self.law.scale(a)
+        return self._derived(self.h * a, self.k0, self.lo, self.hi, moments=moments, law=law)
 
     def shifted(self, c: float) -> GridDistribution:
         """The grid of X + c; a shift off the lattice rounds lo down and hi up by one cell."""
         steps = c / self.h
         whole = int(np.floor(steps))
         moments = None if self.moments is None else (self.moments[0] + c, self.moments[1])
+        law = None if self.law is None else self.law.shift(c)
         if steps == whole:
-            return self._derived(self.h, self.k0 + whole, self.lo, self.hi, moments=moments)
+            return self._derived(
+                self.h, self.k0 + whole, self.lo, self.hi, moments=moments, law=law
+            )
         lo = np.concatenate((self.lo, [0.0]))
         hi = np.concatenate(([0.0], self.hi))
-        return self._derived(self.h, self.k0 + whole, lo, hi, moments=moments)
+        return self._derived(self.h, self.k0 + whole, lo, hi, moments=moments, law=law)
 
     def trimmed(self) -> GridDistribution:
         """Drop negligible tails into the atoms and cap the length at ``policy.max_cells``."""
@@ -721,6 +733,7 @@ def discretize(
         policy=policy,
         moments=(dist.mean(), dist.var()) if with_moments else None,
         tail_index=dist.tail_index,
+        law=dist if dist.is_exact else None,
     )
 
 

@@ -21,6 +21,7 @@ from .cdf_roundoff import (
     sum_error,
 )
 from .grid import GridDistribution, _pmf_from_cdf_sf, align, move_mass_down, move_mass_up
+from .max_moments import iid_max_moments, max_independent_moments
 from .roundoff import UNIT_ROUNDOFF
 
 _U = UNIT_ROUNDOFF
@@ -101,7 +102,26 @@ def max_grids(grids: list[GridDistribution]) -> GridDistribution:
         grids[0].policy, los[0].size, len(grids), roundoff, lc_lo, lc_hi
     )
     below = min(below * (1.0 + w), 1.0)  # a product of atoms: relative gamma(m) < w
-    return _from_log_cdf(h, k0, lc_lo, lc_hi, below, grids[0].policy, tail, roundoff)
+    out = _from_log_cdf(h, k0, lc_lo, lc_hi, below, grids[0].policy, tail, roundoff)
+    if all(g.moments is not None and g.moments[1] == 0.0 for g in grids):
+        out.moments = (max(g.moments[0] for g in grids), 0.0)  # constants: their largest
+    elif all(g.law is not None for g in grids):
+        out.moments = max_independent_moments([g.law for g in grids])
+    return out
+
+
+def _iid_max_moments(g: GridDistribution, n: int) -> tuple[float, float] | None:
+    """Exact moments of the max of ``n`` copies of ``g`` where they are known, else None.
+
+    One copy keeps the operand's; a constant stays itself; a grid of a closed-form law gets
+    them by quadrature of that law (:func:`~.max_moments.iid_max_moments`). Otherwise the
+    grid's own estimate stands (and the result says it is one).
+    """
+    if n == 1 or (g.moments is not None and g.moments[1] == 0.0):
+        return g.moments
+    if g.law is not None:
+        return iid_max_moments(g.law, n)
+    return None
 
 
 def iid_max_grid(g: GridDistribution, n: int) -> GridDistribution:
@@ -112,7 +132,9 @@ def iid_max_grid(g: GridDistribution, n: int) -> GridDistribution:
     lc_lo, lc_hi, roundoff, w = _own_error(g.policy, g.lo.size, 1, roundoff, lc_lo, lc_hi)
     # log of one atom (2u) times n (u): relative error inside rho, so the same widening holds
     below = float(np.exp(n * np.log(g.below) * (1.0 - w))) if g.below > 0 else 0.0
-    return _from_log_cdf(g.h, g.k0, lc_lo, lc_hi, below, g.policy, g.tail_index, roundoff)
+    out = _from_log_cdf(g.h, g.k0, lc_lo, lc_hi, below, g.policy, g.tail_index, roundoff)
+    out.moments = _iid_max_moments(g, n)
+    return out
 
 
 def min_grids(grids: list[GridDistribution]) -> GridDistribution:

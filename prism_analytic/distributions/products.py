@@ -133,4 +133,21 @@ def scale_mixture(
     product = (convolve_grids_bounded if bounded else convolve_grids)(x_log, s_log)
     mean = body.mean() * speed.mean()
     h = max(body.h * s_min, policy.rel_width * mean / 4.0)
-    return _relattice(product, np.exp, h)
+    out = _relattice(product, np.exp, h)
+    out.moments = _product_moments(body, speed)
+    return out
+
+
+def _product_moments(body: GridDistribution, speed: Distribution) -> tuple[float, float] | None:
+    """Exact (mean, variance) of ``S * X`` for independent S and X, where X's are known.
+
+    ``E[SX] = E[S] E[X]`` and ``E[(SX)^2] = E[S^2] E[X^2]``; the variance is written as
+    ``v_S v_X + v_S m_X^2 + m_S^2 v_X`` so that nothing cancels at low CV.
+    """
+    if body.moments is None or not speed.is_exact:
+        return None
+    m_x, v_x = body.moments
+    m_s, v_s = float(speed.mean()), float(speed.var())
+    if not all(np.isfinite(v) for v in (m_x, v_x, m_s, v_s)):
+        return None
+    return m_s * m_x, v_s * v_x + v_s * m_x * m_x + m_s * m_s * v_x

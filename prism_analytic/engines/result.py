@@ -258,12 +258,27 @@ class AnalyticResult(_LawView, StepTimeResult):
         """As :meth:`StepTimeResult.to_dict`, plus ``roundoff_cdf_error`` and ``cross_check``."""
         out = super().to_dict(levels)
         out["roundoff_cdf_error"] = self.roundoff
+        out["std_exact"] = self.std_exact
         if self.verification is not None:
             out["cross_check"] = self.verification
         return out
 
+    @property
+    def std_exact(self) -> bool:
+        """True when mean and std are the graph's exact moments, not the grid's estimate.
+
+        Exact moments travel with the grid where the operations allow (sums add them, a
+        constant has none, a maximum of i.i.d. copies of a closed-form law takes them by
+        quadrature: ``GridDistribution.moments``); otherwise they are estimated from cell
+        centres, which overstates the spread of a law one or two cells wide.
+        """
+        return self.exact and self.distribution.moments is not None
+
     def _summary_lines(self, levels: tuple[float, ...]) -> list[str]:
         lines = super()._summary_lines(levels)
+        lines[0] += (
+            "   (exact moments)" if self.std_exact else "   (moments estimated from the grid)"
+        )
         if self.roundoff > 0:
             for i, q in enumerate(levels, start=1):  # rows follow the mean line
                 if self.guaranteed_bracket(q) != self.quantile_bracket(q):
