@@ -196,6 +196,7 @@ def _engine_stub(job) -> PredictedLaw:
     return PredictedLaw(float(d.mean()), q[0], q[1], q[2], float(d.std()), result=_R())
 
 
+@pytest.mark.slow  # event fit with 20 resamples and 9 goodness-of-fit refits (~30 s)
 def test_calibrate_to_logs_with_events_reports_them_outside_the_overlay():
     rng = np.random.default_rng(6)
     logs = _runs(rng, n=300, q=0.01, size=0.3, median=22.0)

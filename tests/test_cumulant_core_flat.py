@@ -77,6 +77,7 @@ def test_one_period_blocks_see_the_alternation(monkeypatch):
     assert skew_core._steady(_CumulantEngine, spec, None, k3, spec.microbatches) is None
 
 
+@pytest.mark.slow  # 8 x 512 x 2 interleaved, evaluated whole twice (~9 s)
 def test_transient_pipeline_keeps_the_long_evaluation(monkeypatch):
     """Still in its transient at the short sizes (interleaved 8 x 512 x 2, balanced stages,
     lognormal CV 20%: 16, 32, 48 microbatches): the trial is refused and the answer is the long

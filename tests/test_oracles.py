@@ -218,8 +218,7 @@ def _order_statistic_ci(sorted_samples: np.ndarray, q: float, confidence: float)
     return ci.low, ci.high
 
 
-@pytest.mark.slow
-def test_bracket_acceptance_400_op_chain_against_monte_carlo():
+def test_bracket_acceptance_400_op_chain_against_monte_carlo():  # the 400-op check by default
     op = pa.lognormal(1.0, 0.05)
     chain = pa.iid_sum(op, 400)
     # 2e5 seeded chains (99.9% intervals ~0.03% wide at the median); lognormal(1, .05) draws
@@ -246,6 +245,7 @@ def test_bracket_acceptance_400_op_chain_against_monte_carlo():
     print("\n".join(report))
 
 
+@pytest.mark.slow  # a 2**22-cell re-run; the 65536-rank test checks nesting in a finer policy
 def test_bracket_acceptance_400_op_chain_against_a_finer_policy():
     op = pa.lognormal(1.0, 0.05)
     chain = pa.iid_sum(op, 400)

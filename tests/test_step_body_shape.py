@@ -45,6 +45,7 @@ class _Body:
     p50_s = 10.0
 
 
+@pytest.mark.slow  # 300 regenerated datasets and a 200-replicate prediction (~20 s)
 def test_shared_curve_is_a_shape_not_a_random_walk_and_p99_is_reproduced():
     rng = np.random.default_rng(21)
     logs = _dataset(rng)
@@ -73,6 +74,7 @@ def test_shared_curve_is_a_shape_not_a_random_walk_and_p99_is_reproduced():
     assert lo <= out["measured_p99_over_p50"] <= hi
 
 
+@pytest.mark.slow  # a full step-event fit of drifting runs (~13 s)
 def test_runs_with_their_own_drift_keep_the_random_walk():
     rng = np.random.default_rng(22)
     i = np.arange(N)
