@@ -30,13 +30,7 @@ SETUP = (
 )
 
 #: Documented commands too slow to run in the test suite (each was run by hand): why.
-SLOW = {
-    "prism optimize": "hundreds of layouts (minutes)",
-    "prism figures": "every paper figure (about a minute)",
-    "prism sweep": "a 16-row grid (tens of seconds)",
-    "prism agreement": "28 scenarios against Monte Carlo (minutes)",
-    "prism validate": "needs ../shared/data; minutes",
-}
+SLOW = {"prism figures": "every paper figure (about a minute)"}
 
 
 def _bash_commands(path: Path) -> list[str]:
@@ -61,10 +55,13 @@ def workdir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("readme")
     frame, _ = make_trace(steps=20, seed=1)
     frame.to_csv(folder / "trace.csv", index=False)
-    # a step log of the llama3-8b@8 job: steps near its predicted median, with jitter
+    # step logs of llama3-8b on 8 and 64 GPUs: steps near the predicted medians, with jitter
     rng = np.random.default_rng(0)
-    steps = 47.7 * (1 + 0.004 * rng.standard_normal(200))
-    (folder / "steps.csv").write_text("step_time_s\n" + "\n".join(f"{s:.4f}" for s in steps) + "\n")
+    for name, median in (("steps.csv", 47.7), ("steps_64.csv", 6.2)):
+        steps = median * (1 + 0.004 * rng.standard_normal(200))
+        (folder / name).write_text("step_time_s\n" + "\n".join(f"{s:.4f}" for s in steps) + "\n")
+    for gpus in (8, 64):
+        (folder / f"job_{gpus}.toml").write_text(f'[job]\npreset = "llama3-8b"\ngpus = {gpus}\n')
     return folder
 
 
@@ -96,7 +93,6 @@ def test_docs_python_examples(doc, workdir, monkeypatch):
     assert result.failed == 0
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("command", _bash_commands(README))
 def test_readme_commands_run(command, workdir, monkeypatch, capsys):
     _in(workdir, monkeypatch)
