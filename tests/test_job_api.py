@@ -269,3 +269,38 @@ def test_result_to_dict_is_a_copy(small_prediction):
     d = small_prediction.to_dict()
     d["p99_s"] = np.nan
     assert small_prediction.to_dict()["p99_s"] is not None
+
+
+def test_from_args_is_build_job(tmp_path):
+    over = tmp_path / "o.toml"
+    over.write_text("[parallelism]\npp = 2\n")
+    assert Job.from_args("llama3-70b", 64, over).config == build_job("llama3-70b", 64, over)
+    assert Job.from_args("llama3-70b", 64, over).at(128).config == build_job(
+        "llama3-70b", 128, over
+    )
+    with pytest.raises(ValueError, match="--preset"):
+        Job.from_args()
+
+
+def test_check_compares_the_prediction_with_logs(tmp_path):
+    from prism_analytic.calibration import check_against_logs, read_step_log
+
+    job = Job("llama3-8b", 8)
+    median = float(job.predict(verify=False).quantile(0.5))
+    rng = np.random.default_rng(1)
+    log = tmp_path / "steps.csv"
+    steps = median * 1.02 * (1 + 0.004 * rng.standard_normal(100))
+    log.write_text("step_time_s\n" + "\n".join(f"{s:.5f}" for s in steps) + "\n")
+    report = job.check(log).to_dict()
+    ref = check_against_logs(job.config, [read_step_log(log)], seed=0, shape="within-run")
+    assert report["median_rel_error"] == pytest.approx(ref["median_rel_error"])
+    # the logs run 2% slower than the prediction: the check says so
+    assert report["median_rel_error"] == pytest.approx(-0.02, abs=0.005)
+
+
+def test_sweep_of_a_toml_job_keeps_its_tables(tmp_path):
+    path = tmp_path / "job.toml"
+    path.write_text('[job]\npreset = "llama3-8b"\ngpus = 8\n[variability.spatial]\ncv = 0.03\n')
+    rows = Job.from_toml(path).sweep().to_dict()["rows"]
+    direct = Job("llama3-8b", 8, variability={"spatial": {"cv": 0.03}}).predict(verify=False)
+    assert rows[0]["mean_s"] == pytest.approx(direct.mean(), rel=1e-9)
