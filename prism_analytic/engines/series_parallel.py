@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-from ..distributions import Distribution, GridDistribution, point_mass
+from ..distributions import GridDistribution, point_mass
 from ..distributions.grid import convolve_grids
 from ..distributions.grid_extremes import max_grids
 
@@ -122,11 +122,6 @@ def reduce_graph(
         m.add_edge(a, b, w=add(w1, w2))
         work.extend((a, b))
     return Reduction(m)
-
-
-def as_duration(w: Weight, like: GridDistribution | None = None) -> Distribution:
-    """A zero weight as a point mass; grids unchanged."""
-    return point_mass(0.0) if w is None else w
 
 
 def _atom(side: np.ndarray) -> int | None:
