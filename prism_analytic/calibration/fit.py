@@ -316,6 +316,7 @@ def calibrate_to_logs(
     event_resamples: int = 200,
     event_gof_refits: int = 49,
     evaluate: Callable[[Any], PredictedLaw] = predicted_law,
+    progress: Callable[[int, int], None] | None = None,
 ) -> CalibrationResult:
     """Fit the stochastic model of ``job`` to measured step logs of that job.
 
@@ -356,6 +357,8 @@ def calibrate_to_logs(
         Parametric-bootstrap refits for the event model's goodness-of-fit p-value.
     evaluate : callable
         ``job -> PredictedLaw`` (the analytic engine by default; tests may pass a stub).
+    progress : callable, optional
+        ``progress(done, total)`` over the event model's refits (with ``events``).
     """
     if not (isinstance(stall_threshold, int | float) and stall_threshold > 1):
         raise CalibrationError(f"stall_threshold must be > 1, got {stall_threshold!r}")
@@ -479,6 +482,7 @@ def calibrate_to_logs(
             n_boot=event_resamples,
             seed=seed,
             engine_sd_rel=min(own_law.std_s / own_law.p50_s, 0.5),
+            progress=progress,
         )
     return CalibrationResult(
         job.name,

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -284,6 +284,7 @@ def fit_step_events(
     seed: int = 0,
     body_model: bool = True,
     engine_sd_rel: float = 0.0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> EventFit:
     """Fit the step-event model of the module notes to the runs of one job by likelihood.
 
@@ -311,6 +312,8 @@ def fit_step_events(
     engine_sd_rel : float
         The engine's within-run step sd at this size relative to its median (see
         :class:`EventFit`); 0 when unknown.
+    progress : callable, optional
+        ``progress(done, total)`` after each of the ``n_gof + n_boot`` refits.
 
     Returns
     -------
@@ -352,10 +355,11 @@ def fit_step_events(
     excess = y[is_stall] - mu[is_stall]
     m0 = float(np.median(pooled.times_s))
     parameters = _report(params, cov, k, n, excess, exog, m0, gpus, confidence)
-    goodness = _goodness(model, params, y, exog, run, mu, sigma, q, s, n_gof, seed)
+    tick = _counter(progress, n_gof + n_boot)
+    goodness = _goodness(model, params, y, exog, run, mu, sigma, q, s, n_gof, seed, tick)
     goodness["stalls_attributed"] = k
     goodness["stall_ratios"] = [float(v) for v in np.sort(1 + y[is_stall])]
-    boot = _bootstrap(y, exog, params, m0, n_boot, seed + 1) if n_boot else {}
+    boot = _bootstrap(y, exog, params, m0, n_boot, seed + 1, tick) if n_boot else {}
     per_run = [int(is_stall[run == r].sum()) for r in np.unique(run)]
     exposure = [int(np.sum(run == r)) for r in np.unique(run)]
     dispersion = fit_stall_dispersion(per_run, exposure, confidence)
@@ -478,7 +482,21 @@ def _report(
     return out
 
 
-def _goodness(model, params, y, exog, run, mu, sigma, q, s, n_gof: int, seed: int) -> dict:
+def _counter(progress: Callable[[int, int], None] | None, total: int) -> Callable[[], None]:
+    """A function to call after each refit: reports ``progress(done, total)`` when given."""
+    done = [0]
+
+    def tick() -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], total)
+
+    return tick
+
+
+def _goodness(
+    model, params, y, exog, run, mu, sigma, q, s, n_gof: int, seed: int, tick=lambda: None
+) -> dict:
     from statsmodels.stats.diagnostic import acorr_ljungbox
 
     pit = _mixture_cdf(y, mu, sigma, q, s)
@@ -494,6 +512,7 @@ def _goodness(model, params, y, exog, run, mu, sigma, q, s, n_gof: int, seed: in
             bb, sg, qq, ss = _split(p_sim)
             u = _mixture_cdf(sim, exog @ bb, sg, qq, ss)
             hits += stats.kstest(u, "uniform").statistic >= ks
+            tick()
         out["pit_ks_pvalue_parametric_bootstrap"] = (hits + 1) / (n_gof + 1)
         out["pit_ks_refits"] = n_gof
     lb = []
@@ -517,7 +536,13 @@ def _simulate_y(exog: np.ndarray, params: np.ndarray, rng: np.random.Generator) 
 # Prediction at another size
 # --------------------------------------------------------------------------------------
 def _bootstrap(
-    y: np.ndarray, exog: np.ndarray, params: np.ndarray, m0: float, reps: int, seed: int
+    y: np.ndarray,
+    exog: np.ndarray,
+    params: np.ndarray,
+    m0: float,
+    reps: int,
+    seed: int,
+    tick: Callable[[], None] = lambda: None,
 ) -> dict:
     """Event parameters (seconds) refitted on nonparametric bootstrap resamples of the steps.
 
@@ -542,6 +567,7 @@ def _bootstrap(
         out["later"][i] = (b[2] if xx[:, 2].any() else params[2]) * m0
         out["q"][i] = stall.mean()
         out["s"][i] = float(np.mean(yy[stall] - mu[stall])) * m0 if stall.any() else 0.0
+        tick()
     return out
 
 

@@ -14,7 +14,7 @@ import json
 
 from ..workload.jobs import build_job
 from .argtypes import nonnegative_float, nonnegative_int, positive_float, positive_int, seed
-from .output import check_out_path, jsonable
+from .output import check_out_path, jsonable, progress_printer
 from .predict import apply_overlay
 
 __all__ = ["register"]
@@ -99,15 +99,17 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
                 for k, v in report.items():
                     print(f"{k}: {v}")
             return 0
-        result = calibrate_to_logs(
-            job,
-            logs,
-            stall_threshold=args.stall_threshold,
-            n_resamples=args.bootstrap,
-            seed=args.seed,
-            shape=args.shape or "auto",
-            events=args.events,
-        )
+        with progress_printer("calibrate", "step-event refits") as progress:
+            result = calibrate_to_logs(
+                job,
+                logs,
+                stall_threshold=args.stall_threshold,
+                n_resamples=args.bootstrap,
+                seed=args.seed,
+                shape=args.shape or "auto",
+                events=args.events,
+                progress=progress,
+            )
     else:
         result = calibrate_to_throughput(job, mfu=args.mfu, tokens_per_s=args.tokens_per_s)
     if out is not None:

@@ -30,15 +30,16 @@ def _cmd(args: argparse.Namespace) -> int:
 
     plot = check_plot_path(args.plot)
     job = build_job(args.preset, args.gpus, args.config)
-    res = crossdc(
-        job,
-        args.datacenters,
-        args.bandwidths,
-        args.jitter,
-        tolerance=args.tolerance,
-        bisect_steps=args.bisect_steps,
-        progress=progress_printer("crossdc evaluations"),
-    )
+    with progress_printer("crossdc", "evaluations") as progress:
+        res = crossdc(
+            job,
+            args.datacenters,
+            args.bandwidths,
+            args.jitter,
+            tolerance=args.tolerance,
+            bisect_steps=args.bisect_steps,
+            progress=progress,
+        )
     if plot is not None:
         plot_result(plot, res, f"{job.name} over {args.datacenters} datacenters", (6, 3.8))
     if args.json:

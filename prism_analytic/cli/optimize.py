@@ -80,7 +80,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
             base=base,
             out=out,
             executor=executor,
-            progress=progress_printer("layouts"),
+            progress=progress_printer("optimize", "layouts"),
         )
     if plot is not None:
         _plot(result, plot)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +28,16 @@ def pct(q: float) -> str:
     return f"{q * 100:g}".replace(".", "")
 
 
-def progress_printer(label: str) -> Callable[[int, int], None] | None:
+def progress_printer(label: str, unit: str = "") -> Any:
     """A progress line on stderr every few seconds of long work (:class:`..progress.Progress`).
 
     Nothing is printed for work shorter than that, and stdout (``--json``) is never touched.
+    A callable ``progress(done, total)``; as a context manager it also prints while no count
+    moves.
     """
     from ..progress import Progress
 
-    return Progress(label)
+    return Progress(label, unit=unit)
 
 
 def check_plot_path(path: str | os.PathLike[str] | None) -> Path | None:

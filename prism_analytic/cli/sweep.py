@@ -210,7 +210,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     out = check_out_path(check_output(args.out)) if args.out else None
     with open_executor(args.scheduler, args.workers) as executor:
         outcome = run_sweep(
-            spec, settings, out, executor=executor, progress=progress_printer("sweep")
+            spec,
+            settings,
+            out,
+            executor=executor,
+            progress=progress_printer("sweep", "configurations"),
         )
     df = outcome.table
     for msg in outcome.lost:
