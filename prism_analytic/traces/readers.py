@@ -112,8 +112,8 @@ def read_op_table(path, *, incomplete_steps: str = "error") -> EventTable:
     meta: dict = {"format": "op-table"}
     if moved:
         meta["rows_sorted"] = (
-            "the rows of a rank's step were not stored together; sorted by rank, step and start"
-            " time (the result does not depend on the row order)"
+            "rows stored in neither rank-and-step groups nor time order; sorted by rank, step"
+            " and start time (the result does not depend on the row order)"
         )
     return EventTable(out.reset_index(drop=True), source, dropped, meta)
 

@@ -128,17 +128,25 @@ def validate_events(frame, source: str) -> None:
 
 
 def sort_events(frame) -> tuple[Any, bool]:
-    """The frame in time order (rank, step, start), and whether its rows were interleaved.
+    """The frame in time order (rank, step, start), and whether its rows were scrambled.
 
     Nothing downstream depends on the row order, so rows stored in any order are legitimate;
-    they are sorted so that messages name rows in time order. The flag is True when the
-    rows of one rank's step were not stored together (rows shuffled, or merged files): worth
-    a note, unlike a file grouped by rank and step in some other order.
+    they are sorted so that messages name rows in time order. The flag is True when the file
+    kept neither of the two usual orders: each rank's step stored together, or each rank's
+    rows in time order (a chronological log): worth a note (rows shuffled, files merged).
     """
-    key = frame["rank"].astype("int64") * (int(frame["step"].max()) + 1) + frame["step"]
-    blocks = int((key.to_numpy()[1:] != key.to_numpy()[:-1]).sum()) + 1
+    rank = frame["rank"].to_numpy()
+    step = frame["step"].to_numpy()
+    start = frame["start_s"].to_numpy(dtype=float)
+    key = rank.astype(np.int64) * (int(step.max()) + 1) + step
+    grouped = int((key[1:] != key[:-1]).sum()) + 1 == len(np.unique(key))
+    by_rank = np.argsort(rank, kind="stable")  # file order kept within a rank
+    r, st, t = rank[by_rank], step[by_rank], start[by_rank]
+    same = r[1:] == r[:-1]
+    forward = (st[1:] > st[:-1]) | ((st[1:] == st[:-1]) & (t[1:] >= t[:-1]))
+    chronological = bool(np.all(forward | ~same))
     order = frame.sort_values(["rank", "step", "start_s"], kind="stable")
-    return order, blocks > key.nunique()
+    return order, not (grouped or chronological)
 
 
 def check_time_order(frame, source: str) -> None:
