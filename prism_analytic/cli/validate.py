@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .argtypes import sample_count
+from .argtypes import sample_count, seed
 from .output import jsonable
 
 __all__ = ["register"]
@@ -76,6 +76,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--samples", type=sample_count, default=4000, help="Monte Carlo samples (default 4000)"
     )
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="random seed (default 0)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd)
