@@ -92,7 +92,7 @@ hostile_scalar = st.one_of(
     st.sampled_from([None, "1", "x", True, False, [1.0], (), {}, b"1", 1j]),
 )
 levels = st.sampled_from(
-    [0.0, 1e-12, 1e-9, 1e-6, 1e-3, 0.1, 0.5, 0.9, 0.99, 1 - 1e-6, 1 - 1e-9, 1.0]
+    [0.0, 1e-300, 1e-50, 1e-12, 1e-9, 1e-6, 1e-3, 0.1, 0.5, 0.9, 0.99, 1 - 1e-6, 1 - 1e-9, 1.0]
 )
 counts = st.sampled_from([1, 2, 3, 10, 1000, 10**6, 10**9, 10**12])
 
@@ -238,7 +238,9 @@ def order_statistic_quantile(exact: Any, k: int, n: int, q: float) -> float:
     if q <= 0 or q >= 1:
         return math.nan
     p = float(special.betaincinv(k, n - k + 1, q))
-    s = float(special.betaincinv(n - k + 1, k, 1 - q))  # 1 - p without cancellation
+    # 1 - p without cancellation: I_s(n - k + 1, k) = 1 - q, read from q itself (1 - 1e-300
+    # rounds to 1 and would send s to 1)
+    s = float(special.betainccinv(n - k + 1, k, q))
     return float(exact.ppf(p) if p < 0.5 else exact.isf(s))
 
 
@@ -500,6 +502,77 @@ def group_closed_forms(draw: Any) -> tuple[str, Callable[[], None]]:
     return f"group of {n} x {law.name if not two_normals else 'normal chain'} at q={q}", run
 
 
+# ----- numerical reliability: intervals, moments, frozen bodies ----------------------------------
+@st.composite
+def reliability_cases(draw: Any) -> tuple[str, Callable[[], None]]:
+    """Small-sample Monte Carlo intervals, exact moments, edits to a frozen replica body.
+
+    * ``interval``: with ``n`` draws, no order statistic bounds the q-quantile from above when
+      ``q^n > alpha / 2`` (all draws fall below it that often), nor from below when
+      ``(1 - q)^n > alpha / 2``: the interval's end must then be infinite, not a sample value.
+    * ``moments``: a chain of low-CV normals (one replica) has std ``sqrt(sum sd^2)`` and a
+      graph of constants has std 0, to 1e-6 relative (closed forms).
+    * ``freeze``: every edit to a graph already added as a replica body is refused, and
+      evaluating the outer graph afterwards terminates.
+    """
+    what = draw(st.sampled_from(["interval", "moments", "freeze"]))
+    if what == "interval":
+        n = draw(st.sampled_from([2, 3, 5, 20, 37, 100]))
+        q = draw(st.sampled_from([1e-3, 0.01, 0.5, 0.9, 0.99, 0.999]))
+        seed = draw(st.integers(0, 2**31))
+
+        def run_interval() -> None:
+            g = StepGraph("one")
+            g.add_op("a", pa.exponential(1.0))
+            low, high = pa.predict(g, "montecarlo", samples=n, seed=seed).quantile_bracket(q)
+            if q**n > 0.025 and math.isfinite(high):
+                raise Violation(f"n={n}, q={q}: upper end {high} cannot bound the quantile")
+            if (1 - q) ** n > 0.025 and math.isfinite(low):
+                raise Violation(f"n={n}, q={q}: lower end {low} cannot bound the quantile")
+
+        return f"Monte Carlo interval, n={n}, q={q}", run_interval
+    if what == "moments":
+        sds = draw(st.lists(log_uniform(-9, -1), min_size=1, max_size=4))
+        constant = draw(st.booleans())
+        n = draw(counts) if constant else 1
+
+        def run_moments() -> None:
+            body = StepGraph("chain")
+            prev: list[str] = []
+            for i, sd in enumerate(sds):
+                law = pa.point_mass(1.0 + i) if constant else pa.normal(1.0 + i, sd)
+                prev = [body.add_op(f"o{i}", law, prev)]
+            g = StepGraph("step")
+            g.add_replica_group("r", body, n)
+            std = pa.predict(g).std()
+            exact = 0.0 if constant else math.sqrt(sum(sd * sd for sd in sds))
+            if abs(std - exact) > 1e-6 * exact:
+                raise Violation(f"std {std!r}, exact {exact!r} (sds {sds}, n {n})")
+
+        return f"moments of {len(sds)} {'constants' if constant else 'normals'}", run_moments
+    body = draw(graphs(1))
+    edit = draw(st.sampled_from(["op", "group", "back", "regime"]))
+
+    def run_freeze() -> None:
+        g = StepGraph("outer")
+        g.add_replica_group("r", body, 3)
+        try:
+            if edit == "op":
+                body.add_op("late", pa.normal(1.0, 0.1))
+            elif edit == "group":
+                body.add_replica_group("late", StepGraph.from_dict(body.to_dict()), 2)
+            elif edit == "back":
+                body.add_replica_group("back", g, 2)
+            else:
+                body.add_regime("late", {"a": 1.0}, {"a": 2.0})
+        except pa.GraphError:
+            pa.predict(g, "analytic")
+            return
+        raise Violation(f"edit {edit!r} of a frozen body was accepted")
+
+    return f"frozen body, edit {edit}", run_freeze
+
+
 # ----- TOML configs and CLI argument lists -------------------------------------------------------
 def _toml_value(v: Any) -> str:
     if isinstance(v, bool):
@@ -589,8 +662,10 @@ def config_runs(draw: Any) -> tuple[str, Callable[[], None]]:
 @st.composite
 def cli_runs(draw: Any, tmp: str = "/tmp") -> tuple[str, Callable[[], None]]:
     """``prism`` with a random argument list; ``--json`` output must be valid JSON."""
-    cmd = draw(st.sampled_from(["predict", "presets", "demo", "bogus"]))
+    cmd = draw(st.sampled_from(["predict", "presets", "demo", "bogus", "slowdown"]))
     argv = [cmd]
+    if cmd == "slowdown":  # one GPU included: it once failed there while predict ran
+        argv += ["--preset", "llama3-8b", "--gpus", draw(st.sampled_from(["1", "1,2", "2,8"]))]
     if cmd == "predict":
         if draw(st.booleans()):
             argv += ["--preset", draw(st.sampled_from(["llama3-8b", "llama3-70b", "x", ""]))]
@@ -644,4 +719,5 @@ TARGETS: dict[str, st.SearchStrategy[tuple[str, Callable[[], None]]]] = {
     "group_closed_forms": group_closed_forms(),
     "toml_configs": config_runs(),
     "cli": cli_runs(),
+    "reliability": reliability_cases(),
 }

@@ -18,6 +18,7 @@ EXAMPLES = {
     "group_closed_forms": 15,
     "toml_configs": 10,
     "cli": 10,
+    "reliability": 40,
 }
 
 

@@ -201,7 +201,7 @@ class Distribution(ABC):
         return math.inf
 
     def mean(self) -> float:
-        """Expected value (``inf`` when it does not exist)."""
+        """Expected value (``+-inf`` when it diverges, ``nan`` when undefined, e.g. Cauchy)."""
         return float(self._mean())
 
     def var(self) -> float:
@@ -210,6 +210,10 @@ class Distribution(ABC):
 
     def std(self) -> float:
         """Standard deviation (``inf`` when it does not exist)."""
+        return float(self._std())
+
+    def _std(self) -> float:
+        # a subclass whose variance overflows while the std does not overrides this
         return float(np.sqrt(self._var()))
 
     def sample(self, size: int | tuple[int, ...], rng: Any = None) -> np.ndarray:
@@ -269,7 +273,9 @@ class Distribution(ABC):
     # ----- reporting ----------------------------------------------------------------------
     def summary(self, levels: tuple[float, ...] = (0.5, 0.9, 0.99, 0.999)) -> str:
         """A short human-readable description with mean, std and a few quantiles."""
-        lines = [f"{self!r}", f"  mean {self.mean():.6g}  std {self.std():.6g}"]
+        mean = self.mean()
+        text = "undefined (both tails too heavy)" if math.isnan(mean) else f"{mean:.6g}"
+        lines = [f"{self!r}", f"  mean {text}  std {self.std():.6g}"]
         for q in levels:
             low, high = self.quantile_bracket(q)
             lines.append(f"  q{q:<6g} {self.quantile(q):.6g}   bracket [{low:.6g}, {high:.6g}]")
@@ -470,6 +476,9 @@ class Affine(Distribution):
 
     def _var(self) -> float:
         return self.scale_factor**2 * self.base.var()
+
+    def _std(self) -> float:
+        return self.scale_factor * self.base.std()
 
     def _sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
         return self._from_base(self.base._sample(size, rng))

@@ -70,12 +70,22 @@ class IIDMax(Distribution):
         return -np.expm1(self.n * log_cdf(self.parent, x))
 
     def _quantile(self, q: np.ndarray) -> np.ndarray:
-        # F^n = q  <=>  S_parent = 1 - q^(1/n) = -expm1(log(q) / n)
         with np.errstate(divide="ignore"):
-            return self.parent._isf(-np.expm1(np.log(q) / self.n))
+            return self._parent_at(np.log(q) / self.n)
 
     def _isf(self, p: np.ndarray) -> np.ndarray:
-        return self.parent._isf(-np.expm1(np.log1p(-p) / self.n))
+        with np.errstate(divide="ignore"):
+            return self._parent_at(np.log1p(-p) / self.n)
+
+    def _parent_at(self, log_f: np.ndarray) -> np.ndarray:
+        """The parent's quantile at CDF level ``exp(log_f)`` (F^n = q: log F = log(q) / n).
+
+        Read on the side where the level is small: the survival level -expm1(log_f) in the
+        upper half, the CDF level exp(log_f) in the lower half (1 - 1e-25 would round to 1 and
+        send a lower-tail quantile to -inf).
+        """
+        f, s = np.exp(log_f), -np.expm1(log_f)
+        return np.where(f <= s, self.parent._quantile(f), self.parent._isf(s))
 
     def _sample(self, size: int, rng: np.random.Generator) -> np.ndarray:
         return self._quantile(rng.random(size))

@@ -132,10 +132,23 @@ class ScipyDistribution(Distribution):
         return self.frozen.isf(p)
 
     # scipy answers NaN where a moment diverges (e.g. Frechet with alpha <= 1); the interface
-    # promises inf there.
+    # promises inf there, and NaN only where the mean is undefined: both tails too heavy
+    # (Cauchy: the integral is inf - inf, not +inf).
+    # A family with a known power tail is judged by its index, not by scipy's number
+    # (invweibull with c < 1 has an infinite mean, scipy answers Gamma(1 - 1/c) < 0).
     def _mean(self) -> float:
         m = float(self.frozen.mean())
-        return np.inf if np.isnan(m) else m
+        if self.family in FAMILY_TAIL_INDEX:
+            upper = self.tail_index <= 1.0
+        else:
+            upper = np.isnan(m) or m == np.inf
+        upper = upper and not np.isfinite(self.support[1])
+        if not upper and np.isfinite(m):
+            return m
+        lower = _heavy_lower_tail(self)
+        if upper and lower:
+            return np.nan
+        return np.inf if upper else (-np.inf if lower else m)
 
     def _var(self) -> float:
         if self.family == "lognorm" and not self.frozen.args:
@@ -146,8 +159,21 @@ class ScipyDistribution(Distribution):
             if s2 > 0 and "loc" not in self.frozen.kwds:
                 log_var = 2 * log_scale + s2 + math.log(math.expm1(min(s2, 700.0)))
                 return math.exp(log_var) if log_var < 709.0 else np.inf
-        v = float(self.frozen.var())
+        if self.family in FAMILY_TAIL_INDEX and self.tail_index <= 2.0:
+            return np.inf  # scipy's number can be finite (and negative) there
+        with np.errstate(over="ignore"):  # an overflow is an inf variance, said by the value
+            v = float(self.frozen.var())
         return np.inf if np.isnan(v) else v
+
+    def _std(self) -> float:
+        # scale * the standard shape's std: finite where scale^2 * var overflows (1e300)
+        var = self._var()
+        if np.isfinite(var):
+            return float(np.sqrt(var))
+        shapes, _, scale = self.frozen.dist._parse_args(*self.frozen.args, **self.frozen.kwds)
+        with np.errstate(over="ignore", invalid="ignore"):
+            unit = float(self.frozen.dist.std(*shapes))
+        return float(scale * unit) if np.isfinite(unit) else np.inf
 
     def pdf(self, x: Any) -> float | np.ndarray:
         """Probability density (closed-form families only)."""
@@ -238,3 +264,19 @@ def pareto(alpha: float, scale: float = 1.0) -> ScipyDistribution:
     return from_scipy(
         stats.pareto(check_positive(alpha, "alpha"), scale=check_positive(scale, "scale"))
     )
+
+
+def _heavy_lower_tail(dist: ScipyDistribution) -> bool:
+    """Whether E[max(-X, 0)] may diverge: an unbounded lower support with a power tail.
+
+    The lower tail's power index is read from two far quantiles (``F(x) ~ |x|^-a`` gives
+    ``a = log(p1 / p2) / log(x2 / x1)``); an index up to 1.1 (Cauchy: 1) is taken as divergent,
+    a light tail (normal, logistic) reads far above it.
+    """
+    if np.isfinite(dist.support[0]):
+        return False
+    p1, p2 = 1e-6, 1e-12
+    x1, x2 = (float(v) for v in dist.frozen.ppf([p1, p2]))
+    if not (np.isfinite(x1) and np.isfinite(x2)) or x2 >= x1 or x1 >= 0:
+        return not np.isfinite(x2)
+    return math.log(p1 / p2) / math.log(x2 / x1) <= 1.1
