@@ -152,3 +152,15 @@ def test_samples_are_capped_where_the_monte_carlo_guard_would_refuse_them():
     assert estimated_draws(graph, n + 1, MonteCarloSettings()) > limit
     small = agreement.SCENARIOS["chain"].build()
     assert agreement.affordable_samples(small, 100_000) == 100_000
+
+
+def test_cli_tolerance_is_checked_and_passed(capsys, monkeypatch):
+    parser = _agreement_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["agreement", "--tolerance", "1.5"])
+    assert "--tolerance" in capsys.readouterr().err
+    seen = {}
+    monkeypatch.setattr(report, "run_suite", lambda *a, **kw: seen.update(kw) or [])
+    args = parser.parse_args(["agreement", "--only", "chain", "--tolerance", "0.02", "--json"])
+    assert args.func(args) == 0
+    assert seen["tolerance"] == 0.02
