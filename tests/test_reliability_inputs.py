@@ -57,6 +57,7 @@ def _argparse_error(argv: list[str], capsys) -> str:
         ["calibrate", *JOB, "--mfu", "0.4"],
         ["sweep", "--preset", "llama3-8b", "--gpus", "8"],
         ["trace-predict", "trace.parquet"],
+        ["validate"],
     ],
 )
 def test_negative_seed_is_refused_naming_the_option(argv, capsys):

@@ -686,26 +686,28 @@ def predict_events(
             if label == "posterior"
             else _draws(fit, reps, boot, rng)
         )
-        q1 = 1.0 - (1.0 - par["q"]) ** (1.0 / fit.gpus)
-        q_g = 1.0 - (1.0 - q1) ** gpus
+        # simulated datasets in blocks of at most _SIM_ELEMENTS steps: memory stays bounded
+        # on long logs (one block, the same draws, where reps x steps fits in it)
         n = len(exog)
-        t = _body_times(fit, body, mode, lengths, reps, boot, rng, par, float(median_s))
-        t = t + np.outer(par["first"], exog[:, 1]) + np.outer(par["later"], exog[:, 2])
-        rate = np.broadcast_to(q_g[:, None], (reps, n))
-        if alpha:  # a gamma multiplier per run and dataset: stalls cluster in runs
-            g = rng.gamma(1.0 / alpha, alpha, (reps, len(lengths)))
-            rate = np.minimum(rate * g[:, run], 1.0)
-        stall = rng.random((reps, n)) < rate
-        t = t + stall * rng.exponential(1.0, (reps, n)) * par["s"][:, None]
-        norm = np.empty_like(t)
-        per_run = np.empty((reps, len(lengths)))
-        for r in np.unique(run):
-            cols = run == r
-            norm[:, cols] = t[:, cols] / np.median(t[:, cols], axis=1, keepdims=True)
-            per_run[:, r] = np.sum(norm[:, cols] > 1.5, axis=1)
-        r90 = np.quantile(norm, 0.9, axis=1) / np.median(norm, axis=1)
-        r99 = np.quantile(norm, 0.99, axis=1)
-        count = np.sum(norm > 1.5, axis=1)
+        block = max(1, min(reps, _SIM_ELEMENTS // max(n, 1)))
+        parts = [
+            _simulate_stats(
+                fit,
+                body,
+                mode,
+                lengths,
+                {k: v[i : i + block] for k, v in par.items()},
+                boot,
+                rng,
+                float(median_s),
+                exog,
+                run,
+                gpus,
+                alpha,
+            )
+            for i in range(0, reps, block)
+        ]
+        r90, r99, count, per_run = (np.concatenate(x) for x in zip(*parts))
         out[f"p90_over_p50_{label}"] = float(np.median(r90))
         out[f"p99_over_p50_{label}"] = float(np.median(r99))
         out[f"p99_over_p50_{label}_{confidence:.0%}"] = (
@@ -740,6 +742,47 @@ def predict_events(
         out[post] = None
         out["count_posterior_note"] = "no stall at the calibration size: no size to predict from"
     return out
+
+
+#: Simulated steps (datasets x steps) held at once by :func:`predict_events`.
+_SIM_ELEMENTS = 4_000_000
+
+
+def _simulate_stats(
+    fit: EventFit,
+    body: object,
+    mode: str,
+    lengths: list[int],
+    par: dict,
+    boot: bool,
+    rng: np.random.Generator,
+    median_s: float,
+    exog: np.ndarray,
+    run: np.ndarray,
+    gpus: int,
+    alpha: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """p90/p50, p99/p50, count above 1.5x and per-run counts of ``len(par["q"])`` datasets."""
+    reps, n = len(par["q"]), len(exog)
+    q1 = 1.0 - (1.0 - par["q"]) ** (1.0 / fit.gpus)
+    q_g = 1.0 - (1.0 - q1) ** gpus
+    t = _body_times(fit, body, mode, lengths, reps, boot, rng, par, median_s)
+    t = t + np.outer(par["first"], exog[:, 1]) + np.outer(par["later"], exog[:, 2])
+    rate = np.broadcast_to(q_g[:, None], (reps, n))
+    if alpha:  # a gamma multiplier per run and dataset: stalls cluster in runs
+        g = rng.gamma(1.0 / alpha, alpha, (reps, len(lengths)))
+        rate = np.minimum(rate * g[:, run], 1.0)
+    stall = rng.random((reps, n)) < rate
+    t = t + stall * rng.exponential(1.0, (reps, n)) * par["s"][:, None]
+    norm = np.empty_like(t)
+    per_run = np.empty((reps, len(lengths)))
+    for r in np.unique(run):
+        cols = run == r
+        norm[:, cols] = t[:, cols] / np.median(t[:, cols], axis=1, keepdims=True)
+        per_run[:, r] = np.sum(norm[:, cols] > 1.5, axis=1)
+    r90 = np.quantile(norm, 0.9, axis=1) / np.median(norm, axis=1)
+    r99 = np.quantile(norm, 0.99, axis=1)
+    return r90, r99, np.sum(norm > 1.5, axis=1), per_run
 
 
 def _posterior_draws(fit: EventFit, reps: int, rng: np.random.Generator) -> dict:
