@@ -127,3 +127,11 @@ def test_configuration_reference_is_up_to_date():
     assert OUT.read_text(encoding="utf-8") == render(), (
         "docs/configuration.md is out of date: run python docs/make_configuration.py"
     )
+
+
+@pytest.mark.parametrize("doc", [README, *DOCS], ids=lambda p: p.name)
+def test_toml_examples_are_valid_jobs(doc):
+    from prism_analytic.workload.jobs import load_config
+
+    for block in re.findall(r"```toml\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S):
+        assert load_config(block).gpus >= 1
