@@ -218,7 +218,10 @@ class AnalyticResult(_LawView, StepTimeResult):
             "brackets cover grid rounding of that approximation only, NOT its error"
         )
         if self.verification is not None:
-            text += "; guaranteed bounds and a Monte Carlo cross-check are attached"
+            text += (
+                "; each quantile's approximation error, measured by Monte Carlo, and its "
+                "guaranteed bounds are attached"
+            )
         else:
             text += "; run verify() (the CLI does by default) for guaranteed bounds"
         return text
@@ -276,9 +279,10 @@ class AnalyticResult(_LawView, StepTimeResult):
 
     def _summary_lines(self, levels: tuple[float, ...]) -> list[str]:
         lines = super()._summary_lines(levels)
-        lines[0] += (
-            "   (exact moments)" if self.std_exact else "   (moments estimated from the grid)"
-        )
+        h = getattr(self.distribution, "h", None)  # a log lattice has relative cells
+        cells = f", cells {h:.3g} s wide" if h is not None else ""
+        note = "exact moments" if self.std_exact else f"moments estimated from the grid{cells}"
+        lines[0] += f"   ({note})"
         if self.roundoff > 0:
             for i, q in enumerate(levels, start=1):  # rows follow the mean line
                 if self.guaranteed_bracket(q) != self.quantile_bracket(q):
