@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-import matplotlib
 import pytest
 
-matplotlib.use("Agg")
+# headless plots, set before matplotlib's first import (here and in subprocesses), without
+# importing matplotlib into every test process
+os.environ["MPLBACKEND"] = "Agg"
 
 
 @pytest.fixture(scope="session")
