@@ -113,6 +113,17 @@ def test_sweep_out_unwritable_is_refused_before_any_configuration(tmp_path, monk
         assert "--out:" in capsys.readouterr().err
 
 
+def test_figures_out_folder_unmakeable_is_refused_before_any_figure(tmp_path, monkeypatch, capsys):
+    import prism_analytic.figures as figures
+
+    monkeypatch.setattr(figures, "make_all", lambda *a, **k: pytest.fail("figures ran"))
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    for out in (blocker, blocker / "figs"):
+        assert main(["figures", "--out", str(out)]) == 2
+        assert "--out:" in capsys.readouterr().err
+
+
 # ----- binary files ------------------------------------------------------------------------------
 def test_binary_sweep_file_names_the_file_and_the_format(binary, capsys):
     assert main(["sweep", "--file", str(binary)]) == 2

@@ -7,6 +7,8 @@ import json
 import sys
 import time
 
+from .output import check_out_dir
+
 __all__ = ["register"]
 
 
@@ -25,6 +27,7 @@ def _cmd(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"--only: unknown figure {bad[0] if bad else ''!r}; available: {', '.join(FIGURES)}"
             )
+    check_out_dir(out)  # made and tried before the first figure
     start = time.perf_counter()
 
     def show(name, e, err):

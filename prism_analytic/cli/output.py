@@ -15,6 +15,7 @@ __all__ = [
     "progress_printer",
     "check_plot_path",
     "check_out_path",
+    "check_out_dir",
     "save_figure",
     "plot_result",
 ]
@@ -100,6 +101,28 @@ def check_out_path(
             f" (got {target.suffix or 'no suffix'!r})"
         )
     return _check_writable(target, option)
+
+
+def check_out_dir(path: str | os.PathLike[str], option: str = "--out") -> Path:
+    """The folder an ``--out DIR`` argument will write into, made and tried before any work.
+
+    Raises
+    ------
+    ValueError
+        When the path is a file, or the folder cannot be made or written to.
+    """
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{option}: {str(folder)!r} exists and is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(
+            f"{option}: cannot make the folder {str(folder)!r}: {exc.strerror}"
+        ) from None
+    probe = folder / f".prism-write-check-{os.getpid()}"
+    _check_writable(probe, option)
+    return folder
 
 
 def _check_writable(target: Path, option: str) -> Path:
