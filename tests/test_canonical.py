@@ -14,7 +14,6 @@ from prism_analytic.engines.canonical import (
     METHODS,
     CanonicalResult,
     canonical_makespan,
-    default_window,
 )
 from prism_analytic.schedules import pipeline_dag
 
@@ -318,7 +317,6 @@ def test_clark_is_clark_mehler_with_q_zero(g, mean, std, load) -> None:
 
 def test_window_truncation() -> None:
     g, mean, std = pipeline_inputs(8, 16)
-    assert default_window(g) == 256
     full = canonical_makespan(g, mean, std, window=10**9)
     assert full.window < 10**9  # capped at the number of residuals
     assert canonical_makespan(g, mean, std).window == 256

@@ -45,7 +45,6 @@ __all__ = [
     "Placement",
     "PlacementResult",
     "placement_analysis",
-    "stage_times",
     "stage_costs",
 ]
 
@@ -196,19 +195,6 @@ def _law_getter(body: StepGraph):
         spec = body.node(nodes[0])["spec"]
         return spec.law
     return lambda ph, s, c: body.node(op_name(ph, s, 0, c))["latency"]
-
-
-def stage_times(job: Any) -> list[float]:
-    """Mean forward + backward time of one microbatch on each stage (all its chunks)."""
-    from ..workload.builder import build_step_graph
-
-    body = build_step_graph(job).node("replicas")["body"]
-    law = _law_getter(body)
-    p = job.parallelism
-    v = p.vpp if p.schedule == "interleaved" else 1
-    return [
-        sum(float(law(ph, s, c).mean()) for ph in ("F", "B") for c in range(v)) for s in range(p.pp)
-    ]
 
 
 def stage_costs(job: Any, factor: float) -> list[float]:

@@ -34,7 +34,6 @@ __all__ = [
     "max_normal_constants",
     "ClosedFormCheck",
     "closed_form_check",
-    "clark_check",
 ]
 
 
@@ -276,34 +275,4 @@ def closed_form_check(
                         (float(hi.std()) - float(lo.std())) / (2 * h),
                     )
                 )
-    return out
-
-
-def clark_check(
-    mu_a: float, sd_a: float, mu_b: float, sd_b: float, h: float = 0.01
-) -> list[ClosedFormCheck]:
-    """Clark's symbolic derivatives of E[max(A, B)] vs the engine's finite differences."""
-    from ..distributions import normal
-    from ..engines.predict import predict
-    from ..graph import StepGraph
-
-    c = clark_formulae()
-    sym = c["symbols"]
-    vals = {"mu_A": mu_a, "sigma_A": sd_a, "mu_B": mu_b, "sigma_B": sd_b}
-    subs = {sym[k]: v for k, v in vals.items()}
-
-    def mean(v: dict) -> float:
-        g = StepGraph("clark")
-        g.add_op("A", normal(v["mu_A"], v["sigma_A"]))
-        g.add_op("B", normal(v["mu_B"], v["sigma_B"]))
-        g.add_op("join", normal(0.0, 1e-12), ["A", "B"])
-        return float(predict(g).mean())
-
-    out = []
-    for k in vals:
-        step = h * vals[k]
-        hi = mean({**vals, k: vals[k] + step})
-        lo = mean({**vals, k: vals[k] - step})
-        fd = (hi - lo) / (2 * step)
-        out.append(ClosedFormCheck(k, f"d E[max] / d {k}", _evaluate(c["d_mean"][k], subs), fd, fd))
     return out

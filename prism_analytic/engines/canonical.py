@@ -41,7 +41,7 @@ from scipy import special
 
 from .blas_threads import single_blas_thread
 
-__all__ = ["METHODS", "HERMITE_ORDER", "CanonicalResult", "canonical_makespan", "default_window"]
+__all__ = ["METHODS", "HERMITE_ORDER", "CanonicalResult", "canonical_makespan"]
 
 METHODS: tuple[str, ...] = ("clark-mehler", "clark", "independent")
 #: Highest Hermite order of the Mehler expansion (notes §4: He2 alone carries ~88% at alpha=0).
@@ -171,23 +171,6 @@ def _check_levels(q: float | np.ndarray) -> np.ndarray:
     return qa
 
 
-def default_window(graph: nx.DiGraph) -> int:
-    """Default residual window: ``max(64, 32 * width)``, width = largest topological generation.
-
-    For a p-stage pipeline the width is at most p, so this is ``W = 32p``: four times the study's
-    ``W ~ 8p`` (notes §4), which was measured to lose accuracy at 16 x 64. See the module
-    docstring for the measured accuracy cost.
-
-    Examples
-    --------
-    >>> from prism_analytic.schedules import pipeline_dag
-    >>> default_window(pipeline_dag(16, 64))
-    512
-    """
-    width = max((len(gen) for gen in nx.topological_generations(graph)), default=1)
-    return max(MIN_WINDOW, WINDOW_PER_WIDTH * width)
-
-
 def canonical_makespan(
     graph: nx.DiGraph,
     mean: Mapping[Hashable, float],
@@ -222,9 +205,9 @@ def canonical_makespan(
         ``loadings[node][factor]``: the node's loading on a shared standard-normal factor.
     window : int, optional
         Number of most recent residuals whose Mehler correlation with a new maximum is kept
-        ("clark-mehler" only). Default :func:`default_window` (32 x graph width, >= 64). A value
-        >= the number of maxima gives the untruncated method. Maxima of one topological
-        generation are batched: they all see the window as it was before that generation.
+        ("clark-mehler" only). Default 32 x graph width (its widest topological generation),
+        >= 64; a value >= the number of maxima gives the untruncated method. Maxima of one
+        topological generation are batched: they all see the window as it was before it.
 
     Returns
     -------

@@ -1,56 +1,30 @@
 """Skew-aware canonical core: Clark-Mehler on full differences, a third cumulant, a Pearson III law.
 
-The Clark-Mehler form (:mod:`.canonical`) models the residual ``R_k`` of a max as a function of
-the unit direction of the *linear parts* of ``A - B``, and its output is a normal. On deep tied
-lattices (1F1B 16 x 64, 32 x 64) its mean is high by 0.15-0.19 sd and its std low by 5-8%
-(measured against Monte Carlo); with the true mean and std a normal would have KS ~0.005-0.014
-and a Pearson III with the true skewness ~0.002. So most of the error is in the moments, and the
-rest in the shape. This module changes both:
+The Clark-Mehler form (:mod:`.canonical`) is high in mean and low in std on deep tied lattices,
+and its output is a normal. This module changes both the moments and the shape:
 
-* **Moments: Mehler on full differences.** A residual ``R_k = max(A, B) - linear part`` is a
-  function of the whole standardised difference ``U_k = (A - B - E) / theta_k``, residual parts
-  included: in a tied lattice a large part of ``A - B`` is earlier residuals, shared by the
-  neighbouring maxima. The correlation between ``U_k`` and ``U_l`` fed to Mehler's formula is
-  therefore the correlation of the full differences, ``Cov(D_k, D_l) / (theta_k theta_l)``,
-  tracked for every live node ``j`` as ``Cov(X_j, D_l) / theta_l`` (the same linear recursion
-  Clark-Mehler uses for the projections of the linear parts). Everything else (the residual
-  weights that keep each max's variance, the window of residuals) is Clark-Mehler's.
-* **Moments: the ops' third cumulants in every max.** With skewed ops (lognormal, gamma...
-  latencies) each live node also keeps its loadings on the most recent ops
-  (:data:`OP_WINDOW_PER_WIDTH`); they give ``D = A - B`` its skewness ``g1 = sum_r d_r^3
-  kappa3_r / theta^3``, which enters Clark's mean and ``E[(D+)^2]`` as the Gram-Charlier He3
-  term (:func:`~.gram_charlier.gram_charlier_max`), and the first-order Stein terms of a max of
-  skewed inputs: ``Var(max)`` gains ``phi(alpha) / theta kappa(e, D, D)`` (``e`` the part of the
-  larger-mean input ``B`` uncorrelated with ``D``) and ``Cov(max, op r)`` gains ``phi(alpha) /
-  (2 theta) d_r^2 kappa3_r`` (:meth:`_FullEngine._op_skew_max`); an op's skewness enters clipped
-  to +-:data:`MAX_SKEW_D`, the range of these expansions. Clark's moments are those of normal
-  inputs: they miss the right tail of skewed ones (one max of two lognormals at a tie, CV 20%:
-  sd -10.8% against quadrature, -0.2% with these terms; CV 5%: -3.0%, -0.03%). With symmetric
-  ops (every ``kappa3 = 0``, or a skewness under :attr:`_FullEngine.op_skew_floor`: a normal's
-  grid rounding) each max is Clark's, bit for bit. The kurtosis core (:mod:`.kurtosis_core`)
-  adds ``D``'s excess kurtosis to these same terms.
-* **Shape: a third cumulant of the makespan from its Wiener-chaos form.** The makespan is
-  ``mu + G + sum_k w_k g_k(U_k)`` with ``G`` its Gaussian (linear) part and ``g_k`` the unit
-  residual of ``(U + alpha_k)^+``. With ``(G, U_k)`` jointly normal, the terms of one residual
-  with itself and with ``G`` are exact (closed-form moments of the rectifier); the terms
-  between different residuals keep their He2 part (diagram formula:
-  ``8 sum_{k,l,m} x_k x_l x_m r_kl r_lm r_mk`` without ``k = l = m``, ``x_k`` the He2
-  coefficient). The ops' own third cumulants (lognormal, gamma... latencies) reach the sink
-  through its linear loadings ``d sink / d D_i``, found by one reverse pass over the engine's
-  slot operations. The makespan's law is the Pearson type III (shifted gamma) with that mean,
-  std and skewness. A single max of two normals gets its exact skewness (to ~1e-3).
+* **Mehler on full differences.** A residual ``R_k = max(A, B) - linear part`` is a function of
+  the whole standardised difference ``U_k = (A - B - E) / theta_k``, residual parts included
+  (in a tied lattice much of ``A - B`` is earlier residuals shared by neighbouring maxima), so
+  Mehler's formula gets ``Cov(D_k, D_l) / (theta_k theta_l)``, tracked per live node ``j`` as
+  ``Cov(X_j, D_l) / theta_l``. The rest (residual weights, window) is Clark-Mehler's.
+* **The ops' third cumulants in every max.** With skewed ops each live node keeps its loadings
+  on the most recent ops (:data:`OP_WINDOW_PER_WIDTH`); they give ``D = A - B`` its skewness,
+  which enters Clark's mean and ``E[(D+)^2]`` as the Gram-Charlier He3 term
+  (:func:`~.gram_charlier.gram_charlier_max`), plus the first-order Stein terms of a max of
+  skewed inputs (:meth:`_FullEngine._op_skew_max`), an op's skewness clipped to
+  +-:data:`MAX_SKEW_D`. With symmetric ops each max is Clark's, bit for bit. The kurtosis core
+  (:mod:`.kurtosis_core`) adds ``D``'s excess kurtosis to these terms.
+* **A third cumulant from the Wiener-chaos form** ``mu + G + sum_k w_k g_k(U_k)``: the terms of
+  one residual with itself and with ``G`` are exact; those between different residuals keep
+  their He2 part (diagram formula). The ops' own third cumulants reach the sink through its
+  linear loadings, found by one reverse pass. The law is a Pearson III with that mean, std and
+  skewness.
 
-All are analytic (no sampling); with symmetric ops they cost about 1.4x Clark-Mehler (one
-``k^3`` product at the sink, ``k`` the residuals still weighing on it), with skewed ops the
-op-loading rows add about what they cost the kurtosis core. It is an estimate, checked against
-quadrature and Monte Carlo in ``tests/test_skew_core.py``, ``tests/test_skew_core_k3.py``,
-``validation/results/skew_core_mean_study.md`` (skewed ops) and
-``validation/skew_core_agreement.py`` (normal ops; table in
-``validation/results/skew_core_agreement.md``): against 1e5 samples it brings 1F1B 8x32 / 16x64
-to KS 0.019 / 0.014 (Gaussian Clark-Mehler 0.038 / 0.068) but leaves 1F1B 32x64 (std -7%) and
-the interleaved schedules (std +4-7%, KS 0.12 at 32x64) short of KS 0.03: there many maxima see
-a strongly skewed ``A - B`` (skewness 0.6-0.8), which a first-order Edgeworth term with this
-module's estimate of that skewness did not fix (tried, not kept).
+All analytic (no sampling); about 1.4x Clark-Mehler's cost with symmetric ops. Accuracy:
+``validation/results/skew_core_agreement.md`` (``validation/skew_core_agreement.py``) and
+``validation/results/skew_core_mean_study.md``; interleaved schedules and 1F1B 32 x 64 remain
+short of KS 0.03 (strongly skewed ``A - B``).
 """
 
 from __future__ import annotations
@@ -94,22 +68,15 @@ __all__ = [
     "STEADY_RTOL",
 ]
 
-#: Largest compact pipeline evaluated op by op (longer ones are truncated and extrapolated, as
-#: :func:`~.pipeline_core.pipeline_makespan` does above its 2,048). Extrapolating the variance
-#: over-states it while the schedule is still in its transient (interleaved 16 x 64: std +12%
-#: extrapolated from 16 and 32 microbatches, +7% evaluated whole); 8,192 ops cost about 0.7 s
-#: of CPU (interleaved 32 x 64) and keep the suite's 32 x 64 pipelines whole.
+#: Largest compact pipeline evaluated op by op (longer ones are truncated and extrapolated):
+#: extrapolating in the transient over-states the variance; keeps the suite's 32 x 64 whole.
 SKEW_OPS_CAP = 8192
-#: A pipeline longer than this many ops (the Gaussian core's :data:`~.pipeline_core.OPS_CAP`)
-#: is first evaluated at the two block sizes that fit it and one block more (:func:`_steady`);
-#: where they show the steady state, the makespan is extrapolated from them instead of from
-#: the sizes that fit :data:`SKEW_OPS_CAP` (llama3-70b at 32 GPUs, kurtosis core: m = 44, 48,
-#: 52 instead of 200, 204, 0.28 s instead of 0.87 s of CPU; mean 5e-10 sd, std 4e-13 apart).
+#: A pipeline longer than this many ops is first evaluated at the two block sizes that fit it and
+#: one block more (:func:`_steady`); in the steady state the makespan is extrapolated from them
+#: (cheaper than the sizes that fit :data:`SKEW_OPS_CAP`, and equal to ~1e-9 sd).
 STEADY_CAP = 2048
 #: Steady state: extrapolating the two blocks' increments over the blocks still to come agrees
-#: to this fraction of the makespan's sd (mean), variance and sd^3 (third cumulant). Measured
-#: gaps: presets 1e-15 to 7e-7 (their pipelines settle within a block or two); interleaved
-#: 8 x 256 x 2 with lognormal ops at CV 20% 3e-3 to 0.5 (still in its transient: not taken).
+#: to this fraction of the makespan's sd (mean), variance and sd^3 (third cumulant).
 STEADY_RTOL = 1e-5
 #: Largest |skewness| given to the Pearson III law (shape 4 / skew^2 >= 1: a bounded density).
 #: Makespans of tied lattices measure 0.03-0.2; the clip only guards degenerate inputs.
@@ -117,8 +84,7 @@ MAX_SKEW = 2.0
 #: Largest |skewness| of an input difference used (skewed ops only).
 MAX_SKEW_D = 1.0
 #: Recent ops whose loadings every live node keeps (skewed ops only): this many per unit of
-#: DAG width, at least :data:`MIN_OP_WINDOW`. Lognormal CV 20% 1F1B 8 x 32 (kurtosis core):
-#: 16 ops KS 0.027, 64 ops 0.018, 256 ops 0.018; 16 x 64: 64 ops 0.125, 256 ops 0.117.
+#: DAG width, at least :data:`MIN_OP_WINDOW` (more ops barely move KS).
 OP_WINDOW_PER_WIDTH = 4
 MIN_OP_WINDOW = 64
 #: Smallest variance of a unit-theta rectifier residual whose own third moments are used.
@@ -694,7 +660,7 @@ def skew_makespan(
     loadings : Mapping of Mapping, optional
         ``loadings[node][factor]``: the node's loading on a shared standard-normal factor.
     window : int, optional
-        Residuals correlated with a new one (default :func:`~.canonical.default_window`).
+        Residuals correlated with a new one (default 32 x graph width, >= 64).
     kappa3 : Mapping, optional
         Per-node third cumulant of the latency (missing nodes: 0, as for normal latencies);
         see :func:`third_cumulant`.

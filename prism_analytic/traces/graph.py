@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["state_graph", "analytic_step_law", "analytic_crosscheck"]
+__all__ = ["state_graph", "analytic_crosscheck"]
 
 
 def state_graph(model, row: int):
@@ -98,28 +98,6 @@ def _op_log_sd(model) -> np.ndarray:
         var_b = (np.std(model.mb_factor.samples) * model.mb_factor_shrink) ** 2
         sd[model.mb_col] = np.sqrt(sd[model.mb_col] ** 2 + var_b)
     return sd
-
-
-def analytic_step_law(model, *, rows=None):
-    """Step-time law by the analytic engine: a mixture over fit-step states.
-
-    Parameters
-    ----------
-    model : TraceModel
-        Fitted model.
-    rows : sequence of int, optional
-        Which fit-step states (default all).
-
-    Returns
-    -------
-    prism_analytic.Distribution
-        Equal-weight mixture of the per-state analytic results.
-    """
-    import prism_analytic as pa
-
-    rows = range(model.gaps.shape[0]) if rows is None else rows
-    parts = [pa.predict(state_graph(model, r)).distribution for r in rows]
-    return pa.mixture(parts, [1.0 / len(parts)] * len(parts))
 
 
 def analytic_crosscheck(model, replay_samples, *, states=None, mc_samples=4000, seed=0) -> dict:

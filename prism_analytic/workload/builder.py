@@ -5,7 +5,7 @@ noise model of :class:`~.config.VariabilityConfig` into a :class:`~prism_analyti
 whose size does not depend on the data-parallel degree: one pipeline replica is built
 explicitly, and the ``dp`` replicas are a single replica group (evaluated once, raised to
 the n-th power by the engines). The graph has ``2 * pp * microbatches * vpp`` pipeline ops
-plus a handful of step-level ops (:func:`graph_size` gives the count without building it).
+plus a handful of step-level ops.
 
 Model (each choice is a simplification, chosen to be cheap and explainable):
 
@@ -77,7 +77,6 @@ __all__ = [
     "StepModel",
     "build_step_model",
     "build_step_graph",
-    "graph_size",
     "layout_dict",
     "tier_multiplier",
     "SPATIAL_MODELS",
@@ -240,25 +239,6 @@ def _pipeline_vpp(job: JobConfig) -> int:
     return Layout.of(job).pipeline_vpp
 
 
-def graph_size(job: JobConfig) -> int:
-    """Nodes :func:`build_step_graph` creates at the top level plus one pipeline body.
-
-    One compact pipeline node (standing for ``2 * pp * microbatches * vpp`` ops) plus the
-    step-level ops; independent of dp and of the microbatch count.
-    """
-    p, v, t = job.parallelism, job.variability, job.training
-    extra = 1 + (1 if p.pp > 1 else 0) + 1  # replica group, fill/drain, optimizer
-    extra += sum(1 for o in op_means(job).dp_step if o.count * o.seconds > 0)
-    extra += 1 if t.step_overhead_s > 0 else 0
-    extra += 1 if v.temporal.step_jitter_s > 0 or v.temporal.step_jitter_rel > 0 else 0
-    extra += 1 if v.hiccups.probability > 0 and v.hiccups.size_s > 0 else 0
-    extra += len(scale_events(job).step_delays)  # variability.scale's whole-step delays
-    return 1 + extra
-
-
-# --------------------------------------------------------------------------------------
-# The builder
-# --------------------------------------------------------------------------------------
 def _chunk_laws(ctx: _Ctx) -> dict[tuple[str, str], Distribution]:
     """Latency laws of the pipeline ops, keyed by (phase, role).
 
