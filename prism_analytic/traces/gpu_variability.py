@@ -12,8 +12,8 @@ plug-in law G_m^n, G_m the test half's empirical CDF, i.e. exactly what subsampl
 *with replacement* from the test half converges to. With replacement is the only definition
 that exists for n > m, and it is computed exactly here (no subsampling noise). G_m^n is a step
 function whose largest jump, at the test half's slowest GPU, is ``1 - (1 - 1/m)^n``; any
-continuous prediction therefore has KS >= half that jump (:func:`ks_lower_bound`): 0.14 for
-n = 64 and 0.36 for n = 256 with m = 196. :func:`gpu_max_splits` repeats the split and reports,
+continuous prediction therefore has KS >= half that jump (:func:`.gpu_floors.ks_lower_bound`).
+:func:`gpu_max_splits` repeats the split and reports,
 beside the model's KS, three noise floors: the KS between the two halves' own plug-in laws;
 the KS a *perfect* model would get (the law fitted on all GPUs taken as the truth, a test half
 of m drawn from it); and the KS of this same method refitted on a fit half drawn from that
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from prism_analytic.traces import gpu_floors
 from prism_analytic.traces.errors import TraceFormatError, require_pandas
 from prism_analytic.traces.fitting import fit_latency
+from prism_analytic.traces.gpu_floors import ks_lower_bound, max_ks
 from prism_analytic.traces.tail_fit import fit_spliced
 
 __all__ = [
@@ -99,17 +99,7 @@ class PerGpuLaw:
     fit: object
 
     def cdf(self, x) -> np.ndarray:
-        """CDF of the per-GPU law.
-
-        Parameters
-        ----------
-        x : array_like
-            Points.
-
-        Returns
-        -------
-        numpy.ndarray
-        """
+        """CDF of the per-GPU law at ``x``."""
         frozen = getattr(self.fit, "frozen", None)
         if frozen is not None:
             return frozen.cdf(x)
@@ -119,19 +109,7 @@ class PerGpuLaw:
         return self.fit.cdf(x)
 
     def rvs(self, size, rng) -> np.ndarray:
-        """Draw per-GPU values.
-
-        Parameters
-        ----------
-        size : int or tuple
-            Output shape.
-        rng : numpy.random.Generator
-            Random generator.
-
-        Returns
-        -------
-        numpy.ndarray
-        """
+        """Draw ``size`` per-GPU values with the generator ``rng``."""
         if hasattr(self.fit, "sample"):
             return self.fit.sample(size, rng)
         return self.fit.rvs(size, rng)
@@ -180,27 +158,6 @@ def fit_per_gpu_law(values, *, tail_fraction: float = 0.1, seed: int = 0) -> Per
     return PerGpuLaw(best, {k: v[0] for k, v in candidates.items()}, candidates[best][1])
 
 
-def max_ks(max_cdf, held_out, n: int) -> float:
-    """Exact KS distance between a predicted law of the max and a held-out set's plug-in G_m^n.
-
-    Parameters
-    ----------
-    max_cdf : callable
-        CDF of the predicted slowest of n (continuous), e.g. ``lambda x: F(x) ** n``.
-    held_out : array_like
-        The held-out per-GPU values (m of them, distinct).
-    n : int
-        Group size.
-
-    Returns
-    -------
-    float
-        ``sup_x |max_cdf(x) - G_m(x)^n|`` (:func:`~prism_analytic.traces.gpu_floors.max_ks`
-        with replacement).
-    """
-    return gpu_floors.max_ks(max_cdf, held_out, n, replace=True)
-
-
 def empirical_max_ks(a, b, n: int) -> float:
     """KS distance between two samples' plug-in laws of the slowest of n (``G_a^n``, ``G_b^n``).
 
@@ -221,27 +178,6 @@ def empirical_max_ks(a, b, n: int) -> float:
     fa = np.searchsorted(a, grid, side="right") / a.size
     fb = np.searchsorted(b, grid, side="right") / b.size
     return float(np.max(np.abs(fa**n - fb**n)))
-
-
-def ks_lower_bound(m: int, n: int) -> float:
-    """Smallest KS any continuous law of the max can reach against a plug-in law G_m^n.
-
-    G_m^n jumps by ``1 - (1 - 1/m)^n`` at the largest held-out value (its largest jump); a
-    continuous CDF passes that point continuously, so it is at least half the jump away from
-    G_m^n on one side of it (:func:`~prism_analytic.traces.gpu_floors.ks_lower_bound`).
-
-    Parameters
-    ----------
-    m : int
-        Held-out GPUs (distinct values).
-    n : int
-        Group size.
-
-    Returns
-    -------
-    float
-    """
-    return gpu_floors.ks_lower_bound(m, n, replace=True)
 
 
 def _split(values, rng):
@@ -267,7 +203,8 @@ class GpuMaxCase:
     noise_floor_ks : dict
         n -> KS between the fit half's and the test half's plug-in laws of the slowest of n.
     lower_bound_ks : dict
-        n -> :func:`ks_lower_bound` for the test half: no continuous model can go below it.
+        n -> :func:`.gpu_floors.ks_lower_bound` for the test half: no continuous model goes
+        below it.
     """
 
     law: PerGpuLaw
@@ -356,7 +293,7 @@ class GpuMaxSplits:
         a test half drawn from F: what the method itself scores when its model family is right
         and only the fit half's sampling noise remains (parametric bootstrap).
     lower_bound_ks : dict
-        n -> :func:`ks_lower_bound` (the same for every split).
+        n -> :func:`.gpu_floors.ks_lower_bound` (the same for every split).
     families : dict
         Family chosen on the fit half -> number of splits.
     """
