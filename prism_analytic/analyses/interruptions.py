@@ -135,20 +135,24 @@ def expected_wall(work_s: float, interval_s: float, intr: Interruptions, gpus: i
     last segment ``r`` and ``E[S(T)] = M expm1(T / M) e^(R / M)`` (``M`` the job's MTBF),
     divided by ``1 - `` the fail-slow episodes' share of the wall time.
     """
-    if not (math.isfinite(interval_s) and interval_s > 0):
-        raise ValueError(f"interval_s must be a finite number > 0, got {interval_s!r}")
+    if not interval_s > 0:
+        raise ValueError(f"interval_s must be > 0 (inf: no checkpoint), got {interval_s!r}")
     lam = intr.failure_rate * gpus / 3600.0
     m = float(expected_run(lam, work_s, interval_s, intr.checkpoint_cost_s, intr.restart_s))
     return m / (1 - failslow_loss(intr, gpus))
 
 
-def optimal_interval(work_s: float, intr: Interruptions, gpus: int) -> float:
+def optimal_interval(
+    work_s: float, intr: Interruptions, gpus: int, *, min_interval_s: float = 0.0
+) -> float:
     """The checkpoint interval minimising :func:`expected_wall` (seconds of work).
 
     The continuous optimum of the cost per work ``expm1(lam (tau + C)) / tau`` (which
     neither the restart time nor the run length moves), the intervals dividing the work
-    evenly on either side of it, and no checkpoint at all (``tau = work``): the one with the
-    least expected wall. ``work_s`` when there are no failures.
+    evenly on either side of it, and no checkpoint at all (``tau = inf``): the one with the
+    least expected wall. ``work_s`` when there are no failures. ``min_interval_s`` (one
+    step: a checkpoint is written between steps) bounds it from below; without it a free
+    checkpoint (``C = 0``) would be written ever more often.
     """
     lam = intr.failure_rate * gpus / 3600.0
     work = float(work_s)
@@ -165,9 +169,9 @@ def optimal_interval(work_s: float, intr: Interruptions, gpus: int) -> float:
     res = optimize.minimize_scalar(
         log_cost, bounds=(top - 25.0, top), method="bounded", options={"xatol": 1e-9}
     )
-    tau = min(math.exp(res.x), work)
+    tau = min(max(math.exp(res.x), min_interval_s), work)
     k = work / tau
-    cands = {tau, work} | {work / j for j in (math.floor(k), math.ceil(k)) if j >= 1}
+    cands = {tau, math.inf} | {work / j for j in (math.floor(k), math.ceil(k)) if j >= 1}
     walls = {t: float(log_expected_run(lam, work, t, c, r)) for t in cands}
     return float(min(walls, key=lambda t: (walls[t], -t)))
 

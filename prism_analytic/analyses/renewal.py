@@ -26,10 +26,11 @@ the sum of independent segments. Everything has a closed form:
   segment's.
 
 :func:`run_wall_law` inverts that characteristic function on a lattice, convolved with the
-law of the work (a normal mixture over allocations, whose deviation from its mean is scaled
-by the slope of the expected wall in the work) and with the compound Poisson law of fail-slow
-episodes. The lattice is sized from proven tail bounds (the failure counts are stochastically
-below gamma variables), so that the mass it folds over is at most ``4 * TAIL_EPS``.
+law of the work (a normal mixture over allocations, cut into narrow strata, each with its own
+number of segments) and with the compound Poisson law of fail-slow episodes. The lattice is
+sized from proven tail bounds (Chernoff bounds of the failure counts, gamma quantiles of the
+lost times, Poisson and gamma quantiles of the fail-slow episodes), so that the mass it folds
+over is at most ``10 * TAIL_EPS`` plus the work's tails beyond 8 sigma.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
+from scipy import optimize, special, stats
 
 __all__ = [
     "LOG_FLOAT_MAX",
@@ -49,7 +50,9 @@ __all__ = [
     "log_cf_excess",
     "log_expected_run",
     "log_expected_segment",
+    "negbin_upper",
     "run_wall_law",
+    "work_strata",
     "wall_upper_bound",
 ]
 
@@ -57,6 +60,10 @@ __all__ = [
 LOG_FLOAT_MAX = 690.0
 #: Probability each tail bound of the lattice leaves out.
 TAIL_EPS = 1e-10
+#: Most of the work's mass in extreme strata the lattice may leave out.
+STRATA_LEFT_OUT = 1e-9
+#: Most strata of the work's law.
+MAX_STRATA = 480
 
 
 def log_expected_segment(lam: float, t: np.ndarray | float, restart_s: float) -> np.ndarray:
@@ -80,9 +87,7 @@ def log_expected_run(
     lam: float, work_s: np.ndarray | float, interval_s: float, ckpt_s: float, restart_s: float
 ) -> np.ndarray:
     """``log E[wall | W]`` of ``W`` seconds of work checkpointed every ``interval_s``."""
-    w = np.asarray(work_s, dtype=float)
-    n = np.floor(w / interval_s)
-    r = np.maximum(w - n * interval_s, 0.0)
+    n, r = _segments(np.asarray(work_s, dtype=float), interval_s)
     full = log_expected_segment(lam, interval_s + ckpt_s, restart_s)
     with np.errstate(divide="ignore"):
         a = np.where(n > 0, np.log(np.maximum(n, 1.0)) + full, -np.inf)
@@ -172,9 +177,10 @@ class WallLaw:
 
     ``h`` is the lattice step; the law is smoothed by a normal of std ``2 h`` (so that its
     inversion does not ring at atoms), and at most ``outside`` of its mass folds over the
-    lattice's ends. ``slope`` is the factor the work's deviation from its mean is scaled by;
-    ``shift`` the shift that gives the lattice the exact mean (what scaling the work's
-    deviation linearly misses, at most a segment's worth).
+    lattice's ends: a quantile at level ``p`` lies within ``13 h`` of the exact one at a level
+    within ``outside + 2e-9`` of ``p`` (six smoothing stds, one lattice step). ``shift``
+    moves the lattice to the exact mean (what the strata's normal spreads miss: a fraction
+    of a lattice step or of a stratum's width).
     """
 
     x: np.ndarray
@@ -182,29 +188,53 @@ class WallLaw:
     mean: float
     h: float
     outside: float
-    slope: float
     shift: float
 
 
-def wall_upper_bound(
-    lam: float, segments: float, t_full: float, restart_s: float, eps: float = TAIL_EPS
-) -> float:
-    """Lost time (failed attempts + restarts) of ``segments`` segments exceeded w.p. <= 2 eps.
+def negbin_upper(m: float, lam_t: float, eps: float = TAIL_EPS) -> float:
+    """A count the failures of ``m`` segments reach with probability ``<= eps`` (Chernoff).
 
-    A Geometric(p) count ``N`` has ``P(N >= k) = (1 - p)^k``, so it is stochastically below
-    ``E / theta`` with ``E`` ~ Exp(1), ``theta = -log(1 - p)``: a sum of ``m`` counts is
-    below Gamma(m, 1 / theta). Each lost attempt is at most ``T``, each failed restart ``R``.
+    One segment's failures ``N`` have ``P(N >= k) = q^k``, ``q = 1 - e^(-lam T)``; for the
+    sum ``S`` of ``m`` of them and any ``a`` above its mean, ``P(S >= a) <= exp(f(a))`` with
+    ``f(a) = a (log1p(m / a) + log q) + m (log1p(a / m) - lam T)`` (the Chernoff bound at its
+    optimal exponent). Returns the root of ``f(a) = log eps``.
     """
-    if lam <= 0 or segments <= 0:
+    if m <= 0 or lam_t <= 0:
         return 0.0
-    # one segment's failures: P(N >= k) = (1 - e^(-lam T))^k, theta = -log(1 - e^(-lam T))
-    th_t = -math.log(-math.expm1(-lam * t_full))
-    n_q = float(stats.gamma.isf(eps, segments, scale=1.0 / th_t))
-    lost = n_q * (t_full + restart_s)
-    if restart_s > 0 and n_q > 0:
-        th_r = -math.log(-math.expm1(-lam * restart_s))
-        lost += restart_s * float(stats.gamma.isf(eps, n_q, scale=1.0 / th_r))
+    log_q = math.log1p(-math.exp(-lam_t)) if lam_t > 0.7 else math.log(-math.expm1(-lam_t))
+    mean = m * math.expm1(lam_t)
+
+    def f(a: float) -> float:
+        return a * (math.log1p(m / a) + log_q) + m * (math.log1p(a / m) - lam_t) - math.log(eps)
+
+    hi = max(2 * mean, 1.0)
+    while f(hi) > 0:
+        hi *= 2
+    return float(optimize.brentq(f, mean, hi, rtol=1e-10)) if f(mean) > 0 else hi
+
+
+def wall_upper_bound(
+    lam: float, segments: float, t: float, restart_s: float, eps: float = TAIL_EPS
+) -> float:
+    """Lost time (failed attempts + restarts) of ``segments`` segments, exceeded w.p. <= 4 eps.
+
+    At most ``N`` = :func:`negbin_upper` failures, each restarted in ``R`` and losing at most
+    ``T`` and (a truncated exponential is below an untruncated one) a total below
+    Gamma(N, 1 / lam); likewise at most ``K`` failed restarts, each losing at most ``R``.
+    """
+    if lam <= 0 or segments <= 0 or t <= 0:
+        return 0.0
+    n_q = negbin_upper(segments, lam * t, eps)
+    lost = n_q * restart_s + min(n_q * t, _gamma_isf(eps, n_q, 1.0 / lam))
+    if restart_s > 0:
+        k_q = negbin_upper(n_q, lam * restart_s, eps)
+        lost += min(k_q * restart_s, _gamma_isf(eps, k_q, 1.0 / lam))
     return lost
+
+
+def _gamma_isf(eps: float, shape: float, scale: float) -> float:
+    """Upper ``eps`` quantile of a Gamma(shape, scale) sum (0 for an empty sum)."""
+    return float(stats.gamma.isf(eps, shape, scale=scale)) if shape > 0 else 0.0
 
 
 def _failslow_upper_bound(mean_count: float, jump_s: float, eps: float = TAIL_EPS) -> float:
@@ -215,6 +245,32 @@ def _failslow_upper_bound(mean_count: float, jump_s: float, eps: float = TAIL_EP
     return float(stats.gamma.isf(eps, k, scale=jump_s))
 
 
+def work_strata(work: WorkMixture, k: int = 48, z: float = 8.0) -> tuple[np.ndarray, ...]:
+    """Strata of the work's law: probability, conditional mean and std, edges (k + 1).
+
+    The edges are the work's quantiles at normal scores ``linspace(-z, z, k + 1)``: narrow
+    strata everywhere, finest in the tails (``ndtr(-z)`` of mass left out on either side).
+    """
+    lo, hi = work.range(z + 1.0)
+    grid = np.linspace(lo, hi, 4097)
+    c = work.cdf(grid)
+    levels = special.ndtr(np.linspace(-z, z, k + 1))
+    keep = np.r_[True, np.diff(c) > 0]
+    edges = np.interp(levels, c[keep], grid[keep])
+    p = np.diff(levels)
+    # within a stratum: the conditional mean and std from the CDF on a fine sub-grid
+    sub = np.linspace(0.0, 1.0, 17)
+    pts = edges[:-1, None] + sub[None, :] * np.diff(edges)[:, None]
+    cp = work.cdf(pts.ravel()).reshape(pts.shape)
+    mass = np.diff(cp, axis=1)
+    mid = 0.5 * (pts[:, 1:] + pts[:, :-1])
+    tot = np.maximum(mass.sum(axis=1), 1e-300)
+    mean = (mass * mid).sum(axis=1) / tot
+    width = np.diff(pts, axis=1)
+    var = (mass * ((mid - mean[:, None]) ** 2 + width**2 / 12)).sum(axis=1) / tot
+    return p / p.sum(), mean, np.sqrt(var), edges
+
+
 def run_wall_law(
     work: WorkMixture,
     interval_s: float,
@@ -223,16 +279,25 @@ def run_wall_law(
     restart_s: float,
     *,
     failslow: tuple[float, float] = (0.0, 0.0),
-    cells: int = 1 << 18,
+    cells: int = 1 << 16,
+    strata: int = 48,
 ) -> WallLaw:
     """The law of a run's wall time: work, checkpoints, failures, restarts, fail-slow.
+
+    The work's law is cut into ``strata`` narrow strata (:func:`work_strata`; more, up to
+    ``MAX_STRATA``, where the expected wall varies by more than 5% across one); given the
+    work ``W_k`` of a stratum the run's law is exact (the ``n_k``-th power of a full
+    segment's transform times the last segment's); within a stratum the work's spread enters
+    as a normal of its std times ``(W_k + n_k C) / W_k`` (the work and its checkpoints; the
+    failures' dependence on the work is the strata's). The mixture over the strata is
+    inverted on a lattice of ``cells`` points.
 
     Parameters
     ----------
     work : WorkMixture
         The work's law (the steps alone).
     interval_s : float
-        Work between checkpoints (> 0).
+        Work between checkpoints (> 0; ``inf``: no checkpoint).
     lam : float
         Failures per second of wall time (>= 0).
     ckpt_s, restart_s : float
@@ -241,77 +306,100 @@ def run_wall_law(
         Fail-slow episodes: Poisson in wall time, each adding an Exp(extra) time.
     cells : int
         Lattice size (a power of two is fastest).
+    strata : int
+        Strata of the work's law.
 
     Returns
     -------
     WallLaw
         All ``inf`` when the expected wall time exceeds ``exp(LOG_FLOAT_MAX)`` seconds.
     """
-    w_bar = work.mean()
     xs, ws = work.nodes()
     log_m = log_expected_run(lam, xs, interval_s, ckpt_s, restart_s)
     eta, jump = failslow
     loss = eta * jump
     if float(log_m.max()) > LOG_FLOAT_MAX or loss >= 1:
         inf = np.array([np.inf, np.inf])
-        return WallLaw(inf, np.array([0.0, 1.0]), math.inf, math.inf, 0.0, math.inf, 0.0)
-    m = np.exp(log_m)
-    mean_fail = float(ws @ m)
-    var_w = float(ws @ (xs - w_bar) ** 2)
-    slope = float(ws @ ((m - mean_fail) * (xs - w_bar)) / var_w) if var_w > 0 else 1.0
-    mean_total = mean_fail / (1.0 - loss)
+        return WallLaw(inf, np.array([0.0, 1.0]), math.inf, math.inf, 0.0, 0.0)
+    mean_total = float(ws @ np.exp(log_m)) / (1.0 - loss)
     fs_count = eta * mean_total  # episodes over the whole wall (their own extra included)
 
-    n = math.floor(w_bar / interval_s)
-    r = max(w_bar - n * interval_s, 0.0)
-    t_full = interval_s + ckpt_s
-    z_min = n * t_full + r
-    z_lost = wall_upper_bound(lam, n + 1, t_full, restart_s)
-    fs_hi = _failslow_upper_bound(fs_count, jump)
-    w_lo, w_hi = work.range()
-    lo = z_min + slope * (w_lo - w_bar)
-    hi = z_min + z_lost + fs_hi + slope * (w_hi - w_bar)
-    width = max(hi - lo, abs(z_min) * 1e-12, 1e-9)
+    p, w_k, sd_k, edges, t_full = *work_strata(work, strata), interval_s + ckpt_s
+    # strata fine enough that the expected wall varies by < 5% across each one
+    step = float(np.abs(np.diff(log_expected_run(lam, edges, interval_s, ckpt_s, restart_s))).max())
+    if step > 0.05 and strata < MAX_STRATA:
+        k = int(min(MAX_STRATA, math.ceil(strata * step / 0.05)))
+        p, w_k, sd_k, edges = work_strata(work, k)
+    n_k, r_k = _segments(w_k, interval_s)
+    with np.errstate(invalid="ignore"):  # no checkpoint: 0 segments of infinite length
+        z_min = np.where(n_k > 0, n_k * t_full, 0.0) + r_k
+    # within a stratum: the work itself and its checkpoints (the failures' law is the
+    # stratum's own)
+    spread_k = sd_k * z_min / np.maximum(w_k, 1e-300)
+    lost_k = np.array(
+        [
+            wall_upper_bound(lam, nk, t_full, restart_s) + wall_upper_bound(lam, 1, rk, restart_s)
+            for nk, rk in zip(n_k, r_k, strict=True)
+        ]
+    )
+    lo_k = z_min - 9 * spread_k
+    hi_k = z_min + 9 * spread_k + lost_k
+    # the lattice leaves out at most STRATA_LEFT_OUT of the mass: the strata least and most
+    # extreme (an extreme tail stratum may reach far beyond the rest)
+    lo, dropped_lo = _trimmed_end(-lo_k, p)
+    hi, dropped_hi = _trimmed_end(hi_k, p)
+    lo = -lo
+    hi += _failslow_upper_bound(fs_count, jump)
+    width = max(hi - lo, abs(lo) * 1e-12, 1e-9)
     h = width / (0.9 * cells)
     x0 = lo - 0.05 * width
 
-    k = np.arange(cells // 2 + 1)
-    u = -2j * math.pi * k / (cells * h)
-    log_cf = u * (z_min - x0)
-    if n > 0:
-        log_cf = log_cf + n * log_cf_excess(u, lam, t_full, restart_s)
-    if r > 0:
-        log_cf = log_cf + log_cf_excess(u, lam, r, restart_s)
-    if fs_count > 0 and jump > 0:
-        log_cf = log_cf + fs_count * u * jump / (1.0 - u * jump)
+    u = -2j * math.pi * np.arange(cells // 2 + 1) / (cells * h)
     sigma = 2.0 * h  # smoothing: the inversion below resolves nothing finer than h
-    log_cf = log_cf + 0.5 * (u * sigma) ** 2
-    cf = np.exp(log_cf) * _work_cf(work, slope, h, cells)
+    common = 0.5 * (u * sigma) ** 2
+    if fs_count > 0 and jump > 0:
+        common = common + fs_count * u * jump / (1.0 - u * jump)
+    full = log_cf_excess(u, lam, t_full, restart_s) if n_k.max() > 0 else np.zeros_like(u)
+    cf = np.zeros(u.size, dtype=complex)
+    omega2 = (u * u).real  # -omega^2
+    env0 = 0.5 * omega2 * sigma**2
+    for pk, nk, rk, zk, sk in zip(p, n_k, r_k, z_min, spread_k, strict=True):
+        # frequencies where this stratum's transform is below e^-45 in modulus (the full
+        # segments' power and the normals alone; the other factors are <= 1) are left out
+        env = env0 + 0.5 * omega2 * sk**2 + (nk * full.real if nk > 0 else 0.0)
+        j = int(np.flatnonzero(env > -45.0)[-1]) + 1
+        uj = u[:j]
+        lg = uj * (zk - x0) + 0.5 * (uj * sk) ** 2
+        if nk > 0:
+            lg = lg + nk * full[:j]
+        if rk > 0:
+            lg = lg + log_cf_excess(uj, lam, rk, restart_s)
+        cf[:j] += pk * np.exp(lg)
+    cf *= np.exp(common)
     pmf = np.clip(np.fft.irfft(cf, cells), 0.0, None)
+    # no run is shorter than its work and checkpoints: the smoothing's mass below goes there
+    floor_s = max(float(lo_k.min()), 0.0)
+    first = int(np.clip(math.ceil((floor_s - x0) / h + 0.5), 0, cells - 1))
+    pmf[first] += pmf[:first].sum()
+    pmf[:first] = 0.0
     pmf /= pmf.sum()
     x = x0 + h * (np.arange(cells) + 0.5)
-    lattice_mean = float(pmf @ (x - 0.5 * h))
-    shift = mean_total - lattice_mean
-    outside = 4 * TAIL_EPS + 2 * float(special.ndtr(-9.0))
-    return WallLaw(x + shift, np.cumsum(pmf), mean_total, h, outside, slope, shift)
+    shift = mean_total - float(pmf @ (x - 0.5 * h))
+    outside = 10 * TAIL_EPS + 2 * float(special.ndtr(-8.0)) + dropped_lo + dropped_hi
+    return WallLaw(x + shift, np.cumsum(pmf), mean_total, h, outside, shift)
 
 
-def _work_cf(work: WorkMixture, slope: float, h: float, cells: int) -> np.ndarray:
-    """DFT of ``slope (W - w_bar)`` discretised from its CDF on the lattice (cell masses)."""
-    w_bar = work.mean()
-    w_lo, w_hi = work.range()
-    span = slope * (w_hi - w_lo)
-    if span <= 2 * h:  # narrower than a cell: a point at its mean deviation (0)
-        return np.ones(cells // 2 + 1, dtype=complex)
-    # the CDF is smooth: evaluate it on 8193 points and interpolate to the cell edges
-    grid = np.linspace(w_lo, w_hi, 8193)
-    c = work.cdf(grid)
-    j_lo = max(int(math.floor((slope * (w_lo - w_bar)) / h)) - 1, -(cells // 2))
-    j_hi = min(int(math.ceil((slope * (w_hi - w_bar)) / h)) + 1, cells // 2)
-    edges = (np.arange(j_lo, j_hi + 2) - 0.5) * h  # cells centred on j h
-    ce = np.interp(w_bar + edges / slope, grid, c, left=0.0, right=1.0)
-    mass = np.diff(ce)
-    mass /= mass.sum()
-    arr = np.zeros(cells)
-    arr[np.arange(j_lo, j_hi + 1) % cells] = mass
-    return np.fft.rfft(arr)
+def _trimmed_end(top: np.ndarray, p: np.ndarray) -> tuple[float, float]:
+    """The least ``t`` with at most ``STRATA_LEFT_OUT`` of the mass in strata reaching above."""
+    order = np.argsort(top)[::-1]
+    above = np.cumsum(p[order])  # mass of the strata reaching at least as high
+    j = int(np.searchsorted(above, STRATA_LEFT_OUT, side="right"))  # strata dropped: j
+    return float(top[order[min(j, top.size - 1)]]), float(above[j - 1]) if j > 0 else 0.0
+
+
+def _segments(work: np.ndarray, interval_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Full checkpoint segments and the last segment's work (``inf`` interval: none)."""
+    if math.isinf(interval_s):
+        return np.zeros_like(work), np.asarray(work, dtype=float)
+    n = np.floor(work / interval_s)
+    return n, np.maximum(work - n * interval_s, 0.0)

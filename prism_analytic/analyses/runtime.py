@@ -6,8 +6,8 @@ whole run) the M steps are i.i.d. with mean ``mu(a)`` and variance ``v(a)``
 central limit theorem (M is thousands). Across allocations the run time is the mixture of
 those normals. Interruptions (:mod:`.interruptions`): the run is a sum of checkpoint
 segments, each a geometric renewal of failed attempts and restarts whose law
-:mod:`.renewal` computes exactly in every failure regime; the work's deviation from its mean
-enters scaled by the slope of the expected wall in the work.
+:mod:`.renewal` computes exactly in every failure regime, given the work (cut into narrow
+strata of its law).
 :func:`~.renewal_mc.simulate_walls` checks that part; :func:`simulate_runs` checks the steps:
 it draws whole
 allocations, the barrier's exact conditional law ``prod_r F_B(t / s_r)`` for each, and M
@@ -30,7 +30,7 @@ from .renewal import WorkMixture, run_wall_law
 
 __all__ = ["RunTime", "run_time", "simulate_runs", "steps_for_tokens"]
 
-LEVELS = (0.5, 0.9, 0.95, 0.99)
+LEVELS = (0.01, 0.5, 0.9, 0.95, 0.99)
 
 
 def steps_for_tokens(job: Any, tokens: float) -> int:
@@ -140,11 +140,16 @@ class RunTime:
             )
         if self.interruptions:
             i = self.interruptions
+            every = (
+                f"checkpoint every {i['checkpoint_interval_s'] / 60:.4g} min"
+                if math.isfinite(i["checkpoint_interval_s"])
+                else "no checkpoint"
+            )
+            young = i["young_interval_s"]
             lines.append(
-                f"  interruptions: {i['expected_failures']:.1f} failures expected, checkpoint"
-                f" every {i['checkpoint_interval_s'] / 60:.1f} min (optimal"
-                f" {i['optimal_interval_s'] / 60:.1f}, Young {i['young_interval_s'] / 60:.1f}),"
-                f" goodput {i['goodput']:.3g}"
+                f"  interruptions: {i['expected_failures']:.4g} failures expected, {every}"
+                f" (optimal {i['optimal_interval_s'] / 60:.4g} min, Young"
+                f" {(young or math.inf) / 60:.4g} min), goodput {i['goodput']:.3g}"
             )
             if i.get("note"):
                 lines.append(f"  note: {i['note']}")
@@ -175,7 +180,7 @@ def run_time(
     interruptions: Interruptions | None = None,
     gpus: int | None = None,
     cells: int = 4000,
-    renewal_cells: int = 1 << 18,
+    renewal_cells: int = 1 << 16,
 ) -> RunTime:
     """The distribution of the wall time of ``steps`` training steps.
 
@@ -244,7 +249,7 @@ def _with_interruptions(
     lam = intr.failure_rate * gpus / 3600.0
     eta = intr.failslow_rate * gpus / 3600.0
     loss = failslow_loss(intr, gpus)
-    best = optimal_interval(w_mean, intr, gpus)
+    best = optimal_interval(w_mean, intr, gpus, min_interval_s=work_d["step_mean_s"])
     tau = intr.checkpoint_interval_s or best
     work = WorkMixture(am.weights, steps * am.mean, steps * am.var)
     jump = intr.failslow_duration_s * (1 - 1 / intr.failslow_factor)
@@ -259,12 +264,13 @@ def _with_interruptions(
         "optimal_interval_s": best,
         "young_interval_s": young_interval(intr.checkpoint_cost_s, mtbf) if lam > 0 else None,
         "job_mtbf_h": mtbf / 3600,
-        "checkpoints": math.floor(w_mean / tau),
+        "checkpoints": math.floor(w_mean / tau),  # inf interval: 0
         "expected_failures": lam * wall * (1 - loss),
         "expected_failslow_episodes": eta * wall,
         "expected_wall_s": wall + ev_s,
         "goodput": w_mean / wall,
         "lattice_step_s": law.h,
+        "quantile_resolution_s": 13 * law.h,
         "mass_outside_lattice": law.outside,
     }
     if not math.isfinite(wall):
