@@ -23,7 +23,7 @@ from typing import Any
 
 from .results import Result
 
-__all__ = ["Job", "list_presets", "predict_trace"]
+__all__ = ["Job", "list_presets", "predict_trace", "rare_stall_note"]
 
 PathLike = str | os.PathLike[str]
 #: The sections a keyword override may name (``Job("llama3-8b", 8, parallelism={...})``).
@@ -133,6 +133,8 @@ class Job:
         """
         if isinstance(source, Mapping):
             source = dict(source)
+        elif isinstance(source, os.PathLike) or ("\n" not in source and "=" not in source):
+            source = Path(source)  # a file, checked as --config overlays are
         return self._build(self._recipe, (*self._overlays, source), self.config.gpus)
 
     def at(self, gpus: int) -> Job:
@@ -227,7 +229,7 @@ class Job:
             f" {info['mean_model_step_s']:.4g} s",
             value.summary(),
         ]
-        note = _rare_stall_note(job)
+        note = rare_stall_note(job)
         if note:
             lines.append(note)
         data = {"preset": self.preset, "gpus": job.gpus, "layout": layout}
@@ -813,6 +815,8 @@ def _recipe_config(recipe: tuple[str, Any], overlays: tuple[Any, ...], gpus: int
     for extra in overlays:
         job = merge_config(job, extra)
     paths = [p for p in overlays if isinstance(p, Path)]
+    if kind == "args" and arg[0] is not None and arg[1] is not None:
+        paths.insert(0, Path(arg[1]))  # the file is an overlay on the preset, as in predict
     if paths:
         from .calibration.overlay_job import check_overlay_gemm
 
@@ -820,7 +824,7 @@ def _recipe_config(recipe: tuple[str, Any], overlays: tuple[Any, ...], gpus: int
     return job
 
 
-def _rare_stall_note(job: Any) -> str | None:
+def rare_stall_note(job: Any) -> str | None:
     """The note ``prism predict`` prints about the rare whole-step stall, if any."""
     hic = job.variability.hiccups
     if not (0.0 < hic.probability < 0.5 and hic.size_s > 0.0):

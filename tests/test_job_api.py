@@ -304,3 +304,18 @@ def test_sweep_of_a_toml_job_keeps_its_tables(tmp_path):
     rows = Job.from_toml(path).sweep().to_dict()["rows"]
     direct = Job("llama3-8b", 8, variability={"spatial": {"cv": 0.03}}).predict(verify=False)
     assert rows[0]["mean_s"] == pytest.approx(direct.mean(), rel=1e-9)
+
+
+def test_an_overlay_for_an_unused_precision_is_refused(tmp_path):
+    fit = tmp_path / "fit.toml"
+    fit.write_text("[hardware.efficiency]\ngemm = 0.6\n")
+    fp8 = Job("llama3-8b", 8, training={"precision": "fp8"})
+    with pytest.raises(ValueError, match="gemm_fp8"):
+        fp8.overlay(fit)
+    with pytest.raises(ValueError, match="gemm_fp8"):
+        fp8.overlay(str(fit))
+    over = tmp_path / "over.toml"
+    over.write_text('[training]\nprecision = "fp8"\n[hardware.efficiency]\ngemm = 0.6\n')
+    with pytest.raises(ValueError, match="gemm_fp8"):
+        Job.from_args("llama3-8b", 8, over)
+    assert Job("llama3-8b", 8).overlay(fit).config.hardware.efficiency.gemm == 0.6
