@@ -1,14 +1,10 @@
 """Third-cumulant closure core: every max closed with the joint third cumulants it propagates.
 
-Why. On deep tied lattices the Clark-Mehler cores under-state the correlation of sibling maxima:
+Why: on deep tied lattices the Clark-Mehler cores under-state the correlation of sibling maxima:
 Stein's ``Cov(X, max(A, B)) = Cov(X, B) + Cov(X, D+)`` (``D = A - B``) has a second-order term
-``kappa(X, D, D) phi(alpha) / (2 theta)``, which Clark-Mehler carries only as its n = 2 Mehler
-term at a He2-chaos estimate of ``kappa(X, D, D)`` that barely tracks the truth (correlation
-0.15 / -0.04 with Monte Carlo on interleaved lattices; ``validation/results/
-sibling_correlation_study.md``); the exact term added after the core had set its residual
-weights helped two cases and broke two.
+``kappa(X, D, D) phi(alpha) / (2 theta)`` whose He2-chaos estimate barely tracks the truth.
 
-What. No residual model. Each live node carries its mean, its covariance with every live node
+What: no residual model. Each live node carries its mean, its covariance with every live node
 (``C``) and its joint third cumulant with every pair of live nodes (``K``, ``L x L x L``). A max
 ``Y = B + f(D)``, ``f = (.)+``, ``B`` the larger-mean input, is closed around a Gram-Charlier law
 of ``D`` (its skewness from ``K``): every live ``X_j`` is split as ``beta_j D + e_j`` with
@@ -24,50 +20,24 @@ third cumulants ``kappa(e_j, D, D) = kappa(X_j, D, D) - beta_j kappa3(D)``::
     kappa(f, f, X_j)   = beta_j kappa(f, f, D) + kappa(e_j, D, D) (E[f'] - E[f] E[f''])
 
 (``Var Y`` and ``kappa3(Y)``, ``kappa(Y, Y, X_j)`` by multilinearity from the same terms). With
-jointly normal inputs every formula is exact. Ops add their own variance and third cumulant
-(``K[i, i, i]``) exactly. So the third cumulant ``kappa(X_j, D, D)`` that the covariances need is
-the one the closure propagates (against Monte Carlo on interleaved 8 x 8 x vpp 4 and 1F1B 8 x 32
-it correlates 0.96 / 0.98 with the truth, slope 1.01 / 1.04; ``validation/results/
-cumulant_closure_study.md``), and covariances, variances and third cumulants come from one
-model. The makespan gets the Pearson III law of its mean, std and ``K[sink, sink, sink]``.
+jointly normal inputs every formula is exact; ops add their own variance and third cumulant
+exactly. The makespan gets the Pearson III law of its mean, std and ``K[sink, sink, sink]``.
 
 The mean of each max also needs ``D``'s excess kurtosis (a difference of tied maxima is
-leptokurtic; Clark's ``E[max]`` is high without it,
-``validation/results/lattice_closure_study.md``), which third cumulants do not carry. It is
-taken from the kurtosis core's He2-chaos estimate
+leptokurtic), which third cumulants do not carry: it is taken from the kurtosis core's estimate
 (:meth:`~.kurtosis_core._KurtosisEngine.excess_kurtosis`, run on the same DAG) and enters *only*
-the mean of each max (Gram-Charlier ``E[D+]``): letting it into the variance and covariance
-terms too raised the makespan's std by 5-10% on the prototype bench (``validation/results/
-cumulant_closure_study.md``). That split was chosen on two bench cases and then checked on five
-others and on the agreement grid; it is an estimate, not a bound, checked against Monte Carlo
-(``tests/test_cumulant_core.py``, the results file).
+the mean of each max (in the variance terms too it raised the std by 5-10%). An estimate,
+checked against Monte Carlo in ``tests/test_cumulant_core.py``.
 
-Known limitation: on interleaved lattices much deeper (``stages x vpp``) than wide
-(microbatches) the std is high, by a drift that grows through the tied rows: interleaved 16 x 16
-x vpp 8 (llama3-405b's body at >= 16,384 GPUs) +10-11%, 8 x 8 x vpp 8 +8%, 16 x 32 x vpp 8
-+3.5%, 32 x 64 x vpp 2 +0.2%, whatever the op CV. Each max's inputs are close to Monte Carlo's
-there, but the propagated ``kappa(B, D, D)`` has the wrong sign (+0.05 vs -0.03 theta^3), so
-the Stein term above adds ~0.02 theta^2 too much per max (``validation/results/
-cumulant_drift_study.md``; not fixed).
+Known limitation: on interleaved lattices much deeper (``stages x vpp``) than wide the std is
+high, by a drift that grows through the tied rows (interleaved 16 x 16 x vpp 8: +10-11%), from
+a propagated ``kappa(B, D, D)`` of the wrong sign (``validation/results/cumulant_drift_study.md``).
 
-Cost: O(L^2) per max for ``L`` live nodes (numpy on the ``[:L]`` views, one Python step per op),
-plus the kurtosis core's run, which goes ahead of it on the same DAG: about 0.1 ms an op in all
-(8,192-op interleaved 16-stage body: 0.49 s closure + 0.38 s kurtosis core of CPU). Long
-pipelines go through the skew core's driver: two truncated schedules share their common start
-(forked), and a pipeline long enough for it is taken from three short evaluations when they show
-the steady state (:func:`~.skew_core._steady`), so the cost stops growing with the microbatch
-count. ``core_shape="auto"`` picks it for pipelines with skewed ops above an op CV of 10%
-(:mod:`.core_shape`); shared factors are not supported (the analytic engine routes such cores
-elsewhere, as for the skew core).
-
-Where the time goes (llama3-405b, CPU, load 0.5): at 1,024 GPUs (16 and 32
-microbatches forked, 10,265 maxima) 1.01 s in all, of which ~0.46 s the closure (maxima ~35
-us each, ~45 numpy calls on 34 live nodes: call overhead, 31 us at 18 nodes) and ~0.45 s the
-kurtosis recorder (its Mehler window, 512 columns, and BLAS products); at 32,768 GPUs and more
-(16 microbatches, 4,049 maxima) 0.45 s. Stacking the max's plane operations into fewer calls
-(exact rewritings) measured no gain. The kurtosis core alone is 0.58 / 0.31 s, a ratio of 1.84
-(``validation/results/bench_scale_kurtosis.md``), so even a closure of no cost would leave
-this core above a 1.8 slowest / fastest ratio; a uniform ~2.4x on both parts would be needed.
+Cost: O(L^2) per max for ``L`` live nodes plus the kurtosis core's run, about 0.1 ms an op in
+all; long pipelines go through the skew core's driver (forked truncations, steady state from
+three short evaluations: :func:`~.skew_core._steady`). Shared factors are not supported (the
+analytic engine routes such cores elsewhere). Timings:
+``validation/results/bench_scale_cumulant.md``.
 """
 
 from __future__ import annotations
@@ -298,10 +268,8 @@ class _CumulantEngine:
 
     shape: ClassVar[str] = "cumulant"
     forkable: ClassVar[bool] = True
-    #: The closure's per-period increments alternate in the steady state, bit for bit (mean,
-    #: variance, third cumulant: llama3-70b at 128 GPUs, interleaved 4 x vpp 5, kappa3
-    #: 8.19e-14 / 1.00e-13 per period, microbatches 36 to 64; gpt3-175b at 64 GPUs alike), so
-    #: truncated schedules are extrapolated by blocks of two periods (their sum is steady).
+    #: The closure's per-period increments alternate in the steady state, so truncated
+    #: schedules are extrapolated by blocks of two periods (their sum is steady).
     block_periods: ClassVar[int] = 2
 
     @classmethod
