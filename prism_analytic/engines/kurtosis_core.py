@@ -1,47 +1,27 @@
 """Kurtosis-aware canonical core: the skew core with a Gram-Charlier correction of every max.
 
-Why. On a tied pipeline lattice the Gaussian closure of Clark's max is wrong *locally*: the
+Why: on a tied pipeline lattice the Gaussian closure of Clark's max is wrong *locally*: the
 difference ``D = A - B`` of the two inputs of a max is leptokurtic (a difference of two maxima
-sharing most of their history behaves like a reflected walk) and individually skewed. Measured
-against Monte Carlo (``validation/results/lattice_closure_study.md``): excess kurtosis 0.57 on
-average on an interleaved 8 x 8 x vpp 4 schedule (0.21 on 1F1B 8 x 32); Clark's ``E[max]`` from
-the *exact* moments of ``A`` and ``B`` is high by 0.0063 node-sd per max (summed over 489
-maxima: 3.10; with a Gram-Charlier correction at the exact kurtosis 0.60, at the exact skewness
-and kurtosis 0.03). On interleaved schedules with ``m = p`` the local errors add up to a wrong
-growth rate: the mean error grows linearly with the topological generation. With skewed ops
-(lognormal) Clark's variance of each max is also low (1.5% on average at CV 20%): the max
-picks up the right tail of its skewed inputs.
+sharing most of their history behaves like a reflected walk) and skewed, so Clark's ``E[max]``
+is high even from the exact moments of ``A`` and ``B``, and on interleaved schedules with
+``m = p`` the local errors add up to a wrong growth rate.
 
-What. The skew core (:mod:`.skew_core`: Clark-Mehler on full differences, a third cumulant
-of the makespan, a Pearson III law) in which each max's mean and variance get the
+What: the skew core (:mod:`.skew_core`) in which each max's mean and variance get the
 Gram-Charlier correction of ``D`` (:func:`gram_charlier_max`):
 
-* ``D``'s excess kurtosis ``g2`` from the canonical form itself: its linear part and the He2
-  parts of the residuals it carries give, by the diagram formula for second-chaos variables,
-  ``kappa4(D) = 48 (x o c)' R (x o c) + 48 tr((X R)^4)`` (``x``: He2 coefficients of ``D`` on
-  the window's residuals, ``c``: their covariances with ``D``, ``R``: their correlations; the
-  :data:`TOP_RESIDUALS` largest ``|x|``), clipped to ``[0, 4]`` (a non-negative density);
-* with skewed ops (a third cumulant not 0), the skew core's own op-skew terms, computed by the
-  same code (:meth:`~.skew_core._FullEngine._op_skew_max`): each live node also keeps its
-  loadings on the most recent ops (:data:`OP_WINDOW_PER_WIDTH`), which give ``D``'s skewness
-  from the ops (He3 term) and the first-order Stein terms of a max of skewed inputs:
-  ``Var(max)`` gains ``phi(alpha) / theta * kappa(e, D, D)`` (``e`` the part of the
-  larger-mean input uncorrelated with ``D``, not ``kappa(B, D, D)``, which would count
-  ``D``'s skewness twice) and the max's covariance with op ``r`` gains
-  ``phi(alpha) / (2 theta) d_r^2 kappa3_r`` (op skewness clipped to +-1).
-  With normal ops these terms are 0 and are not computed. (Unlike the skew core, this core
-  keeps an op's third cumulant however small: a normal law's grid rounding, ~1e-14 of its
-  sd^3, switches them on; its measured tables were made so.)
+* ``D``'s excess kurtosis ``g2`` from the canonical form itself (diagram formula for
+  second-chaos variables): ``kappa4(D) = 48 (x o c)' R (x o c) + 48 tr((X R)^4)`` (``x``: He2
+  coefficients of ``D`` on the window's residuals, ``c``: their covariances with ``D``, ``R``:
+  their correlations; the :data:`TOP_RESIDUALS` largest ``|x|``), clipped to ``[0, 4]``;
+* with skewed ops, the skew core's own op-skew terms
+  (:meth:`~.skew_core._FullEngine._op_skew_max`, :data:`OP_WINDOW_PER_WIDTH`). Unlike the skew
+  core, this core keeps an op's third cumulant however small (a normal law's grid rounding
+  switches the terms on; its measured tables were made so).
 
-No sampling and no fitted constant; it is an estimate, checked against Monte Carlo
-(``tests/test_kurtosis_core.py``; ``validation/results/lattice_closure_study.md``, 1e5
-samples). Normal ops: 1F1B 32 x 64 KS 0.021 / 0.016 at CV 5% / 20% (skew core 0.035 / 0.033;
-spread still -7% / -6%), 8 x 32 0.004 (0.017), interleaved 16 x 64 at CV 20% 0.025 (Gaussian
-0.28); over-corrected on 1F1B 16 x 64 at CV 5% (mean -0.07 sd, KS 0.013 -> 0.028); the README
-body (interleaved 16 x 16 x vpp 8) stays far off (KS 0.56 -> 0.42, mean +1.51 -> +1.10 sd).
-Lognormal ops at CV 20%: 1F1B 8 x 32 0.018 (Gaussian 0.106), 4 x 8 in 512 replicas 0.017
-(0.51), 16 x 64 0.12 (0.25). Worse than the Gaussian core on some imbalanced and CV 5%
-lognormal variants (see the table).
+No sampling and no fitted constant; an estimate, checked against Monte Carlo in
+``tests/test_kurtosis_core.py``. Tables: ``validation/results/bench_scale_kurtosis.md`` and
+the agreement suite; it over-corrects 1F1B 16 x 64 at CV 5% and leaves interleaved
+16 x 16 x vpp 8 far off.
 """
 
 from __future__ import annotations
