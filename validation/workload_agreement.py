@@ -36,76 +36,14 @@ modelling choices; ``prism_analytic.workload.breakdown`` states what they imply 
 
 Targets: KS <= 0.05 and |p99 err| <= 0.5%.
 
-Measured on a shared 2-core machine (one process, about 13 minutes in all; the 405b@65,536
-Monte Carlo alone 347 s): ``python validation/workload_agreement.py`` (10,000 samples, seed
-12345, presets llama3-8b llama3-70b llama3-405b, GPUs 1024 16384 65536)::
-
-    Analytic vs Monte Carlo on preset jobs (10,000 samples, seed 12345)
-
-    preset       GPUs    dp      mb   body ops  mc                p50 s  p99 s  KS      dkw     pool ks  p50 err  p99 err  mc p99 ci  F_an(mc p99)  an s   mc s   verdict
-    -----------  ------  ------  ---  --------  ----------------  -----  -----  ------  ------  -------  -------  -------  ---------  ------------  -----  -----  -----------------
-    llama3-8b    1,024   1,024   1    2         default=explicit  1.018  1.049  0.0111  0.0136  0.0000   +0.012%  -0.054%  0.18%      0.9906        0.02   0.4    PASS
-    llama3-8b    16,384  16,384  1    2         default           1.038  1.062  0.0093  0.0136  0.1344   +0.006%  +0.063%  0.14%      0.9890        0.02   0.1    PASS
-    llama3-8b    16,384  16,384  1    2         explicit          1.038  1.062  0.0115  0.0136  0.0000   +0.011%  -0.118%  0.16%      0.9915        0.02   6.7    PASS
-    llama3-8b    65,536  65,536  1    2         default           1.046  1.067  0.0076  0.0136  0.2688   +0.007%  -0.054%  0.15%      0.9908        0.02   0.4    PASS
-    llama3-8b    65,536  65,536  1    2         explicit          1.046  1.067  0.0061  0.0136  0.0000   +0.000%  +0.042%  0.10%      0.9893        0.02   44.0   PASS
-    llama3-70b   1,024   32      64   2,560     default=explicit  22.54  23.83  0.0092  0.0136  0.0000   +0.011%  +0.041%  0.37%      0.9898        1.21   25.3   PASS
-    llama3-70b   16,384  512     4    160       default=explicit  1.657  2.947  0.0088  0.0136  0.0000   +0.023%  +3.304%  3.41%      0.9873        0.25   11.6   MISS (p99 ~noise)
-    llama3-70b   65,536  2,048   4    160       default           1.685  3.064  0.0124  0.0136  0.0475   +0.075%  -0.964%  6.28%      0.9904        0.32   20.4   MISS (p99 ~noise)
-    llama3-70b   65,536  2,048   4    160       explicit          1.685  3.064  0.0092  0.0136  0.0000   +0.047%  +1.738%  3.26%      0.9893        0.32   69.4   MISS (p99 ~noise)
-    llama3-405b  1,024   8       256  65,536    default=explicit  110.9  113.2  0.0302  0.0136  0.0000   +0.035%  +0.066%  0.09%      0.9887        24.48  129.6  PASS
-    llama3-405b  16,384  128     16   4,096     default=explicit  7.792  9.504  0.0112  0.0136  0.0000   +0.024%  +0.927%  2.40%      0.9893        0.70   89.8   MISS (p99 ~noise)
-    llama3-405b  65,536  512     16   4,096     default=explicit  7.841  9.592  0.0170  0.0136  0.0000   +0.028%  +1.610%  3.07%      0.9887        2.76   346.7  MISS (p99 ~noise)
-    Targets: KS <= 0.05, |p99 err| <= 0.5%. p50/p99 s: analytic. 'default=explicit': dp <= 1024, every replica sampled copy by copy.
-    mc p99 ci: half-width of MC's 95% order-statistic interval of its p99 (relative); F_an(mc p99): the analytic CDF at MC's p99 (0.99 = perfect); '~noise': the p99 miss is within target + mc p99 ci.
-
-Reading: KS <= 0.05 everywhere (0.006-0.030; only 405b@1,024, a 65,536-op pipeline body on a
-grid coarsened to rel_width 2.2e-3 by ``grid_policy``, is above Monte Carlo's DKW floor).
-|p99 err| <= 0.5% holds for llama3-8b at every scale and for both models at 1,024 GPUs. At
-16k and 64k the 70b and 405b p99 errors (-1.0% to +3.3%) are inside Monte Carlo's own 95%
-interval of its p99 (2.4-6.3%): the p99 of those steps is ill-conditioned, not mis-computed.
-The inter-node tier's 10x tail at 1% on the exposed data-parallel reduce-scatter puts a flat
-stretch of the CDF right at the 0.99 level (70b: p95 1.81 s, p99 2.95 s), so a CDF error of
-0.001 moves p99 by percents. The analytic CDF at Monte Carlo's p99 is 0.9873-0.9915 in every
-row. A 40,000-sample rerun of 70b@16,384 (seed 1) gave p99 2.932 s [2.899, 2.987] against the
-analytic 2.947 s (+0.5%); one of 405b@16,384 (seed 777) gave KS 0.0086 (DKW 0.0068), p50
-+0.012%, p99 9.462 s against the analytic 9.504 s (+0.44%, interval +-1.3%). The pooled Monte
-Carlo (``default`` rows with dp > 1,024) agrees with the explicit one, but its reported pool
-error bound (0.13-0.27 for 8b: a 2-op body, F then B, is not the exact single-op case) certifies
-nothing there; the explicit rows do.
-
-The builder's folding, checked GPU by GPU (``--folding-only``: a middle pipeline op, forward
-and backward, of the 1,024-GPU job, sampled with every compute kernel its own lognormal draw
-on each of the tp * cp = 8 GPUs, the slowest GPU taken at every tp collective and each
-collective one shared draw; 20,000 samples; the body is one compact pipeline node)::
-
-    preset       GPUs   op  tp*cp  layers  KS      mean err  std err  p50 err  p99 err  cv (explicit)
-    -----------  -----  --  -----  ------  ------  --------  -------  -------  -------  -------------
-    llama3-70b   1,024  F   8      4       0.1221  -0.001%   -1.53%   +0.029%  -1.104%  0.328%
-    llama3-70b   1,024  B   8      4       0.0661  -0.001%   +0.63%   +0.016%  -0.477%  0.233%
-    llama3-405b  1,024  F   8      1       0.0705  -0.004%   -2.90%   +0.036%  +0.105%  0.524%
-    llama3-405b  1,024  B   8      1       0.0367  -0.002%   +0.53%   +0.026%  -0.061%  0.425%
-
-The op-level fold has the right mean (|err| < 0.005%) and nearly the right spread (std -2.9% to
-+0.6%) but not the exact shape (KS 0.04-0.12): the rare intra-node tail of the tp collectives
-(0.1% at 2x, several per chunk) is mixed into one lognormal body. So the op's own p99 is up to
-1.1% low (70b forward: 16 tp collectives per chunk of 0.34 ms each, so 1.6% of chunks hit one
-2x tail, a jump of 0.34 ms or 2.0% of the op's 17.4 ms, which the lognormal smears out); the
-op's CV is only 0.2-0.5%. At step level thousands of such ops are summed and maxed and the shape
-error is diluted, but it is a builder approximation the engine agreement above cannot see.
-Communication is drawn per instance as the builder draws it (tier, ``variability.scale``'s
-per-node event, noise before overlap); ``--config FILE`` overlays e.g. ``[variability.scale]``
-on every preset (mixtral-8x22b's inter-node all-to-all then carries the event). Not covered by
-any check here: per-stage (instead of per-replica) persistent speeds, which a StepGraph cannot
-express (a persistent factor shared by the ops of one stage is a correlation across ops; only a
-replica group carries a ``speed``).
+Measured tables and their reading: ``validation/results/workload_agreement.md``.
 
 Usage::
 
     python validation/workload_agreement.py [--samples N] [--presets NAME ...] [--gpus N ...]
                                             [--seed S] [--no-explicit] [--json]
                                             [--folding | --folding-only] [--config FILE]
-"""  # noqa: E501 (recorded output tables above, kept at their printed width)
+"""
 
 from __future__ import annotations
 
