@@ -876,7 +876,23 @@ def convolve_grids(a: GridDistribution, b: GridDistribution) -> GridDistribution
         moments,
         min(a.tail_index, b.tail_index),
         roundoff,
+        law=_sum_law(a, b),
     ).trimmed()
+
+
+def _sum_law(a: GridDistribution, b: GridDistribution) -> Distribution | None:
+    """The closed-form law of the sum where one exists (normals; gammas of one scale).
+
+    Kept so that a later maximum of i.i.d. copies takes exact moments from it.
+    """
+    for x, c in ((a, b), (b, a)):  # a constant shifts the other's law
+        if x.law is not None and c.moments is not None and c.moments[1] == 0.0:
+            return x.law.shift(c.moments[0])
+    if a.law is None or b.law is None:
+        return None
+    from .closed_sums import closed_form_sum
+
+    return closed_form_sum([a.law, b.law])
 
 
 def convolve_grids_bounded(a: GridDistribution, b: GridDistribution) -> GridDistribution:
@@ -931,4 +947,5 @@ def convolve_grids_bounded(a: GridDistribution, b: GridDistribution) -> GridDist
         moments,
         min(a.tail_index, b.tail_index),
         a.roundoff + b.roundoff,
+        law=_sum_law(a, b),
     ).trimmed()
