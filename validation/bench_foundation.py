@@ -5,17 +5,7 @@ PRISM-style Monte Carlo that samples every kernel of every rank explicitly, and 
 answer, known here to a bracket: the same computation under a 25x finer policy
 (``GridPolicy(rel_width=1e-5)``), whose rounding sandwich provably contains the exact quantile.
 
-Measured on the 2-core dev machine, command
-``python validation/bench_foundation.py --ranks 65536 --ops 64 --mc-steps 1000``::
-
-    case: max over 65,536 ranks of a 64-op chain of lognormal(1, 0.05) kernels
-                                    time       p50 (s)    err p50       p99 (s)    err p99
-    reference (1e-5 grid)          0.67s      65.72247  +-4.9e-06      66.07954  +-4.8e-06
-    analytic (default)            10.7ms      65.72256   +1.3e-06      66.07992   +5.7e-06
-    Monte Carlo                    70.1s      65.72694   +6.8e-05      66.05011   -4.5e-04
-    ratio MC / analytic time: 6,548x
-    q=0.5: reference bracket [65.72215, 65.72279]; analytic bracket [65.71450, 65.73050] (width 2.4e-04, contains reference: True); MC 95% CI [65.72170, 65.73845] = [-1.2e-05, +2.4e-04]
-    q=0.99: reference bracket [66.07922, 66.07986]; analytic bracket [66.07150, 66.08750] (width 2.4e-04, contains reference: True); MC 95% CI [66.02554, 66.26984] = [-8.2e-04, +2.9e-03]
+Recorded output: ``validation/results/bench_foundation.md``.
 
 Usage::
 
@@ -23,7 +13,7 @@ Usage::
 
 Progress of the Monte Carlo goes to stderr. Speed is reported as a ratio measured in one process
 never asserted.
-"""  # noqa: E501 (recorded output lines above, kept at their printed width)
+"""
 
 from __future__ import annotations
 

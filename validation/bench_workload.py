@@ -24,14 +24,7 @@ tp 8, pp 16, vpp 8, dp 512, 16 microbatches, a 4,096-op pipeline body):
 
 The record (``python validation/bench_workload.py --also 2.5e-4:1 --out
 validation/results/bench_workload``) is ``validation/results/bench_workload.md``, with its
-commit, time and load: on llama3-405b at 65,536 GPUs the analytic answer is ~110x (cold) and
-~360x (warm) cheaper in CPU than the 1,000-sample run, and within its 95% half-width at every
-level. 1,000x is met warm with the opt-in ``GridPolicy(op_refine=1)`` only (every quantile
-moves <= 0.02 ms and stays inside the default's bracket; ``validation/results/
-bench_resolution.md`` has the trade-off for other policies). Cold stays short of it because
-of the canonical-form core (~125 ms CPU: ~284 batched maxima of ~100 small numpy calls each, a
-cost of call count, not arithmetic) and the schedule's mean path (~20 ms); the grid side's
-FFT lengths are set by the bracket's cell count.
+commit, time and load.
 
 Usage::
 
