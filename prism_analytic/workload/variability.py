@@ -9,31 +9,8 @@ Data live outside the project (``shared/data`` beside the repository, read-only)
 :func:`resolve_data_dir` finds them: an explicit argument, else ``$PRISM_DATA``, else
 ``../shared/data`` from the current directory.
 
-Measured here (``spatial_stats``, per-GPU value = median over the GPU's runs; 95%
-percentile-bootstrap intervals over GPUs, 2,000 resamples, seed 0):
-
-===============  ====  =====  =======================  =====================  =====================
-dataset          GPUs  runs   across-GPU CV            p99 / p50              max / p50
-===============  ====  =====  =======================  =====================  =====================
-sgemm-longhorn   392   11087  0.0199 [0.0160, 0.0251]  1.050 [1.036, 1.077]   1.203 [1.054, 1.205]
-resnet-longhorn  336   1404   0.0281 [0.0242, 0.0315]  1.110 [1.087, 1.119]   1.120 [1.109, 1.124]
-bert-longhorn    136   1096   0.0079 [0.0056, 0.0100]  1.036 [1.011, 1.039]   1.039 [1.031, 1.040]
-frontera-resnet  296   1480   0.0271 [0.0212, 0.0323]  1.129 [1.118, 1.135]   1.145 [1.129, 1.146]
-frontera-bert    276   1656   0.0103 [0.0071, 0.0131]  1.058 [1.024, 1.060]   1.060 [1.058, 1.061]
-===============  ====  =====  =======================  =====================  =====================
-
-SGEMM Longhorn also gives a within-GPU run-to-run CV of 0.0012 (median over GPUs), a
-robust body CV (1.4826 MAD) of 0.017, 1.0% of GPUs beyond 3 robust sd (mean 1.10x), and
-corr(kernel time, SM clock) = -0.94 over runs. Bootstrap intervals of a maximum are
-pinned near the sample maximum (the bootstrap cannot see beyond the data): read the
-max/p50 interval as "at least", not as a confidence interval. The within-GPU CVs of the
-end-to-end training runs (ResNet 0.031, BERT 0.013 on Longhorn) are much larger than
-SGEMM's, so for those workloads the spatial/temporal split is less clean.
-
-MLPerf Llama 3.1 405B step times (3 runs per size pooled, first two steps per run
-dropped) reproduce the SOURCE.md table: medians 19.31, 8.45, 8.50, 7.16, 5.83 s at 512,
-1,024, 1,536, 2,048, 2,496 GPUs; 0.39% of all steps (17 of 4,376) exceed 1.1x their
-size's median, by a median 1.2 s (the default :class:`~.config.HiccupConfig`).
+Measured values (per dataset: across-GPU CV, p99/p50, max/p50 with bootstrap intervals; the
+MLPerf step outliers): ``validation/results/gpu_variability_stats.md``.
 """
 
 from __future__ import annotations
