@@ -282,3 +282,21 @@ def test_two_sizes_identify_the_fixed_cost(tmp_path):
     assert cost.interval[0] < 0.7 < cost.interval[1] and cost.value == pytest.approx(0.7, rel=0.1)
     with pytest.raises(CalibrationError, match="at least 2"):
         calibrate_sizes(cases[:1], evaluate=stub)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_interval_contains_its_estimate_at_the_fewest_resamples(tmp_path, seed):
+    """At the smallest resample count allowed (200), on a lumpy log (few distinct values,
+    a handful of stalls), every reported interval still holds its own estimate."""
+    rng = np.random.default_rng(seed)
+    t = np.round(20.0 + 0.08 * rng.standard_normal(120), 1)
+    t[rng.choice(t.size, 4, replace=False)] += 4.0
+    lg = read_step_log(_write(tmp_path, "lumpy.csv", "step_time_s\n" + "\n".join(map(str, t))))
+    res = calibrate_to_logs(
+        preset_job("llama3-8b", 8), [lg], n_resamples=200, check_body=False, evaluate=_stub()
+    )
+    lo, hi = res.target["median_ci_s"]
+    assert lo <= res.target["median_s"] <= hi
+    for p in res.parameters:
+        if p.value is not None and p.interval is not None:
+            assert p.interval[0] <= p.value <= p.interval[1], p.key

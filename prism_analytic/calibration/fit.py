@@ -433,13 +433,19 @@ def calibrate_to_logs(
         params.append(jitter_param)
         if jitter_param.identified:
             base = _jitter(base, jitter_param.value)
-    eff, law = solve_gemm_efficiency(base, target, "p50", evaluate=evaluate)
+    # the search's tolerance well inside the median's interval (1e6 steps: an interval of
+    # 2e-4 of the step, the default tolerance), so that its ends are not search noise
+    rtol = min(2e-4, max(1e-6, 0.05 * (m_hi - m_lo) / target))
+    eff, law = solve_gemm_efficiency(base, target, "p50", rtol=rtol, evaluate=evaluate)
     tuned = _with(base, _gemm_overlay(base, eff))
     if shape == "auto":  # no jitter fitted: the two laws of the fitted job compete
         shape, shape_choice = _auto_shape(tuned, law, norm, evaluate, confidence, seed)
     # the percentile interval maps through the monotone median(eff): slower median -> lower eff
-    e_lo, _ = solve_gemm_efficiency(tuned, m_hi, "p50", evaluate=evaluate)
-    e_hi, _ = solve_gemm_efficiency(tuned, m_lo, "p50", evaluate=evaluate)
+    e_lo, _ = solve_gemm_efficiency(tuned, m_hi, "p50", rtol=rtol, evaluate=evaluate)
+    e_hi, _ = solve_gemm_efficiency(tuned, m_lo, "p50", rtol=rtol, evaluate=evaluate)
+    if not e_lo <= eff <= e_hi:  # the three searches each stop within rtol of their target
+        e_lo, e_hi = min(e_lo, eff), max(e_hi, eff)
+        m_note += f" (widened to the estimate: the searches stop within {rtol:.1g} of the step)"
     params.insert(
         0,
         FittedParameter(
