@@ -81,19 +81,7 @@ class LatencyFit:
         return FAMILIES[self.family][0](*self.params)
 
     def sample(self, size, rng) -> np.ndarray:
-        """Draw from the fitted law (empirical: resample the data).
-
-        Parameters
-        ----------
-        size : int or tuple
-            Output shape.
-        rng : numpy.random.Generator
-            Random generator.
-
-        Returns
-        -------
-        numpy.ndarray
-        """
+        """Draw ``size`` values with ``rng`` from the fitted law (empirical: resample the data)."""
         if self.frozen is None:
             return rng.choice(self.samples, size=size, replace=True)
         return self.frozen.rvs(size=size, random_state=rng)

@@ -76,33 +76,13 @@ class SplicedFit:
         return stats.genpareto(self.shape, loc=self.threshold, scale=self.scale)
 
     def cdf(self, x) -> np.ndarray:
-        """Cumulative distribution function.
-
-        Parameters
-        ----------
-        x : array_like
-            Points.
-
-        Returns
-        -------
-        numpy.ndarray
-        """
+        """Cumulative distribution function at ``x``."""
         x = np.asarray(x, dtype=float)
         w = self.tail_weight
         return (1 - w) * self.body.cdf(x) + w * self.tail.cdf(x)
 
     def logpdf(self, x) -> np.ndarray:
-        """Log density (``-inf`` outside the support).
-
-        Parameters
-        ----------
-        x : array_like
-            Points.
-
-        Returns
-        -------
-        numpy.ndarray
-        """
+        """Log density at ``x`` (``-inf`` outside the support)."""
         x = np.asarray(x, dtype=float)
         w = self.tail_weight
         with np.errstate(divide="ignore"):
@@ -111,19 +91,7 @@ class SplicedFit:
         return np.where(x <= self.threshold, below, above)
 
     def rvs(self, size, rng) -> np.ndarray:
-        """Random draws.
-
-        Parameters
-        ----------
-        size : int or tuple
-            Output shape.
-        rng : numpy.random.Generator
-            Random generator.
-
-        Returns
-        -------
-        numpy.ndarray
-        """
+        """``size`` random draws with the generator ``rng``."""
         in_tail = rng.random(size) < self.tail_weight
         body = self.body.rvs(size=size, random_state=rng)
         tail = self.tail.rvs(size=size, random_state=rng)
