@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from prism_analytic.analyses.decompose import decompose
 from prism_analytic.analyses.interruptions import (
@@ -14,6 +15,14 @@ from prism_analytic.analyses.interruptions import (
     optimal_interval,
     young_interval,
 )
+from prism_analytic.analyses.renewal import (
+    WorkMixture,
+    expected_run,
+    log_cf_excess,
+    negbin_upper,
+    run_wall_law,
+)
+from prism_analytic.analyses.renewal_mc import simulate_walls, simulate_walls_events
 from prism_analytic.analyses.runtime import run_time, simulate_runs, steps_for_tokens
 from prism_analytic.cli import main
 from prism_analytic.workload.builder import build_step_graph
@@ -44,23 +53,8 @@ def test_llama3_interruption_count_from_per_gpu_rate():
 
 
 def _simulate_wall(work, tau, intr, gpus, runs, rng):
-    """Discrete-event simulation: exponential failures, checkpoints, restarts."""
-    lam = intr.failure_rate * gpus / 3600
-    out = np.empty(runs)
-    c, r = intr.checkpoint_cost_s, intr.restart_s
-    for i in range(runs):
-        done, wall = 0.0, 0.0
-        while done < work:
-            seg = min(tau, work - done)
-            need = seg + (c if done + seg < work else 0.0)
-            t_fail = rng.exponential(1 / lam)
-            if t_fail >= need:
-                wall += need
-                done += seg
-            else:
-                wall += t_fail + r
-        out[i] = wall
-    return out
+    """Event simulation: exponential failures (also during restarts), checkpoints, restarts."""
+    return simulate_walls_events(np.full(runs, work), tau, intr, gpus, rng=rng)
 
 
 def test_interruptions_match_event_simulation():
@@ -116,3 +110,138 @@ def test_run_time_distribution_with_failures_matches_event_simulation(parts):
     )
     for q in (0.5, 0.95):
         assert rt.quantile(q) == pytest.approx(np.quantile(sims, q), rel=0.02)
+
+
+# --- the renewal law in every failure regime --------------------------------------------
+
+
+def _mc_check(law, walls, levels=(0.01, 0.5, 0.99)):
+    """The law's mean within 4 standard errors of the Monte Carlo's; its quantiles inside the
+    Monte Carlo's 99.9% order-statistic intervals (widened by the law's stated resolution)."""
+    n = walls.size
+    se = walls.std(ddof=1) / math.sqrt(n)
+    assert abs(law.mean - walls.mean()) < 4 * se, (law.mean, walls.mean(), se)
+    w = np.sort(walls)
+    for q in levels:
+        lo = max(int(stats.binom.ppf(0.0005, n, q)) - 1, 0)
+        hi = min(int(stats.binom.ppf(0.9995, n, q)), n - 1)
+        qa = float(np.interp(q, law.cdf, law.x))
+        assert w[lo] - 13 * law.h <= qa <= w[hi] + 13 * law.h, (q, qa, w[lo], w[hi])
+
+
+@pytest.mark.parametrize(
+    ("rate", "restart", "ckpt", "tau"),
+    [
+        (1e-3, 600.0, 60.0, 900.0),  # MTBF 3.9 h >> restart: a few failures per run
+        (0.1, 600.0, 60.0, 120.0),  # MTBF 75 min
+        (3.0, 600.0, 30.0, 40.0),  # MTBF 150 s < restart 600 s: failure-dominated
+    ],
+)
+def test_renewal_law_matches_event_by_event_monte_carlo(rate, restart, ckpt, tau):
+    gpus, w_mean, w_sd = 8, 20_000.0, 200.0
+    intr = Interruptions(failure_rate=rate, restart_s=restart, checkpoint_cost_s=ckpt)
+    lam = rate * gpus / 3600
+    law = run_wall_law(
+        WorkMixture(np.array([1.0]), np.array([w_mean]), np.array([w_sd**2])),
+        tau,
+        lam,
+        ckpt,
+        restart,
+    )
+    rng = np.random.default_rng(7)
+    work = w_mean + w_sd * rng.standard_normal(3000)
+    walls = simulate_walls_events(work, tau, intr, gpus, rng=rng)
+    _mc_check(law, walls)
+    # the segment-wise simulator (used where events are too many to play) agrees too
+    _mc_check(law, simulate_walls(work, tau, intr, gpus, rng=rng))
+
+
+def test_renewal_law_far_below_restart_time():
+    # MTBF 45 s, restart 600 s: e^13 restart attempts per failure, far too many to play
+    gpus, rate, tau = 8, 10.0, 50.0
+    intr = Interruptions(failure_rate=rate)
+    work = WorkMixture(np.array([1.0]), np.array([5000.0]), np.array([50.0**2]))
+    law = run_wall_law(work, tau, rate * gpus / 3600, 60.0, 600.0)
+    rng = np.random.default_rng(3)
+    walls = simulate_walls(5000 + 50 * rng.standard_normal(3000), tau, intr, gpus, rng=rng)
+    _mc_check(law, walls)
+    assert law.mean > 1e8  # the run is dominated by restarts that rarely complete
+
+
+def test_segment_mean_is_dalys_closed_form():
+    lam, t, r = 1 / 300, 200.0, 100.0
+    e = float(expected_run(lam, t, 1e12, 0.0, r))
+    assert e == pytest.approx(math.expm1(lam * t) * math.exp(lam * r) / lam, rel=1e-12)
+    # the characteristic function's slope at 0 is the mean of S - T
+    eps = 1e-7
+    d = log_cf_excess(np.array([-1j * eps]), lam, t, r)[0]
+    assert (d.imag / -eps) == pytest.approx(e - t, rel=1e-5)
+
+
+def test_chernoff_count_bound_dominates_the_exact_quantile():
+    for m, x in [(1, 0.5), (30, 2.0), (3000, 0.51), (1e6, 1e-3)]:
+        exact = stats.nbinom.isf(1e-10, m, math.exp(-x))
+        assert negbin_upper(m, x, 1e-10) >= exact
+
+
+def test_optimal_interval_beats_its_neighbours():
+    intr = Interruptions(failure_rate=1e-3)
+    gpus, work = 256, 1e5
+    tau = optimal_interval(work, intr, gpus)
+    best = expected_wall(work, tau, intr, gpus)
+    for t in np.geomspace(tau / 20, min(tau * 20, work), 200):
+        assert best <= expected_wall(work, t, intr, gpus) * (1 + 1e-9)
+    assert tau < 3600 / (intr.failure_rate * gpus)  # below the job's MTBF
+
+
+def test_expensive_checkpoints_mean_no_checkpoint():
+    intr = Interruptions(checkpoint_cost_s=1e9)
+    assert optimal_interval(5e4, intr, 8) == math.inf
+    assert expected_wall(5e4, math.inf, intr, 8) < 5e4 * 1.01
+
+
+def _cli_json(capsys, *args):
+    import json
+
+    assert main(["runtime", "--preset", "llama3-8b", "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--gpus", "8", "--steps", "1000", "--failure-rate", "3"],
+        ["--gpus", "8", "--steps", "1000", "--failure-rate", "10"],
+        ["--gpus", "8", "--steps", "1000", "--checkpoint-cost", "1e9"],
+        ["--gpus", "8", "--steps", "1000", "--checkpoint-interval", "1e12"],
+        ["--gpus", "8", "--steps", "1000", "--checkpoint-cost", "0"],
+        ["--gpus", "1", "--steps", "100"],
+    ],
+)
+def test_cli_runtime_is_consistent_in_every_regime(capsys, args):
+    d = _cli_json(capsys, *args)
+    i = d["interruptions"]
+    assert d["mean_s"] == pytest.approx(i["expected_wall_s"], rel=1e-12)
+    assert d["p99_s"] >= d["p50_s"] >= d["p1_s"] >= d["work"]["p1_s"] * 0.99
+    assert d["std_s"] > 0
+    # goodput and mean tell the same story
+    assert i["goodput"] == pytest.approx(d["work"]["mean_s"] / d["mean_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--failure-rate", "1e6"],
+        ["--restart", "1e12"],
+        ["--checkpoint-interval", "1e12", "--failure-rate", "10"],
+    ],
+)
+def test_cli_runtime_beyond_floats_is_inf_with_a_note(capsys, args):
+    d = _cli_json(capsys, "--gpus", "8", "--steps", "1000", *args)
+    assert d["mean_s"] is None and d["p50_s"] is None  # inf in JSON
+    assert "exceeds the largest float" in d["interruptions"]["note"]
+
+
+def test_failslow_covering_the_run_is_a_clear_error():
+    with pytest.raises(ValueError, match="failslow_rate"):
+        expected_wall(1e4, 600.0, Interruptions(failslow_rate=1.0), 8)

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import optimize, stats
 
-from .renewal import expected_run, log_expected_run, log_expected_segment
+from .renewal import expected_run, log_expected_segment
 
 __all__ = [
     "LLAMA3_INTERRUPTIONS",
@@ -145,14 +145,17 @@ def expected_wall(work_s: float, interval_s: float, intr: Interruptions, gpus: i
 def optimal_interval(
     work_s: float, intr: Interruptions, gpus: int, *, min_interval_s: float = 0.0
 ) -> float:
-    """The checkpoint interval minimising :func:`expected_wall` (seconds of work).
+    """The checkpoint interval minimising :func:`expected_wall` of ``work_s`` (seconds of work).
 
-    The continuous optimum of the cost per work ``expm1(lam (tau + C)) / tau`` (which
-    neither the restart time nor the run length moves), the intervals dividing the work
-    evenly on either side of it, and no checkpoint at all (``tau = inf``): the one with the
-    least expected wall. ``work_s`` when there are no failures. ``min_interval_s`` (one
-    step: a checkpoint is written between steps) bounds it from below; without it a free
-    checkpoint (``C = 0``) would be written ever more often.
+    Within the intervals giving ``n`` full segments the expected wall grows with the
+    interval (the last segment shrinks by ``n`` seconds for each second the others grow),
+    so the optimum is approached just above ``work / k`` for some ``k`` segments: ``k - 1``
+    checkpoints and a last segment as long as the others, with no checkpoint after it. It
+    searches ``k`` around the continuous optimum of the cost per work
+    ``expm1(lam (tau + C)) / tau`` (which neither the restart time nor the run length
+    moves), ``k = 1`` meaning no checkpoint at all (``inf``). ``work_s`` when there are no
+    failures. ``min_interval_s`` (one step: a checkpoint is written between steps) bounds
+    it from below; without it a free checkpoint (``C = 0``) would be written ever more often.
     """
     lam = intr.failure_rate * gpus / 3600.0
     work = float(work_s)
@@ -169,11 +172,21 @@ def optimal_interval(
     res = optimize.minimize_scalar(
         log_cost, bounds=(top - 25.0, top), method="bounded", options={"xatol": 1e-9}
     )
-    tau = min(max(math.exp(res.x), min_interval_s), work)
-    k = work / tau
-    cands = {tau, math.inf} | {work / j for j in (math.floor(k), math.ceil(k)) if j >= 1}
-    walls = {t: float(log_expected_run(lam, work, t, c, r)) for t in cands}
-    return float(min(walls, key=lambda t: (walls[t], -t)))
+    tau_c = min(max(math.exp(res.x), min_interval_s), work)
+    k_c = work / tau_c
+    k_max = math.floor(work / min_interval_s) if min_interval_s > 0 else math.inf
+    if k_c > 1e6:  # the segments' granularity is immaterial
+        return tau_c
+    ks = np.arange(max(1, math.floor(k_c / 3)), min(math.ceil(3 * k_c) + 2, k_max) + 1)
+    ks = np.union1d(ks, [1]).astype(float)
+    seg = work / ks
+    # k - 1 full segments and a last one of the same work: log of (k - 1) E[S(seg + C)] + E[S(seg)]
+    with np.errstate(divide="ignore"):
+        full = np.log(ks - 1) + log_expected_segment(lam, seg + c, r)
+    cost = np.logaddexp(full, log_expected_segment(lam, seg, r))
+    k = float(ks[int(np.argmin(cost))])
+    # just above work / k, so that the last segment needs no checkpoint after it
+    return math.inf if k == 1 else float(np.nextafter(work / k, math.inf) * (1 + 1e-12))
 
 
 def compound_poisson_pmf(
