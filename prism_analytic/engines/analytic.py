@@ -338,10 +338,7 @@ class _Evaluator:
         if pick["shape"] != "template":  # "skew" is Clark-Mehler's: other methods stay normal
             return to_grid(normal(res.mean, res.std), h, self.policy)
         # "template": the shape from independent propagation, location and scale from the
-        # canonical form. Measured against Monte Carlo (validation/agreement.py): better spread
-        # on deep 1F1B (16x64: +1.6% vs -6.1%; 8x32: -1.1% vs -4.0%) but much worse on the
-        # interleaved schedule (+25%) and on a 4x8 pipeline's 512-replica max (KS 0.11 vs
-        # 0.05), so it is an option, not the default.
+        # canonical form; an option, not the default (much worse on interleaved schedules)
         h_t = res.std / TEMPLATE_CELLS
         k0, p = _independent_template(m, h_t)
         x = (k0 + np.arange(p.size)) * h_t
@@ -362,12 +359,9 @@ def _op_spacing(
     max of grids lands on the coarsest spacing among them. Once such a grid of spacing ``H``
     is in the graph, ops discretised much below ``H / k`` (``k`` ops on the deepest path) only
     make larger FFTs. They get ``H / (refine k)`` (``GridPolicy.op_refine``, default 4): their
-    ``k`` roundings together stay within ``1 / refine`` of a cell of ``H``. Measured with 4
-    (prediction time under load 9; p50/p99 bracket widths): llama3-405b at 65,536 GPUs 1.46
-    -> 0.91 s, gpt3-175b at 1,024 GPUs 1.35 -> 1.01 s, with every bracket width unchanged
-    (with ``H / k``: 0.86 s, but 405b's p99 bracket one cell wider, +25%). ``h`` itself (the
-    policy's spacing) is never coarsened. With the op grids cached
-    (``validation/results/bench_workload.md``, "resolution"): refine 1 is the opt-in trade.
+    ``k`` roundings together stay within ``1 / refine`` of a cell of ``H`` (faster, brackets
+    unchanged on the presets; ``H / k`` widens them). ``h`` itself (the policy's spacing) is
+    never coarsened; refine 1 is the opt-in trade (``validation/results/bench_workload.md``).
     """
     if not children:
         return h

@@ -3,12 +3,9 @@
 The analytic and bounds engines call BLAS only for vector products over lattices (norms in the
 FFT round-off bound, means of grids, mixtures' CDFs: ``(cells x components) @ weights``). These
 are memory-bound; OpenBLAS splits them over its threads once they pass a few thousand entries,
-and on a busy machine the threads wait for each other. Measured on the project's shared
-2-core box under load (``np.dot`` of 3e5 doubles): 27 ms with the default threads, 0.6 ms with
-one. That made the evaluation time depend on the lattice size far more than its arithmetic
-does (llama3-8b at 1,048,576 GPUs: 0.45 s -> 0.21 s with one thread; llama3-8b at 64 GPUs:
-0.25 s -> 0.18 s). :func:`single_blas_thread` limits BLAS to one thread for the duration of
-an evaluation and restores the caller's setting afterwards.
+and on a busy machine the threads wait for each other (``np.dot`` of 3e5 doubles under load:
+27 ms with the default threads, 0.6 ms with one). :func:`single_blas_thread` limits BLAS to one
+thread for the duration of an evaluation and restores the caller's setting afterwards.
 """
 
 from __future__ import annotations

@@ -2,13 +2,9 @@
 
 The analytic engine discretises every op law of a graph on the spacing its graph asks for
 (:func:`~prism_analytic.distributions.to_grid`), which on a large job is a third of a warm
-prediction (llama3-405b at 65,536 GPUs: five exposed-communication, optimizer and hiccup laws
-on ~200,000 cells, ~30 ms CPU of ~90 ms). One evaluator already shares them between ops of
-one law; this cache shares them between evaluations, so a repeated prediction of the same graph
-(the default cross-check re-evaluates the exact rest of the step, sweeps over regimes or core
-shapes, a warm call) reads them back. A grid is a pure function of its law and spacing, and no
-code changes a grid in place, so a cached grid is the one a fresh call would build, bit for bit
-(93 of 93 recorded quantiles and brackets on presets and pipelines unchanged).
+prediction. This cache shares them between evaluations (the cross-check, sweeps, a warm call).
+A grid is a pure function of its law and spacing, and no code changes a grid in place, so a
+cached grid is the one a fresh call would build, bit for bit.
 
 Keys are the law's own ``_key()`` (equal parameters give equal keys) with the spacing and the
 policy. A law without parameter keys is keyed by its ``id``; the cache holds the law itself

@@ -47,9 +47,8 @@ __all__ = ["LEVELS", "LogLatticeParts", "narrower"]
 #: Levels at which the linear and the log-lattice answers are compared.
 LEVELS = (0.5, 0.9, 0.95, 0.99, 0.999)
 
-#: Most ops (replica bodies counted once) a graph may have to be evaluated on the log lattice:
-#: an addition costs ~65 ms at 4,096 cells per octave (chains of 10 / 50 / 200 lognormal
-#: sigma 1.6 ops: 0.8 / 3.3 / 13.5 s CPU under load 8). Larger graphs keep the linear answer.
+#: Most ops (replica bodies counted once) a graph may have to be evaluated on the log lattice
+#: (an addition costs ~65 ms at 4,096 cells per octave). Larger graphs keep the linear answer.
 MAX_OPS = 64
 
 #: A linear answer whose widest relative bracket at :data:`LEVELS` is within this many times
