@@ -102,6 +102,8 @@ def _iid_max_moments(law: Distribution, n: int) -> tuple[float, float] | None:
         return float(law.mean()), float(law.var())
     if not law.is_exact or law.tail_index <= 2 or not _continuous(law):
         return None
+    if not _cheap_quantiles(law):  # a mixture inverts its CDF by bisection: integrate in x
+        return _max_moments_in_x([(law, int(n))])
     centre = float(law.quantile(0.5))
 
     def x(e: float) -> float:
@@ -117,6 +119,16 @@ def _iid_max_moments(law: Distribution, n: int) -> tuple[float, float] | None:
     except (ArithmeticError, ValueError, OverflowError):
         return None
     return centre + m1, var
+
+
+def _cheap_quantiles(law: Distribution) -> bool:
+    """Closed-form quantiles (scipy's families and their affine maps), not a bisection."""
+    from .base import Affine
+    from .parametric import ScipyDistribution
+
+    if isinstance(law, Affine):
+        return _cheap_quantiles(law.base)
+    return isinstance(law, ScipyDistribution)
 
 
 def _continuous(law: Distribution) -> bool:
@@ -173,12 +185,21 @@ def _max_independent_moments(laws: list[Distribution]) -> tuple[float, float] | 
     """
     if not laws or not all(_continuous(d) and d.tail_index > 2 for d in laws):
         return None
-    centre = max(float(d.quantile(0.5)) for d in laws)
-    scale = max(float(d.std()) for d in laws)
+    return _max_moments_in_x([(d, 1) for d in laws])
+
+
+def _max_moments_in_x(parts: list[tuple[Distribution, int]]) -> tuple[float, float] | None:
+    """Moments of the maximum of ``count`` copies of each law, integrated over x.
+
+    Centred where the maximum lives (the largest single-copy level ``1 - 1/count``, at least
+    the median) and scaled by the largest standard deviation.
+    """
+    centre = max(float(d.isf(min(0.5, 1.0 / k))) for d, k in parts)
+    scale = max(float(d.std()) for d, _ in parts)
 
     def log_cdf(t: float) -> float:
         x = centre + scale * t
-        return sum(_log_cdf(d, x) for d in laws)
+        return sum(k * _log_cdf(d, x) for d, k in parts)
 
     def s_m(t: float) -> float:
         return -math.expm1(log_cdf(t))
