@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "prism_analytic"
 
 #: Layers, lowest first: a module may import its own layer or lower ones, never higher.
 LAYERS = [
-    {"_checks", "policy", "datasets", "plotting"},
+    {"_checks", "policy", "datasets", "plotting", "progress"},
     {"distributions", "operations", "evt"},
     {"graph", "schedules"},
     {"engines"},
