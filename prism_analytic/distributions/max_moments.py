@@ -17,6 +17,7 @@ its estimate of the absolute error is checked, not trusted silently.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -32,13 +33,21 @@ RTOL = 1e-11
 E_MAX = 746.0
 
 
+def _quad(f, a: float, b: float, epsabs: float) -> tuple[float, float]:
+    """QUADPACK at :data:`RTOL`; its warnings are dropped, its error estimate is checked."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", integrate.IntegrationWarning)
+        val, err = integrate.quad(f, a, b, epsabs=epsabs, epsrel=RTOL, limit=400)
+    return float(val), float(err)
+
+
 def _integral(f, what: str) -> float:
     # the integrand is smooth in e except a logarithmic growth of the quantile at e -> 0,
     # which QUADPACK's extrapolation handles; beyond E_MAX the weight exp(-e) is below the
     # smallest double, so the range ends there
     total, err_total = 0.0, 0.0
     for a, b in ((0.0, 1.0), (1.0, 40.0), (40.0, E_MAX)):
-        val, err = integrate.quad(f, a, b, epsabs=0.0, epsrel=RTOL, limit=400)
+        val, err = _quad(f, a, b, epsabs=0.0)
         total += val
         err_total += err
     if not (math.isfinite(total) and err_total <= 1e-8 * max(abs(total), 1e-300)):
@@ -223,7 +232,7 @@ def _max_moments_in_x(parts: list[tuple[Distribution, int]]) -> tuple[float, flo
 
 def _integral_x(f, a: float, b: float) -> float:
     """``int_a^b f`` in standardised units (one infinite end), the error estimate checked."""
-    val, err = integrate.quad(f, a, b, epsabs=1e-13, epsrel=RTOL, limit=400)
+    val, err = _quad(f, a, b, epsabs=1e-13)
     if not (math.isfinite(val) and err <= 1e-8 * max(abs(val), 1e-12)):
         raise ArithmeticError(f"quadrature did not converge ({val!r} +- {err!r})")
     return val
