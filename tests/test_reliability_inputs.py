@@ -137,6 +137,16 @@ def test_binary_step_log_names_the_file_and_the_formats(binary, capsys):
     assert binary.name in err and "binary" in err and "CSV" in err and "MLLOG" in err
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".json", ".json.gz"])
+def test_binary_trace_names_the_file_and_the_formats(suffix, tmp_path):
+    from prism_analytic.traces.readers import read_trace
+
+    path = tmp_path / f"blob{suffix}"
+    path.write_bytes(bytes(range(256)) * 8)
+    with pytest.raises(TraceFormatError, match=r"blob.*a trace is a per-op \.parquet or \.csv"):
+        read_trace(path)
+
+
 # ----- traces ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def trace() -> object:

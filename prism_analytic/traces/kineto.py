@@ -37,7 +37,8 @@ def _load(path: Path) -> dict:
             data = json.loads(path.read_text())
     except (json.JSONDecodeError, EOFError, OSError, UnicodeDecodeError) as exc:
         raise TraceFormatError(
-            f"{path}: not a complete Chrome-trace JSON (truncated or damaged): {exc}"
+            f"{path}: not a complete Chrome-trace JSON (truncated or damaged): {exc}; a trace is"
+            " a per-op .parquet or .csv table, or Kineto .json / .json.gz (a file or a folder)"
         ) from None
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise TraceFormatError(f"{path}: no 'traceEvents' list; not a Kineto/Chrome trace")

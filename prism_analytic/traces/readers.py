@@ -27,6 +27,10 @@ __all__ = [
 #: Columns an op table must have.
 OP_TABLE_REQUIRED = ("dp_rank", "stage", "rank", "step", "optype", "start_ts", "duration")
 _OPTIONAL = {"seq_id": "seq_id", "mb_id": "microbatch", "mc": "chunk"}
+#: What a trace may be, for messages about files that are none of it.
+TRACE_FORMATS = "a per-op .parquet or .csv table, or Kineto .json / .json.gz (a file or a folder)"
+#: What a step-time file may be.
+STEP_FORMATS = "a JSON list or object of step times, or a CSV with a step_time_s column"
 
 
 def _check_file(path: Path) -> None:
@@ -49,7 +53,7 @@ def _load_frame(path: Path):
     except Exception as exc:  # pyarrow/pandas raise many types for damaged files
         raise TraceFormatError(
             f"{path}: cannot be read as {suffix.lstrip('.')} (truncated or not that format?): "
-            f"{type(exc).__name__}: {exc}"
+            f"{type(exc).__name__}: {exc}; a trace is {TRACE_FORMATS}"
         ) from None
     raise TraceFormatError(f"{path}: unknown op-table format {suffix!r}; use .parquet or .csv")
 
@@ -204,7 +208,9 @@ def read_step_series(path):
         try:
             data = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise TraceFormatError(f"{path}: not valid JSON (truncated?): {exc}") from None
+            raise TraceFormatError(
+                f"{path}: not valid JSON (truncated?): {exc}; expected {STEP_FORMATS}"
+            ) from None
         values, labels = _json_values(data, path)
         steps = _int_labels(labels)
     elif path.suffix.lower() == ".csv":
@@ -212,7 +218,9 @@ def read_step_series(path):
         try:
             frame = pd.read_csv(path)
         except Exception as exc:
-            raise TraceFormatError(f"{path}: cannot be read as CSV: {exc}") from None
+            raise TraceFormatError(
+                f"{path}: cannot be read as CSV: {exc}; expected {STEP_FORMATS}"
+            ) from None
         cols = [c for c in ("step_time_s", "step_time") if c in frame.columns]
         if not cols and frame.shape[1] != 1:
             raise TraceFormatError(
