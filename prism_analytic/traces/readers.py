@@ -53,7 +53,7 @@ def _load_frame(path: Path):
     except Exception as exc:  # pyarrow/pandas raise many types for damaged files
         raise TraceFormatError(
             f"{path}: cannot be read as {suffix.lstrip('.')} (truncated or not that format?): "
-            f"{type(exc).__name__}: {exc}; a trace is {TRACE_FORMATS}"
+            f"{type(exc).__name__}: {' '.join(str(exc).split())}; a trace is {TRACE_FORMATS}"
         ) from None
     raise TraceFormatError(f"{path}: unknown op-table format {suffix!r}; use .parquet or .csv")
 
