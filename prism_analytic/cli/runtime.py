@@ -74,7 +74,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "runtime",
         help="distribution of a whole run's time, with failures and checkpoints",
         description="Run time of M steps with the job's allocation held fixed across steps "
-        "(fresh per-step noise), plus failures, checkpoints, restarts and fail-slow episodes.",
+        "(fresh per-step noise), plus failures, checkpoints, restarts and fail-slow episodes: "
+        "the exact renewal law of fail / restart / redo the work since the last checkpoint, "
+        "whether the job's MTBF is far above or far below the restart time. A run whose "
+        "expected time no float holds is reported as inf (null in JSON) with a note.",
     )
     add_job_arguments(p)
     p.add_argument("--steps", type=positive_int, metavar="M", help="training steps in the run")
@@ -95,7 +98,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--checkpoint-interval",
         type=positive_float,
         metavar="SECONDS",
-        help="work between checkpoints (default: the optimum)",
+        help="work between checkpoints (default: the optimum for the mean work, at least one"
+        " step; none when that is best)",
     )
     p.add_argument(
         "--checkpoint-cost",
