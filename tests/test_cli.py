@@ -30,3 +30,20 @@ def test_demo_rejects_bad_arguments(argv, capsys):
         main(argv)
     assert exc.value.code == 2
     assert "expected" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--scheduler", "local"], "--scheduler distributes Monte Carlo blocks"),
+        (["--tolerance", "2"], "--tolerance: must be a relative error in [0, 1)"),
+        (["--config", "/no/such.toml"], "--config: no such config file"),
+    ],
+)
+def test_predict_rejects_bad_arguments_before_any_work(argv, message, capsys):
+    try:
+        status = main(["predict", "--preset", "llama3-8b", "--gpus", "8", *argv])
+    except SystemExit as exc:  # argparse's own checks exit; the command's return 2
+        status = exc.code
+    assert status == 2
+    assert message in capsys.readouterr().err

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from prism_analytic.cli import main
-from prism_analytic.cli.predict import rare_stall_note
+from prism_analytic.job import rare_stall_note
 from prism_analytic.workload.jobs import build_job, merge_config
 from prism_analytic.workload.prediction import predict_job
 

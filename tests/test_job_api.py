@@ -143,6 +143,18 @@ def test_predict_bad_method_is_a_value_error(small):
         small.predict("exact")
 
 
+def test_predict_takes_the_commands_options(small):
+    with pytest.raises(ValueError, match="--scheduler distributes Monte Carlo blocks"):
+        small.predict(scheduler="local")
+    with pytest.raises(ValueError, match="executor= or scheduler=, not both"):
+        small.predict("montecarlo", scheduler="local", executor=object())
+    with pytest.raises(ValueError, match="cannot evaluate llama3-8b@8: tolerance"):
+        small.predict(tolerance=2.0)
+    here = small.predict("montecarlo", samples=500, seed=4).to_dict()
+    local = small.predict("montecarlo", samples=500, seed=4, scheduler="local", workers=1)
+    assert local.to_dict()["p99_s"] == here["p99_s"]
+
+
 def test_plot_and_html(small_prediction, tmp_path):
     fig = small_prediction.plot()
     assert len(fig.axes) == 1 and fig.axes[0].get_title().startswith("llama3-8b@8")
@@ -304,6 +316,21 @@ def test_sweep_of_a_toml_job_keeps_its_tables(tmp_path):
     rows = Job.from_toml(path).sweep().to_dict()["rows"]
     direct = Job("llama3-8b", 8, variability={"spatial": {"cv": 0.03}}).predict(verify=False)
     assert rows[0]["mean_s"] == pytest.approx(direct.mean(), rel=1e-9)
+
+
+def test_from_args_checks_its_overlays_against_the_final_job(tmp_path):
+    # as `prism predict --config a --config b`: an FP8 efficiency that a later file's FP8
+    # precision uses is accepted; step by step, the first overlay alone would be refused
+    fit = tmp_path / "fit.toml"
+    fit.write_text("[hardware.efficiency]\ngemm_fp8 = 0.5\n")
+    fp8 = tmp_path / "fp8.toml"
+    fp8.write_text('[training]\nprecision = "fp8"\n')
+    job = Job.from_args("llama3-8b", 8, fit, fp8).config
+    assert job.hardware.efficiency.gemm_fp8 == 0.5 and job.training.precision == "fp8"
+    with pytest.raises(ValueError, match="gemm_fp8"):
+        Job.from_args("llama3-8b", 8, fit)
+    with pytest.raises(ValueError, match="--config: no such config file"):
+        Job.from_args("llama3-8b", 8, None, tmp_path / "missing.toml")
 
 
 def test_an_overlay_for_an_unused_precision_is_refused(tmp_path):

@@ -136,8 +136,8 @@ def test_cli_errors_before_work(tmp_path, capsys):
 
 # ----- rows -----------------------------------------------------------------------------------
 def test_invalid_layouts_are_rows_and_values_match_predict():
-    from prism_analytic.cli.predict import run_prediction
     from prism_analytic.workload.jobs import build_job, merge_config
+    from prism_analytic.workload.prediction import predict_job as run_prediction
 
     spec = small_spec(**{"parallelism.tp": "2,16"})
     df = run_sweep(spec, EvalSettings()).table

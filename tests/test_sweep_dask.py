@@ -67,8 +67,8 @@ def test_dask_sweep_rows_identical_to_local(cluster, local_table, tmp_path):
 
 
 def test_montecarlo_on_dask_identical_to_this_process(cluster):
-    from prism_analytic.cli.predict import run_prediction
     from prism_analytic.workload.jobs import build_job
+    from prism_analytic.workload.prediction import predict_job as run_prediction
 
     job = build_job("llama3-8b", 64)
     here, _, _ = run_prediction(job, method="montecarlo", samples=5000, seed=3)

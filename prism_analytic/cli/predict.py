@@ -1,126 +1,59 @@
 """``prism predict``: the step-time distribution of a preset or TOML-described job.
 
-``prism predict --preset NAME --gpus N`` builds the job of a model preset on N GPUs
-(optionally overridden key by key by a TOML ``--config``), turns it into a step DAG with
-:func:`~prism_analytic.workload.builder.build_step_graph` and evaluates it with
-:func:`~prism_analytic.engines.predict.predict`. ``--config FILE`` alone reads a whole
-job (``[job] preset = ..., gpus = ...``) from the file.
+``prism predict --preset NAME --gpus N`` is :meth:`Job.predict <prism_analytic.job.Job.predict>`
+of ``Job.from_args(NAME, N, ...)``: the job of a model preset on N GPUs, optionally overridden
+key by key by a TOML ``--config`` (``--config FILE`` alone reads a whole job, ``[job] preset =
+..., gpus = ...``; further ``--config`` files merge on top). The command parses the options,
+prints the result's ``summary()`` or ``to_dict()`` and writes its plot.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
-from ..workload.config.job import JobConfig
+# other commands and scripts take the job builders from here
 from ..workload.jobs import apply_overlay, build_job
 from .argtypes import positive_int, sample_count
-from .output import check_plot_path, jsonable, plot_result, progress_printer
+from .output import check_plot_path, progress_printer
 from .tolerance import DEFAULT_TOLERANCE, relative_tolerance
 
-__all__ = [
-    "register",
-    "build_job",
-    "apply_overlay",
-    "run_prediction",
-    "rare_stall_note",
-    "METHODS",
-]
+__all__ = ["register", "build_job", "apply_overlay", "METHODS"]
 
 METHODS = ("analytic", "montecarlo", "bounds")
 
 
-def run_prediction(job, **options: Any) -> tuple[Any, Any, dict[str, Any]]:
-    """:func:`~prism_analytic.workload.prediction.predict_job`, with progress on a terminal."""
-    from ..workload.prediction import predict_job
-
-    if options.get("method", "analytic") == "montecarlo":
-        options.setdefault("progress", progress_printer("Monte Carlo steps"))
-    return predict_job(job, **options)
-
-
 def _cmd_predict(args: argparse.Namespace) -> int:
-    from ..workload.builder import layout_dict
+    from ..job import Job
 
     plot = check_plot_path(args.plot)
     configs = args.config or [None]
-    job = build_job(args.preset, args.gpus, configs[0])
-    for extra in configs[1:]:  # later files (e.g. a `prism calibrate` overlay) merge on top
-        job = apply_overlay(job, extra)
-    from ..calibration.overlay_job import check_overlay_gemm
+    job = Job.from_args(args.preset, args.gpus, configs[0], *configs[1:])
+    progress = None
+    if args.method == "montecarlo":
+        # loaded first, so that the progress clock times the sampling, not the imports
+        from ..workload import prediction  # noqa: F401
 
-    # an overlay's GEMM efficiency for another precision would change nothing, silently; the
-    # first file is an overlay only on top of --preset (else it is the whole job)
-    overlays = [c for c in configs[0 if args.preset else 1 :] if c is not None]
-    check_overlay_gemm(job, overlays)
-    if args.scheduler is not None and args.method != "montecarlo":
-        raise ValueError(
-            "--scheduler distributes Monte Carlo blocks: use it with --method montecarlo"
-        )
-    from contextlib import nullcontext
-
-    from ..sweep.executor import open_executor
-
-    where = nullcontext() if args.scheduler is None else open_executor(args.scheduler, args.workers)
-    try:
-        with where as executor:
-            result, _, info = run_prediction(
-                job,
-                method=args.method,
-                samples=args.samples,
-                seed=args.seed,
-                verify=args.verify,
-                executor=executor,
-                tolerance=args.tolerance,
-            )
-    except (ValueError, TypeError) as exc:
-        raise type(exc)(f"cannot evaluate {job.name}: {exc}") from exc
-    if plot is not None:
-        plot_result(plot, result, f"{job.name}: step time ({args.method})")
-    layout = layout_dict(job)
-    if args.json:
-        out = {
-            "preset": args.preset,
-            "gpus": job.gpus,
-            "layout": layout,
-            **result.to_dict(),
-            **info,
-        }
-        print(json.dumps(jsonable(out), indent=2))
-        return 0
-    print(job.summary())
-    print("layout: " + ", ".join(f"{k} {v}" for k, v in layout.items()))
-    print(
-        f"step graph: {info['graph_nodes']:,} nodes representing {info['represented_ops']:,}"
-        f" ops (built in {info['build_time_s'] * 1e3:.0f} ms); mean-model step"
-        f" {info['mean_model_step_s']:.4g} s"
+        progress = progress_printer("Monte Carlo steps")
+    result = job.predict(
+        args.method,
+        samples=args.samples,
+        seed=args.seed,
+        verify=args.verify,
+        tolerance=args.tolerance,
+        scheduler=args.scheduler,
+        workers=args.workers,
+        progress=progress,
     )
+    if plot is not None:
+        result.plot(plot)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return 0
     print(result.summary())
-    note = rare_stall_note(job)
-    if note:
-        print(note)
     if plot is not None:
         print(f"plot written to {plot}")
     return 0
-
-
-def rare_stall_note(job: JobConfig) -> str | None:
-    """Say which high quantiles the configured rare whole-step stall sets, if any.
-
-    The default stall (``variability.hiccups``, measured on the MLPerf logs) strikes well under
-    1% of steps, so it leaves p99 alone and lifts the quantiles above ``1 - probability`` by about
-    its size: without a sentence the jump from p99 to p999 reads like a numerical artefact.
-    """
-    hic = job.variability.hiccups
-    if not (0.0 < hic.probability < 0.5 and hic.size_s > 0.0):
-        return None
-    level = 100.0 * (1.0 - hic.probability)
-    return (
-        f"note: quantiles above ~p{level:.4g} include the rare whole-step stall"
-        f" (variability.hiccups: {100.0 * hic.probability:.3g}% of steps, +{hic.size_s:.3g} s);"
-        " set variability.hiccups.probability = 0 to leave it out"
-    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
