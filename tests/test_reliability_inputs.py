@@ -242,3 +242,28 @@ def test_progress_can_be_silenced(monkeypatch):
     p = Progress("job", stream=out, every_s=0.0)
     p(1, 1)
     assert out.getvalue() == ""
+
+
+def test_long_loops_report_their_progress():
+    from prism_analytic.analyses.crossdc import crossdc
+    from prism_analytic.calibration.logs import StepLog
+    from prism_analytic.calibration.step_events import fit_step_events
+    from prism_analytic.workload.jobs import build_job
+
+    calls: list[tuple[int, int]] = []
+    job = build_job("llama3-70b", 1024, None)
+    crossdc(job, 2, [1.0, 10.0], bisect_steps=0, progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(1, 3), (2, 3), (3, 3)]  # one-datacenter baseline, then each bandwidth
+    rng = np.random.default_rng(3)
+    t = 6.0 * np.exp(0.01 * rng.standard_normal(400))
+    t[rng.choice(400, 6, replace=False)] *= 1.4
+    calls.clear()
+    fit_step_events(
+        [StepLog("r.csv", t)],
+        8,
+        n_gof=2,
+        n_boot=3,
+        body_model=False,
+        progress=lambda d, n: calls.append((d, n)),
+    )
+    assert calls == [(k, 5) for k in range(1, 6)]
