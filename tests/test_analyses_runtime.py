@@ -135,6 +135,7 @@ def _mc_check(law, walls, levels=(0.01, 0.5, 0.99)):
         (1e-3, 600.0, 60.0, 900.0),  # MTBF 3.9 h >> restart: a few failures per run
         (0.1, 600.0, 60.0, 120.0),  # MTBF 75 min
         (3.0, 600.0, 30.0, 40.0),  # MTBF 150 s < restart 600 s: failure-dominated
+        (0.02, 600.0, 60.0, math.inf),  # no checkpoint: a failure redoes the whole run
     ],
 )
 def test_renewal_law_matches_event_by_event_monte_carlo(rate, restart, ckpt, tau):

@@ -52,6 +52,7 @@ __all__ = [
     "log_expected_segment",
     "negbin_upper",
     "run_wall_law",
+    "segments",
     "work_strata",
     "wall_upper_bound",
 ]
@@ -87,7 +88,7 @@ def log_expected_run(
     lam: float, work_s: np.ndarray | float, interval_s: float, ckpt_s: float, restart_s: float
 ) -> np.ndarray:
     """``log E[wall | W]`` of ``W`` seconds of work checkpointed every ``interval_s``."""
-    n, r = _segments(np.asarray(work_s, dtype=float), interval_s)
+    n, r = segments(np.asarray(work_s, dtype=float), interval_s)
     full = log_expected_segment(lam, interval_s + ckpt_s, restart_s)
     with np.errstate(divide="ignore"):
         a = np.where(n > 0, np.log(np.maximum(n, 1.0)) + full, -np.inf)
@@ -330,7 +331,7 @@ def run_wall_law(
     if step > 0.05 and strata < MAX_STRATA:
         k = int(min(MAX_STRATA, math.ceil(strata * step / 0.05)))
         p, w_k, sd_k, edges = work_strata(work, k)
-    n_k, r_k = _segments(w_k, interval_s)
+    n_k, r_k = segments(w_k, interval_s)
     with np.errstate(invalid="ignore"):  # no checkpoint: 0 segments of infinite length
         z_min = np.where(n_k > 0, n_k * t_full, 0.0) + r_k
     # within a stratum: the work itself and its checkpoints (the failures' law is the
@@ -397,7 +398,7 @@ def _trimmed_end(top: np.ndarray, p: np.ndarray) -> tuple[float, float]:
     return float(top[order[min(j, top.size - 1)]]), float(above[j - 1]) if j > 0 else 0.0
 
 
-def _segments(work: np.ndarray, interval_s: float) -> tuple[np.ndarray, np.ndarray]:
+def segments(work: np.ndarray, interval_s: float) -> tuple[np.ndarray, np.ndarray]:
     """Full checkpoint segments and the last segment's work (``inf`` interval: none)."""
     if math.isinf(interval_s):
         return np.zeros_like(work), np.asarray(work, dtype=float)

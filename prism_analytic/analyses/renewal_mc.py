@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from .renewal import segments
+
 __all__ = ["simulate_walls", "simulate_walls_events"]
 
 
@@ -140,8 +142,7 @@ def simulate_walls(
     rng = np.random.default_rng(rng)
     work = np.asarray(work_s, dtype=float)
     lam, c, r_s, eta, jump = _rates(intr, gpus)
-    n = np.floor(work / interval_s)
-    rest = np.maximum(work - n * interval_s, 0.0)
+    n, rest = segments(work, interval_s)
     wall = work + n * c
     if lam > 0:
         t_full = interval_s + c
@@ -175,8 +176,7 @@ def simulate_walls_events(
     rng = np.random.default_rng(rng)
     work = np.asarray(work_s, dtype=float)
     lam, c, r_s, eta, jump = _rates(intr, gpus)
-    n = np.floor(work / interval_s)
-    rest = np.maximum(work - n * interval_s, 0.0)
+    n, rest = segments(work, interval_s)
     segs = n + (rest > 0)
     seg = np.zeros(work.size)
     wall = np.zeros(work.size)
