@@ -20,7 +20,7 @@ what ep needs).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .config import (
@@ -54,39 +54,18 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # Models
 # --------------------------------------------------------------------------------------
-MODELS: dict[str, ModelConfig] = {
+
+
+def _llama3(name: str, **dims: int) -> ModelConfig:
     # Llama 3: Dubey et al., "The Llama 3 Herd of Models", arXiv 2407.21783, Table 3;
     # vocab 128,256 and untied embeddings per the released configs; pretraining at seq 8192.
-    "llama3-8b": ModelConfig(
-        name="llama3-8b",
-        layers=32,
-        hidden=4096,
-        ffn=14336,
-        heads=32,
-        kv_heads=8,
-        vocab=128256,
-        seq_len=8192,
-    ),
-    "llama3-70b": ModelConfig(
-        name="llama3-70b",
-        layers=80,
-        hidden=8192,
-        ffn=28672,
-        heads=64,
-        kv_heads=8,
-        vocab=128256,
-        seq_len=8192,
-    ),
-    "llama3-405b": ModelConfig(
-        name="llama3-405b",
-        layers=126,
-        hidden=16384,
-        ffn=53248,
-        heads=128,
-        kv_heads=8,
-        vocab=128256,
-        seq_len=8192,
-    ),
+    return ModelConfig(name=name, kv_heads=8, vocab=128256, seq_len=8192, **dims)
+
+
+MODELS: dict[str, ModelConfig] = {
+    "llama3-8b": _llama3("llama3-8b", layers=32, hidden=4096, ffn=14336, heads=32),
+    "llama3-70b": _llama3("llama3-70b", layers=80, hidden=8192, ffn=28672, heads=64),
+    "llama3-405b": _llama3("llama3-405b", layers=126, hidden=16384, ffn=53248, heads=128),
     # GPT-3 175B: Brown et al., "Language Models are Few-Shot Learners", 2020, Table 2.1
     # (96 layers, d_model 12288, 96 heads of 128, ffn 4 d_model, context 2048); GPT-2 BPE
     # vocab 50,257; learned positions, LayerNorm, biases, tied embeddings.
@@ -125,87 +104,60 @@ MODELS: dict[str, ModelConfig] = {
 # --------------------------------------------------------------------------------------
 # GEMM efficiencies: the schema's sourced defaults (config.sections.GEMM_EFFICIENCY...).
 
+# NVIDIA H100 SXM5 80GB datasheet: 989 TFLOP/s dense BF16, 1,979 FP8, HBM3 3.35 TB/s,
+# NVLink 4 900 GB/s bidirectional (450 GB/s per direction; nccl-tests AllReduce busbw
+# ~360 GB/s on 8 GPUs). Cluster: HGX/DGX nodes of 8, one 400 Gb/s NIC (ConnectX-7
+# IB NDR or RoCE) per GPU in a rail-optimised fat tree (50 GB/s nominal, ~45 achieved),
+# as in Meta's Llama 3 clusters (Dubey et al. 2024, Sec. 3.3.1).
+_H100 = HardwareConfig(
+    name="h100-sxm-80gb",
+    peak_flops=PeakFlops(bf16=989e12, fp8=1979e12),
+    efficiency=Efficiency(gemm=GEMM_EFFICIENCY, attention=0.50, memory=0.80),
+    hbm_bandwidth=3.35e12,
+    gpus_per_node=8,
+    nvlink_domain=8,
+    intra_node_bandwidth=360e9,
+    intra_node_latency_s=2e-6,
+    inter_node_bandwidth=45e9,
+    inter_node_latency_s=8e-6,
+)
+
 HARDWARE: dict[str, HardwareConfig] = {
-    # NVIDIA H100 SXM5 80GB datasheet: 989 TFLOP/s dense BF16, 1,979 FP8, HBM3 3.35 TB/s,
-    # NVLink 4 900 GB/s bidirectional (450 GB/s per direction; nccl-tests AllReduce busbw
-    # ~360 GB/s on 8 GPUs). Cluster: HGX/DGX nodes of 8, one 400 Gb/s NIC (ConnectX-7
-    # IB NDR or RoCE) per GPU in a rail-optimised fat tree (50 GB/s nominal, ~45 achieved),
-    # as in Meta's Llama 3 clusters (Dubey et al. 2024, Sec. 3.3.1).
-    "h100-sxm-80gb": HardwareConfig(
-        name="h100-sxm-80gb",
-        peak_flops=PeakFlops(bf16=989e12, fp8=1979e12),
-        efficiency=Efficiency(gemm=GEMM_EFFICIENCY, attention=0.50, memory=0.80),
-        hbm_bandwidth=3.35e12,
-        gpus_per_node=8,
-        nvlink_domain=8,
-        intra_node_bandwidth=360e9,
-        intra_node_latency_s=2e-6,
-        inter_node_bandwidth=45e9,
-        inter_node_latency_s=8e-6,
-    ),
+    "h100-sxm-80gb": _H100,
     # H200 SXM 141GB: H100 compute with HBM3e 4.8 TB/s; same node and network.
-    "h200-sxm-141gb": HardwareConfig(
-        name="h200-sxm-141gb",
-        peak_flops=PeakFlops(bf16=989e12, fp8=1979e12),
-        efficiency=Efficiency(gemm=GEMM_EFFICIENCY, attention=0.50, memory=0.80),
-        hbm_bandwidth=4.8e12,
-        gpus_per_node=8,
-        nvlink_domain=8,
-        intra_node_bandwidth=360e9,
-        intra_node_latency_s=2e-6,
-        inter_node_bandwidth=45e9,
-        inter_node_latency_s=8e-6,
-    ),
+    "h200-sxm-141gb": replace(_H100, name="h200-sxm-141gb", hbm_bandwidth=4.8e12),
     # GB200 NVL72 datasheet: 360 PFLOP/s BF16 and 720 FP8 *with sparsity* per 72 GPUs ->
     # 2.5 / 5 PFLOP/s dense per GPU (FP4: 1,440 PFLOP/s sparse per rack -> 10 dense per GPU,
     # used by NVFP4 GEMMs); HBM3e 8 TB/s; NVLink 5 1.8 TB/s bidirectional
     # (900 GB/s per direction) across the 72-GPU rack; compute trays of 4 GPUs with one
     # 400 Gb/s ConnectX-7 each (as on the MLPerf "Carina" system).
-    "gb200-nvl72": HardwareConfig(
+    "gb200-nvl72": replace(
+        _H100,
         name="gb200-nvl72",
         peak_flops=PeakFlops(bf16=2.5e15, fp8=5.0e15, fp4=10.0e15),
-        efficiency=Efficiency(gemm=GEMM_EFFICIENCY, attention=0.50, memory=0.80),
         hbm_bandwidth=8.0e12,
         gpus_per_node=4,
         nvlink_domain=72,
         intra_node_bandwidth=720e9,
-        intra_node_latency_s=2e-6,
-        inter_node_bandwidth=45e9,
-        inter_node_latency_s=8e-6,
     ),
     # A100 SXM 80GB datasheet: 312 TFLOP/s dense BF16, no FP8, HBM2e 2.04 TB/s, NVLink 3
     # 600 GB/s bidirectional (300 per direction, ~230 busbw); one 200 Gb/s NIC per GPU
     # (25 GB/s nominal, ~22 achieved). Flash attention reaches a larger fraction of the
     # A100 peak (FlashAttention-2 paper: 50-73% forward) than of H100's.
-    "a100-sxm-80gb": HardwareConfig(
+    "a100-sxm-80gb": replace(
+        _H100,
         name="a100-sxm-80gb",
         peak_flops=PeakFlops(bf16=312e12),
         efficiency=Efficiency(gemm=GEMM_EFFICIENCY, attention=0.60, memory=0.80),
         hbm_bandwidth=2.039e12,
-        gpus_per_node=8,
-        nvlink_domain=8,
         intra_node_bandwidth=230e9,
-        intra_node_latency_s=2e-6,
         inter_node_bandwidth=22e9,
-        inter_node_latency_s=8e-6,
     ),
     # A cross-datacenter cluster description: the H100 cluster above split over two
     # sites joined by 100 Tb/s (12.5 TB/s) of aggregate bandwidth and ~1 ms latency
     # (about 200 km of fibre at 5 us/km). Illustrative, not a published system.
-    "h100-2dc": HardwareConfig(
-        name="h100-2dc",
-        peak_flops=PeakFlops(bf16=989e12, fp8=1979e12),
-        efficiency=Efficiency(gemm=GEMM_EFFICIENCY, attention=0.50, memory=0.80),
-        hbm_bandwidth=3.35e12,
-        gpus_per_node=8,
-        nvlink_domain=8,
-        intra_node_bandwidth=360e9,
-        intra_node_latency_s=2e-6,
-        inter_node_bandwidth=45e9,
-        inter_node_latency_s=8e-6,
-        datacenters=2,
-        inter_dc_bandwidth=12.5e12,
-        inter_dc_latency_s=1e-3,
+    "h100-2dc": replace(
+        _H100, name="h100-2dc", datacenters=2, inter_dc_bandwidth=12.5e12, inter_dc_latency_s=1e-3
     ),
 }
 
@@ -215,46 +167,30 @@ HARDWARE: dict[str, HardwareConfig] = {
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Rule:
+    """A model preset's layout rule (positional: tp, pp, schedule, sharding, batch, note)."""
+
     tp: int
     pp: int
-    cp: int
-    ep: int
-    vpp: int
     schedule: str
     sharding: str
     batch_tokens: int  # target global batch
+    note: str
+    vpp: int = 1
+    cp: int = 1
+    ep: int = 1
     embedding_in_pipeline_split: bool = False
     micro_batch_size: int = 1
     hardware: str = "h100-sxm-80gb"
-    note: str = ""
 
 
 _RULES: dict[str, _Rule] = {
     # torchtitan's Llama 3 8B recipe: FSDP only (tp 1, pp 1). 4M-token batch assumed
     # (Llama 2's pretraining batch; Llama 3 does not publish the 8B batch).
-    "llama3-8b": _Rule(
-        tp=1,
-        pp=1,
-        cp=1,
-        ep=1,
-        vpp=1,
-        schedule="1f1b",
-        sharding="fsdp",
-        batch_tokens=4 * 2**20,
-        note="FSDP, 4M-token batch",
-    ),
+    "llama3-8b": _Rule(1, 1, "1f1b", "fsdp", 4 * 2**20, "FSDP, 4M-token batch"),
     # 70B: tp 8 inside the node, pp 4 interleaved x5 (4 layers per chunk). Assumed; batch
     # as 405B (16M tokens).
     "llama3-70b": _Rule(
-        tp=8,
-        pp=4,
-        cp=1,
-        ep=1,
-        vpp=5,
-        schedule="interleaved",
-        sharding="zero1",
-        batch_tokens=16 * 2**20,
-        note="tp 8, pp 4 x vpp 5, 16M-token batch",
+        8, 4, "interleaved", "zero1", 16 * 2**20, "tp 8, pp 4 x vpp 5, 16M-token batch", vpp=5
     ),
     # 405B: Llama 3 paper Table 4 (tp 8, cp 1, pp 16, 16M-token batch, dp 64 at 8k GPUs
     # and 128 at 16k). Sec. 3.3.2: one layer is dropped from the first and the last stage
@@ -263,8 +199,6 @@ _RULES: dict[str, _Rule] = {
     "llama3-405b": _Rule(
         tp=8,
         pp=16,
-        cp=1,
-        ep=1,
         vpp=8,
         schedule="interleaved",
         sharding="zero1",
@@ -277,8 +211,6 @@ _RULES: dict[str, _Rule] = {
     "gpt3-175b": _Rule(
         tp=8,
         pp=8,
-        cp=1,
-        ep=1,
         vpp=2,
         schedule="interleaved",
         sharding="zero1",
@@ -288,15 +220,7 @@ _RULES: dict[str, _Rule] = {
     # Mixtral 8x22B: no published training layout; tp 4, pp 4 (14 layers per stage), ep 8
     # over the data-parallel ranks, 4M-token batch — assumptions.
     "mixtral-8x22b": _Rule(
-        tp=4,
-        pp=4,
-        cp=1,
-        ep=8,
-        vpp=1,
-        schedule="1f1b",
-        sharding="zero1",
-        batch_tokens=4 * 2**20,
-        note="tp 4, pp 4, ep 8, 4M-token batch",
+        4, 4, "1f1b", "zero1", 4 * 2**20, "tp 4, pp 4, ep 8, 4M-token batch", ep=8
     ),
 }
 
