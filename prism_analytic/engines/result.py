@@ -470,7 +470,10 @@ class MonteCarloResult(_LawView, StepTimeResult):
     @property
     def guarantee(self) -> str:
         """What the intervals are."""
-        text = "estimate by sampling; intervals are confidence intervals from order statistics"
+        text = (
+            "estimate by sampling; intervals are confidence intervals from order statistics "
+            "(an end is infinite where the sample is too small to bound the quantile)"
+        )
         if self.pool_error > 0:
             text += (
                 f", widened by the replica pools' KS error {self.pool_error:.3g} (95%); "
