@@ -347,19 +347,9 @@ def _layer_comms(job: JobConfig, comp: dict[str, OpMean], phase: str) -> dict[st
                 if phase == "fwd"
                 else {"allgather": "reduce_scatter", "reduce_scatter": "allgather"}.get(kind, kind)
             )
-            out.setdefault(f"{anchor}:{where}", []).append(
-                _comm(
-                    f"tp_{k}_{block}",
-                    k,
-                    phase,
-                    c,
-                    e,
-                    "tp",
-                    lv,
-                    size[block],
-                    hidden=ov.tp * comp[anchor].seconds,
-                )
-            )
+            hid = ov.tp * comp[anchor].seconds
+            op = _comm(f"tp_{k}_{block}", k, phase, c, e, "tp", lv, size[block], hidden=hid)
+            out.setdefault(f"{anchor}:{where}", []).append(op)
     if p.cp > 1:
         lv = _levels(job, "cp")
         kv = 2.0 * 2 * p.micro_batch_size * m.seq_len / p.cp * m.kv_heads * m.head_dim / p.tp
@@ -386,32 +376,14 @@ def _layer_comms(job: JobConfig, comp: dict[str, OpMean], phase: str) -> dict[st
         tok = p.micro_batch_size * m.seq_len / p.cp / (p.tp if p.sequence_parallel else 1)
         nbytes = 2.0 * tok * m.moe.top_k * m.hidden
         c = coll.collective_time("alltoall", nbytes, lv)
-        out.setdefault("moe_permute:after", []).append(
-            _comm(
-                "ep_dispatch",
-                "alltoall",
-                phase,
-                c,
-                _exposed(c, ov.ep, comp["expert_up"].seconds),
-                "ep",
-                lv,
-                nbytes,
-                hidden=ov.ep * comp["expert_up"].seconds,
-            )
-        )
-        out.setdefault("moe_unpermute:before", []).append(
-            _comm(
-                "ep_combine",
-                "alltoall",
-                phase,
-                c,
-                _exposed(c, ov.ep, comp["expert_down"].seconds),
-                "ep",
-                lv,
-                nbytes,
-                hidden=ov.ep * comp["expert_down"].seconds,
-            )
-        )
+        for name, at, anchor in (
+            ("ep_dispatch", "moe_permute:after", "expert_up"),
+            ("ep_combine", "moe_unpermute:before", "expert_down"),
+        ):
+            w = comp[anchor].seconds
+            e = _exposed(c, ov.ep, w)
+            op = _comm(name, "alltoall", phase, c, e, "ep", lv, nbytes, hidden=ov.ep * w)
+            out.setdefault(at, []).append(op)
     return out
 
 
@@ -594,90 +566,33 @@ def op_means(job: JobConfig) -> OpMeans:
         if size == 1 or nparam == 0:
             continue
         grad, par = nparam * t.grad_reduce_bytes, nparam * t.param_gather_bytes
+
+        def dpc(name, kind, phase, c, exposed, nbytes, hidden, g=g, lv=lv):
+            return _comm(f"{g}_{name}", kind, phase, c, exposed, g, lv, nbytes, hidden=hidden)
+
+        hf, hb = ov * stage_fwd_c, ov * stage_bwd_c  # compute each can hide behind
         if p.sharding == "none":
             c = coll.collective_time("allreduce", grad, lv)
-            dp_step.append(
-                _comm(
-                    f"{g}_grad_allreduce",
-                    "allreduce",
-                    "bwd",
-                    c,
-                    _exposed(c, ov, stage_bwd_c),
-                    g,
-                    lv,
-                    grad,
-                    hidden=ov * stage_bwd_c,
-                )
-            )
+            exp_c = _exposed(c, ov, stage_bwd_c)
+            dp_step.append(dpc("grad_allreduce", "allreduce", "bwd", c, exp_c, grad, hb))
         elif p.sharding in ("zero1", "zero2"):
             rs = coll.collective_time("reduce_scatter", grad, lv)
             ag = coll.collective_time("allgather", par, lv)
             target = dp_step if p.sharding == "zero1" else dp_mb
-            target.append(
-                _comm(
-                    f"{g}_grad_reduce_scatter",
-                    "reduce_scatter",
-                    "bwd",
-                    rs,
-                    _exposed(rs, ov, stage_bwd_c),
-                    g,
-                    lv,
-                    grad,
-                    hidden=ov * stage_bwd_c,
-                )
-            )
-            dp_step.append(
-                _comm(
-                    f"{g}_param_allgather",
-                    "allgather",
-                    "fwd",
-                    ag,
-                    _exposed(ag, ov, stage_fwd_c),
-                    g,
-                    lv,
-                    par,
-                    hidden=ov * stage_fwd_c,
-                )
-            )
+            exp_rs, exp_ag = _exposed(rs, ov, stage_bwd_c), _exposed(ag, ov, stage_fwd_c)
+            target.append(dpc("grad_reduce_scatter", "reduce_scatter", "bwd", rs, exp_rs, grad, hb))
+            dp_step.append(dpc("param_allgather", "allgather", "fwd", ag, exp_ag, par, hf))
         else:  # fsdp: gather weights for forward and again for backward, scatter grads
             ag = coll.collective_time("allgather", par, lv)
             rs = coll.collective_time("reduce_scatter", grad, lv)
             bwd_exposed = _exposed(ag + rs, ov, stage_bwd_c)
             share = ag / (ag + rs) if ag + rs > 0 else 0.0
+            exp_ag, exp_b = _exposed(ag, ov, stage_fwd_c), bwd_exposed * share
+            exp_rs, h_rs = bwd_exposed * (1 - share), hb * (1 - share)
             dp_mb += [
-                _comm(
-                    f"{g}_param_allgather_fwd",
-                    "allgather",
-                    "fwd",
-                    ag,
-                    _exposed(ag, ov, stage_fwd_c),
-                    g,
-                    lv,
-                    par,
-                    hidden=ov * stage_fwd_c,
-                ),
-                _comm(
-                    f"{g}_param_allgather_bwd",
-                    "allgather",
-                    "bwd",
-                    ag,
-                    bwd_exposed * share,
-                    g,
-                    lv,
-                    par,
-                    hidden=ov * stage_bwd_c * share,
-                ),
-                _comm(
-                    f"{g}_grad_reduce_scatter",
-                    "reduce_scatter",
-                    "bwd",
-                    rs,
-                    bwd_exposed * (1 - share),
-                    g,
-                    lv,
-                    grad,
-                    hidden=ov * stage_bwd_c * (1 - share),
-                ),
+                dpc("param_allgather_fwd", "allgather", "fwd", ag, exp_ag, par, hf),
+                dpc("param_allgather_bwd", "allgather", "bwd", ag, exp_b, par, hb * share),
+                dpc("grad_reduce_scatter", "reduce_scatter", "bwd", rs, exp_rs, grad, h_rs),
             ]
 
     shard = p.dp * p.cp if p.sharding != "none" else 1
