@@ -61,8 +61,6 @@ __all__ = [
 LOG_FLOAT_MAX = 690.0
 #: Probability each tail bound of the lattice leaves out.
 TAIL_EPS = 1e-10
-#: Most of the work's mass in extreme strata the lattice may leave out.
-STRATA_LEFT_OUT = 1e-9
 #: Most strata of the work's law.
 MAX_STRATA = 480
 
@@ -174,14 +172,16 @@ class WorkMixture:
 
 @dataclass(frozen=True)
 class WallLaw:
-    """A run's wall time (seconds) on a lattice: points ``x``, CDF there, exact mean.
+    """A run's wall time (seconds): points ``x``, the CDF there, the exact mean.
 
-    ``h`` is the lattice step; the law is smoothed by a normal of std ``2 h`` (so that its
-    inversion does not ring at atoms), and at most ``outside`` of its mass folds over the
-    lattice's ends: a quantile at level ``p`` lies within ``13 h`` of the exact one at a level
-    within ``outside + 2e-9`` of ``p`` (six smoothing stds, one lattice step). ``shift``
-    moves the lattice to the exact mean (what the strata's normal spreads miss: a fraction
-    of a lattice step or of a stratum's width).
+    Each stratum of the work has its own lattice, smoothed by a normal of twice its step
+    (so that the inversion does not ring at atoms): its quantile at level ``p`` lies within
+    13 steps of the exact one at a level within ``2e-9 + 10 TAIL_EPS`` of ``p`` (six
+    smoothing stds, one step). ``resolution``: half the spread of p1, p50 and p99 between
+    the mixtures with every stratum so moved down and up; ``h``: the strata's mean step;
+    ``outside``: the mass the lattices may fold over or leave out. ``shift`` moves the law to
+    the exact mean (what the strata's normal spreads miss: a fraction of a step or of a
+    stratum's width).
     """
 
     x: np.ndarray
@@ -190,6 +190,7 @@ class WallLaw:
     h: float
     outside: float
     shift: float
+    resolution: float = 0.0
 
 
 def negbin_upper(m: float, lam_t: float, eps: float = TAIL_EPS) -> float:
@@ -280,7 +281,7 @@ def run_wall_law(
     restart_s: float,
     *,
     failslow: tuple[float, float] = (0.0, 0.0),
-    cells: int = 1 << 16,
+    cells: int = 1 << 14,
     strata: int = 48,
 ) -> WallLaw:
     """The law of a run's wall time: work, checkpoints, failures, restarts, fail-slow.
@@ -321,7 +322,7 @@ def run_wall_law(
     loss = eta * jump
     if float(log_m.max()) > LOG_FLOAT_MAX or loss >= 1:
         inf = np.array([np.inf, np.inf])
-        return WallLaw(inf, np.array([0.0, 1.0]), math.inf, math.inf, 0.0, 0.0)
+        return WallLaw(inf, np.array([0.0, 1.0]), math.inf, math.inf, 0.0, 0.0, math.inf)
     mean_total = float(ws @ np.exp(log_m)) / (1.0 - loss)
     fs_count = eta * mean_total  # episodes over the whole wall (their own extra included)
 
@@ -343,59 +344,83 @@ def run_wall_law(
             for nk, rk in zip(n_k, r_k, strict=True)
         ]
     )
-    lo_k = z_min - 9 * spread_k
-    hi_k = z_min + 9 * spread_k + lost_k
-    # the lattice leaves out at most STRATA_LEFT_OUT of the mass: the strata least and most
-    # extreme (an extreme tail stratum may reach far beyond the rest)
-    lo, dropped_lo = _trimmed_end(-lo_k, p)
-    hi, dropped_hi = _trimmed_end(hi_k, p)
-    lo = -lo
-    hi += _failslow_upper_bound(fs_count, jump)
+    lo_k = np.maximum(z_min - 9 * spread_k, 0.0)
+    hi_k = z_min + 9 * spread_k + lost_k + _failslow_upper_bound(fs_count, jump)
+    fs = (fs_count, jump)
+    laws = [
+        _stratum_law(lam, t_full, restart_s, nk, rk, zk, sk, lo, hi, fs, cells)
+        for nk, rk, zk, sk, lo, hi in zip(n_k, r_k, z_min, spread_k, lo_k, hi_k, strict=True)
+    ]
+    x = np.unique(np.concatenate([xl[:: max(xl.size // 512, 1)] for xl, _, _ in laws]))
+    x = np.unique(np.concatenate([x, [xl[-1] for xl, _, _ in laws]]))
+    lattice_mean = sum(pk * float(np.diff(c, prepend=0.0) @ xl) for pk, (xl, c, _) in zip(p, laws))
+    shift = mean_total - lattice_mean
+    cdf = _mixture(x, p, laws, 0.0)
+    # each stratum's quantiles are within 13 of its lattice steps of the exact ones: the
+    # mixture's p1, p50, p99 within the quantiles of the mixtures so shifted
+    lo_c, hi_c = _mixture(x, p, laws, 13.0), _mixture(x, p, laws, -13.0)
+    res = max(float(np.interp(q, lo_c, x) - np.interp(q, hi_c, x)) / 2 for q in (0.01, 0.5, 0.99))
+    h = float(p @ np.array([hk for _, _, hk in laws]))
+    outside = 10 * TAIL_EPS + 2 * float(special.ndtr(-8.0))
+    return WallLaw(x + shift, cdf, mean_total, h, outside, shift, max(res, 0.0))
+
+
+def _mixture(x: np.ndarray, p: np.ndarray, laws: list, steps: float) -> np.ndarray:
+    """CDF of the strata's mixture at ``x``, each stratum moved by ``steps`` lattice steps."""
+    out = np.zeros(x.size)
+    for pk, (xl, c, hk) in zip(p, laws, strict=True):
+        out += pk * np.interp(x, xl + steps * hk, c, left=0.0, right=1.0)
+    return np.minimum(out, 1.0)
+
+
+def _stratum_law(
+    lam: float,
+    t_full: float,
+    restart_s: float,
+    n: float,
+    r: float,
+    z: float,
+    spread: float,
+    lo: float,
+    hi: float,
+    failslow: tuple[float, float],
+    cells: int,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """One stratum's run time on its own lattice: points, CDF there, lattice step."""
     width = max(hi - lo, abs(lo) * 1e-12, 1e-9)
     h = width / (0.9 * cells)
     x0 = lo - 0.05 * width
-
     u = -2j * math.pi * np.arange(cells // 2 + 1) / (cells * h)
     sigma = 2.0 * h  # smoothing: the inversion below resolves nothing finer than h
-    common = 0.5 * (u * sigma) ** 2
-    if fs_count > 0 and jump > 0:
-        common = common + fs_count * u * jump / (1.0 - u * jump)
-    full = log_cf_excess(u, lam, t_full, restart_s) if n_k.max() > 0 else np.zeros_like(u)
-    cf = np.zeros(u.size, dtype=complex)
     omega2 = (u * u).real  # -omega^2
-    env0 = 0.5 * omega2 * sigma**2
-    for pk, nk, rk, zk, sk in zip(p, n_k, r_k, z_min, spread_k, strict=True):
-        # frequencies where this stratum's transform is below e^-45 in modulus (the full
-        # segments' power and the normals alone; the other factors are <= 1) are left out
-        env = env0 + 0.5 * omega2 * sk**2 + (nk * full.real if nk > 0 else 0.0)
-        j = int(np.flatnonzero(env > -45.0)[-1]) + 1
-        uj = u[:j]
-        lg = uj * (zk - x0) + 0.5 * (uj * sk) ** 2
-        if nk > 0:
-            lg = lg + nk * full[:j]
-        if rk > 0:
-            lg = lg + log_cf_excess(uj, lam, rk, restart_s)
-        cf[:j] += pk * np.exp(lg)
-    cf *= np.exp(common)
+    env = 0.5 * omega2 * (sigma**2 + spread**2)
+    full = None
+    if n > 0:
+        full = log_cf_excess(u, lam, t_full, restart_s)
+        env = env + n * full.real
+    # frequencies where the transform is below e^-45 in modulus (the full segments' power
+    # and the normals alone; the other factors are <= 1) are left out
+    j = int(np.flatnonzero(env > -45.0)[-1]) + 1
+    uj = u[:j]
+    lg = uj * (z - x0) + 0.5 * (uj * sigma) ** 2 + 0.5 * (uj * spread) ** 2
+    if full is not None:
+        lg = lg + n * full[:j]
+    if r > 0:
+        lg = lg + log_cf_excess(uj, lam, r, restart_s)
+    count, jump = failslow
+    if count > 0 and jump > 0:
+        lg = lg + count * uj * jump / (1.0 - uj * jump)
+    cf = np.zeros(u.size, dtype=complex)
+    cf[:j] = np.exp(lg)
     pmf = np.clip(np.fft.irfft(cf, cells), 0.0, None)
     # no run is shorter than its work and checkpoints: the smoothing's mass below goes there
-    floor_s = max(float(lo_k.min()), 0.0)
-    first = int(np.clip(math.ceil((floor_s - x0) / h + 0.5), 0, cells - 1))
+    first = int(np.clip(math.ceil((lo - x0) / h + 0.5), 0, cells - 1))
     pmf[first] += pmf[:first].sum()
     pmf[:first] = 0.0
     pmf /= pmf.sum()
     x = x0 + h * (np.arange(cells) + 0.5)
-    shift = mean_total - float(pmf @ (x - 0.5 * h))
-    outside = 10 * TAIL_EPS + 2 * float(special.ndtr(-8.0)) + dropped_lo + dropped_hi
-    return WallLaw(x + shift, np.cumsum(pmf), mean_total, h, outside, shift)
-
-
-def _trimmed_end(top: np.ndarray, p: np.ndarray) -> tuple[float, float]:
-    """The least ``t`` with at most ``STRATA_LEFT_OUT`` of the mass in strata reaching above."""
-    order = np.argsort(top)[::-1]
-    above = np.cumsum(p[order])  # mass of the strata reaching at least as high
-    j = int(np.searchsorted(above, STRATA_LEFT_OUT, side="right"))  # strata dropped: j
-    return float(top[order[min(j, top.size - 1)]]), float(above[j - 1]) if j > 0 else 0.0
+    keep = slice(first, None)
+    return x[keep], np.cumsum(pmf)[keep], h
 
 
 def segments(work: np.ndarray, interval_s: float) -> tuple[np.ndarray, np.ndarray]:

@@ -180,7 +180,7 @@ def run_time(
     interruptions: Interruptions | None = None,
     gpus: int | None = None,
     cells: int = 4000,
-    renewal_cells: int = 1 << 16,
+    renewal_cells: int = 1 << 14,
 ) -> RunTime:
     """The distribution of the wall time of ``steps`` training steps.
 
@@ -197,7 +197,8 @@ def run_time(
     cells : int
         Lattice size of the steps-alone law.
     renewal_cells : int
-        Lattice size of the law with interruptions (:func:`~.renewal.run_wall_law`).
+        Lattice size of each work stratum's law with interruptions
+        (:func:`~.renewal.run_wall_law`).
 
     Returns
     -------
@@ -270,7 +271,7 @@ def _with_interruptions(
         "expected_wall_s": wall + ev_s,
         "goodput": w_mean / wall,
         "lattice_step_s": law.h,
-        "quantile_resolution_s": 13 * law.h,
+        "quantile_resolution_s": law.resolution,
         "mass_outside_lattice": law.outside,
     }
     if not math.isfinite(wall):
