@@ -276,10 +276,7 @@ class PeakFlops(_Section):
 # alike across generations: BF16 H100 SXM 80.3%, GB200 72.9%, B300 78.6%; FP8 H100 70.9%,
 # GB200 72.3%, B300 74.5%; so one fraction per precision is used for every GPU type.
 # Hopper's per-tensor FP8 is not in the TE measurement: the MXFP8 fraction stands in for it.
-# Measured with these defaults, uncalibrated, stochastic model (`python
-# validation/public_numbers.py --stochastic`): Llama 3 405B mean-step MFU 43.2% at 16,384
-# H100 (published 41%) and 46.1% at 8,192 (43%); MLPerf GB200 FP8 median step -2.5..-4.9% at
-# 512-2,496 GPUs. (The old single value 0.525 was the deterministic core's fit to 41%.)
+# Checked against published MFUs and MLPerf steps by `validation/public_numbers.py --stochastic`.
 _TE_LAYER_TFLOP = 19.17  # 12 GEMMs of one layer, 2*M*K*N summed, in TFLOP
 #: Achieved BF16 GEMM efficiency (fraction of the BF16 dense peak); source above.
 GEMM_EFFICIENCY = round(_TE_LAYER_TFLOP / 12.227e-3 / 2.25e3, 3)  # 0.697

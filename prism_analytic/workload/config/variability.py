@@ -115,10 +115,7 @@ def _inter() -> TierNoise:
     # Measured (shared/data/collective_latency, Leonardo, MPI Allreduce at 512-2,048 nodes,
     # SOURCE.md): 8 MB messages p90/p50 1.23-1.26 -> lognormal body sigma 0.17
     # (exp(1.2816 * 0.17) = 1.24), p99/p50 1.38-1.44, max/p50 1.5; 128 KB messages carry
-    # a rarer, larger tail (p99/p50 1.8-4.1) -> 0.5% of instances at 2x. Replaces the
-    # earlier 1%-at-10x assumption shaped to PRISM Fig. 5's caption (EFA, 8 nodes), which
-    # over-predicted step p99/p50 (1.2-1.3 vs 1.04-1.07 measured in MLPerf logs) once noise
-    # is applied per instance before overlap.
+    # a rarer, larger tail (p99/p50 1.8-4.1) -> 0.5% of instances at 2x.
     return TierNoise(sigma=0.17, tail_prob=0.005, tail_factor=2.0)
 
 
