@@ -4,7 +4,8 @@ The intervals are the ground truth of every agreement claim, so their coverage i
 not assumed: over many seeds, the interval for the q-quantile of one exponential op must
 contain the true quantile ``-log(1 - q)`` at least 93% of the time for a 95% interval (the
 sampling noise of 400 seeds is about 1.1%). Small samples go through ``predict``; the large
-ones sample the interval construction directly (sorted draws, the same function).
+ones (1,000 and 10,000) sample the interval construction directly (sorted draws, the same
+function).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def _true_quantile(q: float) -> float:
     return -math.log1p(-q)  # Exp(1)
 
 
-@pytest.mark.parametrize("n", [2, 20, 100, 1000])
+@pytest.mark.parametrize("n", [2, 20, 100])
 def test_predict_interval_coverage(n: int) -> None:
     g = pa.StepGraph("one-exp")
     g.add_op("a", pa.exponential(1.0))
