@@ -515,7 +515,19 @@ def reliability_cases(draw: Any) -> tuple[str, Callable[[], None]]:
     * ``freeze``: every edit to a graph already added as a replica body is refused, and
       evaluating the outer graph afterwards terminates.
     """
-    what = draw(st.sampled_from(["interval", "moments", "freeze"]))
+    what = draw(st.sampled_from(["interval", "moments", "freeze", "scale"]))
+    if what == "scale":
+        sd = draw(log_uniform(-300, 300))
+        mu = draw(st.sampled_from([0.0, 1.0, -1e300, 1e300]))
+
+        def run_scale() -> None:
+            d = pa.normal(mu, sd)
+            if not abs(d.std() - sd) <= 1e-15 * sd:
+                raise Violation(f"normal({mu}, {sd}).std() = {d.std()!r}")
+            if not math.isnan(pa.from_scipy(stats.cauchy(mu, sd)).mean()):
+                raise Violation(f"cauchy({mu}, {sd}).mean() is not NaN (undefined)")
+
+        return f"std of normal({mu:.3g}, {sd:.3g})", run_scale
     if what == "interval":
         n = draw(st.sampled_from([2, 3, 5, 20, 37, 100]))
         q = draw(st.sampled_from([1e-3, 0.01, 0.5, 0.9, 0.99, 0.999]))

@@ -67,3 +67,9 @@ def test_slowdown_at_one_gpu_is_finite() -> None:
     row = slowdown("llama3-8b", [1]).rows[0]
     values = [row.mean_s, row.p95_s, row.p_step_slow, row.p_job_slow, row.p_degraded]
     assert np.isfinite(values).all()
+
+
+def test_undefined_mean_survives_a_far_location() -> None:
+    """The tail test reads the standard form: loc 1e300 would swallow the tail's digits."""
+    assert math.isnan(pa.from_scipy(stats.cauchy(1e300, 1e-300)).mean())
+    assert pa.from_scipy(stats.levy_l(loc=1e300)).mean() == -math.inf

@@ -276,7 +276,11 @@ def _heavy_lower_tail(dist: ScipyDistribution) -> bool:
     if np.isfinite(dist.support[0]):
         return False
     p1, p2 = 1e-6, 1e-12
-    x1, x2 = (float(v) for v in dist.frozen.ppf([p1, p2]))
+    # the standard form (loc 0, scale 1): a far location would swallow the tail's digits
+    frozen = dist.frozen
+    shapes, _, _ = frozen.dist._parse_args(*frozen.args, **frozen.kwds)
+    with np.errstate(all="ignore"):
+        x1, x2 = (float(v) for v in frozen.dist.ppf([p1, p2], *shapes))
     if not (np.isfinite(x1) and np.isfinite(x2)) or x2 >= x1 or x1 >= 0:
         return not np.isfinite(x2)
     return math.log(p1 / p2) / math.log(x2 / x1) <= 1.1
