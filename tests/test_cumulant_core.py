@@ -11,9 +11,9 @@ from scipy import integrate, stats
 
 import prism_analytic as pa
 from prism_analytic.engines.cumulant_core import (
+    _rectifier,
     cumulant_makespan,
     cumulant_pipeline,
-    rectifier_marginals,
 )
 from prism_analytic.engines.pipeline_mc import sample_pipeline
 from prism_analytic.engines.skew_core import skew_makespan
@@ -57,15 +57,11 @@ def _quadrature(dm: float, th: float, g1: float, g2: float) -> dict[str, float]:
     [(0.0, 1.0, 0.0, 0.0), (-0.3, 1.2, 0.3, 0.6), (0.7, 0.9, -0.5, 1.5), (-2.5, 0.5, 0.2, 0.0)],
 )
 def test_rectifier_marginals_match_quadrature(dm, th, g1, g2):
-    got = rectifier_marginals(dm, th, g1, g2)
+    # P(D > 0), density at 0, E f, Var f and the joint cumulants of f = D+ with D
+    got = _rectifier(dm, th, g1, g2, None)[0]
     ref = _quadrature(dm, th, g1, g2)
     for key, val in ref.items():
         assert got[key] == pytest.approx(val, abs=1e-8), key
-
-
-def test_rectifier_marginals_rejects_bad_theta():
-    with pytest.raises(ValueError, match="th > 0"):
-        rectifier_marginals(0.0, 0.0)
 
 
 def test_single_max_of_correlated_normals_is_exact_and_equals_skew_core():

@@ -25,7 +25,7 @@ from prism_analytic.workload.presets import (
     preset_dict,
     preset_job,
 )
-from prism_analytic.workload.step_estimate import bubble_fraction, step_time
+from prism_analytic.workload.step_estimate import step_time
 
 
 # --------------------------------------------------------------------------------------
@@ -132,23 +132,14 @@ def test_plot_and_summary_smoke():
     assert "layer fwd" in op_means(job).summary()
 
 
-def test_bubble_fraction_formula():
-    assert bubble_fraction("1f1b", 16, 32) == pytest.approx(15 / 32)
-    assert bubble_fraction("gpipe", 16, 32) == pytest.approx(15 / 32)
-    assert bubble_fraction("interleaved", 16, 32, 8) == pytest.approx(15 / 256)
-    with pytest.raises(ValueError, match="schedule"):
-        bubble_fraction("zb", 4, 4)
-    with pytest.raises(ValueError, match="microbatches"):
-        bubble_fraction("1f1b", 4, 0)
-
-
 def test_pipeline_follows_the_bubble_formula():
     job = preset_job("llama3-405b", 16384)
     est = step_time(job)
     t_stage = est.stage_fwd_s + est.stage_bwd_s
     p = job.parallelism
     assert est.bubble_s == pytest.approx(
-        t_stage * bubble_fraction(p.schedule, p.pp, p.microbatches, p.vpp) * p.microbatches
+        # Narayanan et al., SC'21: bubble / useful time (p - 1) / (v m)
+        t_stage * (p.pp - 1) / (p.vpp * p.microbatches) * p.microbatches
     )
     assert est.pipeline_s == pytest.approx(
         (p.microbatches + (p.pp - 1) / p.vpp) * t_stage + est.pp_fill_drain_s

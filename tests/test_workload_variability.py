@@ -46,11 +46,12 @@ def test_sgemm_spatial_numbers_match_source():
 
 @needs_data
 def test_spatial_defaults_come_from_the_data():
-    cfg = spatial_stats("sgemm-longhorn", DATA, n_resamples=50).to_spatial_config()
+    # body = robust CV; outliers = GPUs beyond 3 robust sd, at their mean slowdown
+    s = spatial_stats("sgemm-longhorn", DATA, n_resamples=50)
     default = SpatialVariability()
-    assert cfg.cv == pytest.approx(default.cv, abs=5e-4)
-    assert cfg.slow_fraction == pytest.approx(default.slow_fraction, abs=1e-3)
-    assert cfg.slow_factor == pytest.approx(default.slow_factor, abs=5e-3)
+    assert s.robust_cv == pytest.approx(default.cv, abs=5e-4)
+    assert s.outlier_fraction == pytest.approx(default.slow_fraction, abs=1e-3)
+    assert max(1.0, s.outlier_mean_factor) == pytest.approx(default.slow_factor, abs=5e-3)
 
 
 @needs_data

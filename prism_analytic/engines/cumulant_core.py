@@ -9,7 +9,7 @@ What: no residual model. Each live node carries its mean, its covariance with ev
 ``Y = B + f(D)``, ``f = (.)+``, ``B`` the larger-mean input, is closed around a Gram-Charlier law
 of ``D`` (its skewness from ``K``): every live ``X_j`` is split as ``beta_j D + e_j`` with
 ``e_j`` uncorrelated with ``D``; the terms in ``D`` alone are exact moments of the rectifier
-under that law (:func:`rectifier_marginals`), those in ``e_j`` first-order Stein terms in the
+under that law (:func:`_rectifier`), those in ``e_j`` first-order Stein terms in the
 third cumulants ``kappa(e_j, D, D) = kappa(X_j, D, D) - beta_j kappa3(D)``::
 
     Cov(Y, X_j)        = Cov(B, X_j) + beta_j Cov(f, D) + kappa(e_j, D, D) E[f''] / 2
@@ -65,7 +65,6 @@ from .skew_core import (
 
 __all__ = [
     "MAX_SKEW_D",
-    "rectifier_marginals",
     "cumulant_makespan",
     "cumulant_pipeline",
     "cached_cumulant_pipeline",
@@ -84,45 +83,18 @@ _TIE_RTOL = 1e-12
 _EXACT_CAP = 80
 
 
-def rectifier_marginals(dm: float, th: float, g1: float = 0.0, g2: float = 0.0) -> dict[str, float]:
-    """Moments of ``f = D+`` and its joint cumulants with ``D``, ``D`` Gram-Charlier.
-
-    ``D = dm + th Z`` with ``Z``'s density ``phi(z) (1 + g1 He3(z) / 6 + g2 He4(z) / 24)``.
-    Partial moments ``int_c^inf z^n p(z) dz`` (``c = -dm / th``) follow from ``J_n = int_c^inf
-    z^n phi`` (``J_n = c^(n-1) phi(c) + (n - 1) J_(n-2)``); for ``c < 0`` the mirror ``f = D +
-    (-D)+`` is evaluated instead, so every moment is a small tail quantity (no cancellation).
-
-    Parameters
-    ----------
-    dm, th : float
-        Mean and standard deviation (> 0) of ``D``.
-    g1, g2 : float
-        Skewness and excess kurtosis of ``D``.
-
-    Returns
-    -------
-    dict
-        ``P = P(D > 0)``, ``dens0`` (density of ``D`` at 0), ``Ef``, ``Vf``, ``CfD = Cov(f, D)``,
-        ``kfDD = kappa(f, D, D)``, ``kffD = kappa(f, f, D)``, ``k3f = kappa3(f)``.
-
-    Examples
-    --------
-    >>> r = rectifier_marginals(0.0, 1.0)
-    >>> round(r["Ef"], 6), round(r["Vf"], 6)  # 1 / sqrt(2 pi), 1/2 - 1 / (2 pi)
-    (0.398942, 0.340845)
-    """
-    if not (math.isfinite(dm) and math.isfinite(th) and th > 0):
-        raise ValueError(f"rectifier_marginals: need finite dm and th > 0, got {dm!r}, {th!r}")
-    return _rectifier(dm, th, g1, g2, None)[0]
-
-
 def _rectifier(
     dm: float, th: float, g1: float, g2: float, g2_mean: float | None
 ) -> tuple[dict[str, float], float | None]:
-    """:func:`rectifier_marginals` at ``g2``, and ``Ef`` at the kurtosis ``g2_mean`` (or None).
+    """Moments of ``f = D+`` and its joint cumulants with ``D``, ``D`` Gram-Charlier.
 
-    One evaluation of the partial moments ``J_n`` serves both (they depend on ``c`` only); the
-    floating-point operations are those of two separate calls, so the values are the same.
+    ``D = dm + th Z`` (``th > 0``) with ``Z``'s density ``phi(z) (1 + g1 He3(z) / 6 + g2
+    He4(z) / 24)``. Partial moments ``int_c^inf z^n p(z) dz`` (``c = -dm / th``) follow from
+    ``J_n = int_c^inf z^n phi`` (``J_n = c^(n-1) phi(c) + (n - 1) J_(n-2)``); for ``c < 0`` the
+    mirror ``f = D + (-D)+`` is evaluated instead, so every moment is a small tail quantity.
+
+    Returns ``({P, dens0, Ef, Vf, CfD, kfDD, kffD, k3f}, Ef at the kurtosis g2_mean or None)``:
+    one evaluation of ``J_n`` serves both, with the floating-point operations of two calls.
     """
     c = -dm / th
     if c < 0:

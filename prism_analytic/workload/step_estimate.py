@@ -1,7 +1,6 @@
 """The deterministic step time of a job from its op means: pipeline, bubble, dp tail, MFU.
 
 * :func:`step_time`: a closed-form step time from :func:`~.mean_model.op_means`, and MFU;
-* :func:`bubble_fraction`: the pipeline bubble of a schedule;
 * :class:`StepEstimate`: the estimate and its parts, with ``summary``, ``to_dict``, ``plot``.
 """
 
@@ -13,7 +12,7 @@ from .config import JobConfig, Layout
 from .flops import model_flops_per_token
 from .mean_model import OpMeans, op_means, total_seconds
 
-__all__ = ["StepEstimate", "step_time", "mfu", "bubble_fraction"]
+__all__ = ["StepEstimate", "step_time", "mfu"]
 
 
 @dataclass(frozen=True)
@@ -92,21 +91,6 @@ class StepEstimate:
         ax.set_title(f"mean step {self.step_s:.3f} s, MFU {self.mfu:.1%}")
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=3, fontsize="small")
         return ax
-
-
-def bubble_fraction(schedule: str, pp: int, microbatches: int, vpp: int = 1) -> float:
-    """Pipeline bubble over useful time: ``(p - 1) / (v m)`` (v = 1 unless interleaved).
-
-    Narayanan et al., SC'21: GPipe and 1F1B share ``(p-1)/m``; interleaving divides it
-    by the number of chunks per stage.
-    """
-    if schedule not in ("gpipe", "1f1b", "interleaved"):
-        raise ValueError(f"schedule must be gpipe, 1f1b or interleaved, got {schedule!r}")
-    for name, v in (("pp", pp), ("microbatches", microbatches), ("vpp", vpp)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-    v = vpp if schedule == "interleaved" else 1
-    return (pp - 1) / (v * microbatches)
 
 
 def step_time(job: JobConfig, means: OpMeans | None = None) -> StepEstimate:

@@ -27,7 +27,6 @@ import numpy as np
 from scipy import stats
 
 from ..datasets import data_root
-from .config import SpatialVariability
 
 __all__ = [
     "DATASETS",
@@ -122,17 +121,6 @@ class SpatialStats:
     outlier_mean_factor: float
     within_gpu_cv: float
     confidence: float
-
-    def to_spatial_config(self) -> SpatialVariability:
-        """Spatial variability parameters measured here.
-
-        Body = robust CV; outliers = GPUs beyond 3 robust sd, at their mean slowdown.
-        """
-        return SpatialVariability(
-            cv=self.robust_cv,
-            slow_fraction=self.outlier_fraction,
-            slow_factor=max(1.0, self.outlier_mean_factor),
-        )
 
     def summary(self) -> str:
         """One line."""
