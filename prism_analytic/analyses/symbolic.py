@@ -247,32 +247,16 @@ def closed_form_check(
             slope = abs(float(hi.mean()) - float(lo.mean())) / (2 * h)
             hq = implicit_step(h, float(base.std()), slope)
             qhi, qlo = (hi, lo) if hq == h else (step(*kw(1 + hq)), step(*kw(1 - hq)))
-            out.append(
-                ClosedFormCheck(
-                    c,
-                    f"d p{round(p * 100)} / d log {what}",
-                    _evaluate(f[key_q], subs),
-                    implicit_quantile_derivative(base, qhi, qlo, hq, p),
-                    (float(hi.quantile(p)) - float(lo.quantile(p))) / (2 * h),
-                )
-            )
-            out.append(
-                ClosedFormCheck(
-                    c,
-                    f"d mean / d log {what}",
-                    _evaluate(f[key_m], subs),
-                    (float(hi.mean()) - float(lo.mean())) / (2 * h),
-                    (float(hi.mean()) - float(lo.mean())) / (2 * h),
-                )
-            )
+            d_q = implicit_quantile_derivative(base, qhi, qlo, hq, p)
+            fd_q = (float(hi.quantile(p)) - float(lo.quantile(p))) / (2 * h)
+            d_mean = (float(hi.mean()) - float(lo.mean())) / (2 * h)
+            sym_q, sym_m = _evaluate(f[key_q], subs), _evaluate(f[key_m], subs)
+            out += [
+                ClosedFormCheck(c, f"d p{round(p * 100)} / d log {what}", sym_q, d_q, fd_q),
+                ClosedFormCheck(c, f"d mean / d log {what}", sym_m, d_mean, d_mean),
+            ]
             if key_s:
-                out.append(
-                    ClosedFormCheck(
-                        c,
-                        f"d std / d log {what}",
-                        _evaluate(f[key_s], subs),
-                        (float(hi.std()) - float(lo.std())) / (2 * h),
-                        (float(hi.std()) - float(lo.std())) / (2 * h),
-                    )
-                )
+                d_std = (float(hi.std()) - float(lo.std())) / (2 * h)
+                sym_s = _evaluate(f[key_s], subs)
+                out.append(ClosedFormCheck(c, f"d std / d log {what}", sym_s, d_std, d_std))
     return out
