@@ -381,28 +381,16 @@ def placement_analysis(
     costs = stage_costs(job, slow_factor)
     slack = tuple(costs)
     order = sorted(range(p.pp), key=lambda s: (costs[s], s))
-    healthy = predict(graph)
-    hrow = PlacementRow(
-        "no slow GPU",
-        "",
-        0,
-        0,
-        float(healthy.mean()),
-        float(healthy.quantile(0.95)),
-        float(healthy.quantile(0.99)),
-    )
+
+    def law_row(name: str, description: str, replicas: int, cells: int, law) -> PlacementRow:
+        q95, q99 = float(law.quantile(0.95)), float(law.quantile(0.99))
+        return PlacementRow(name, description, replicas, cells, float(law.mean()), q95, q99)
+
+    hrow = law_row("no slow GPU", "", 0, 0, predict(graph))
 
     def row(pl: Placement) -> PlacementRow:
         res = predict(_placement_graph(job, graph, pl, slow_factor))
-        return PlacementRow(
-            pl.name,
-            pl.description,
-            pl.replicas,
-            len(pl.cells()),
-            float(res.mean()),
-            float(res.quantile(0.95)),
-            float(res.quantile(0.99)),
-        )
+        return law_row(pl.name, pl.description, pl.replicas, len(pl.cells()), res)
 
     named = named_placements(slow_gpus, cell_gpus, p.pp, p.dp, order)
     seen: dict[tuple, PlacementRow] = {}
