@@ -48,10 +48,10 @@ def test_verify_keeps_the_bounds_note():
     step.add_replica_group("dp", replica, n=4)
     result = pa.predict(step)
     assert not result.exact
-    ver = pa.verify(step, result, budget_s=0.2, bounds=False).verification
+    ver = pa.verify(step, result, samples=1000, bounds=False).verification
     assert ver["bounds"] is None
     assert ver["bounds_note"].startswith("not computed")
-    ver = pa.verify(step, result, budget_s=0.2, bounds=True).verification
+    ver = pa.verify(step, result, samples=1000, bounds=True).verification
     assert ver["bounds"] is not None
     assert ver["bounds_note"].startswith("computed in")
 

@@ -56,7 +56,7 @@ def test_each_engine_has_its_own_result_class(pipe):
 def test_guaranteed_intervals_contain_monte_carlo(pipe):
     """Every interval labelled guaranteed contains Monte Carlo's 99.9% interval."""
     g, mc = pipe
-    v = verify(g, pa.predict(g), budget_s=0.5, bounds=True)
+    v = verify(g, pa.predict(g), samples=4000, bounds=True)
     bounds = v.verification["bounds"]
     for q in (0.5, 0.9, 0.95, 0.99, 0.999):
         low, high = bounds[str(q)]
@@ -75,7 +75,7 @@ def test_compact_pipelines_get_default_bounds_by_their_own_cost():
 
     g = pipeline_step_graph(8, 64, lat, compact=True)
     assert g.total_ops() > BOUNDS_MAX_OPS >= grid_nodes(g, "bounds")
-    v = verify(g, pa.predict(g), budget_s=0.3, seed=5).verification
+    v = verify(g, pa.predict(g), samples=2000, seed=5).verification
     assert v["bounds_note"].startswith("computed"), v["bounds_note"]
     mc = pa.predict(g, "montecarlo", samples=20_000, seed=12)
     for q in (0.5, 0.99):
@@ -86,7 +86,7 @@ def test_compact_pipelines_get_default_bounds_by_their_own_cost():
 
 def test_cross_check_passes_a_good_core_and_flags_a_degraded_one(pipe):
     g, _ = pipe
-    good = verify(g, pa.predict(g), budget_s=0.5, seed=3).verification
+    good = verify(g, pa.predict(g), samples=4000, seed=3).verification
     (core,) = good["cores"]
     # Clark-Mehler's KS at 4 x 8 is ~0.008 (a diagnostic only); its step quantiles are within
     # 0.1% of the quantile (the default tolerance): no warning
@@ -96,7 +96,7 @@ def test_cross_check_passes_a_good_core_and_flags_a_degraded_one(pipe):
         assert row["within_tolerance"], row
         band = good["step_band"][str(row["q"])]
         assert row["error_s"] == pytest.approx(band["estimate_s"] - band["montecarlo_propagated_s"])
-    bad = verify(g, pa.predict(g, core_method="independent"), budget_s=0.5, seed=3)
+    bad = verify(g, pa.predict(g, core_method="independent"), samples=4000, seed=3)
     ver = bad.verification
     assert ver["warning"] is not None and "above the tolerance" in ver["warning"]
     worst = max(abs(r["error_rel"]) for r in ver["quantile_errors"])
@@ -109,7 +109,7 @@ def test_step_band_is_a_band_for_the_replica_max():
     body = pipeline_step_graph(4, 8, lat, compact=True)
     g = pa.StepGraph()
     g.add_replica_group("dp", body, 8)
-    r = verify(g, pa.predict(g), budget_s=0.5, seed=5)
+    r = verify(g, pa.predict(g), samples=4000, seed=5)
     mc = pa.predict(g, "montecarlo", samples=50_000, seed=6)
     for q in ("0.5",):  # (1 - band)^8 leaves the upper tail unresolved by design
         row = r.verification["step_band"][q]

@@ -8,6 +8,7 @@ A deliberately degraded core must trigger it; the main job must not.
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -33,17 +34,21 @@ def test_judge_two_sided_interval_widened_by_the_tolerance():
     assert row["error_band_s"] == pytest.approx([0.3, 0.6])
 
 
-def test_judge_infinite_ends_leave_the_measured_error_to_decide():
-    # an estimate far above the finite lower end: only the measured error can show it
-    assert not judge_quantile(101.0, 100.0, 99.9, INF, 1e-3)["within_tolerance"]
+def test_judge_infinite_ends_resolve_nothing_towards_them():
+    # above the finite lower end: the sample cannot show an error upwards, whatever the noisy
+    # point estimate says; within, but not resolved (not confirmed either)
+    row = judge_quantile(101.0, 100.0, 99.9, INF, 1e-3)
+    assert row["within_tolerance"] and not row["resolved"]
+    assert row["error_s"] == pytest.approx(1.0)
     row = judge_quantile(100.05, 100.0, 99.9, INF, 1e-3)
     assert row["within_tolerance"] and not row["resolved"]
     assert row["error_band_s"][0] is None and row["error_band_s"][1] == pytest.approx(0.15)
-    # below the finite end by more than the tolerance: not within, whatever the point says
+    # below the finite end by more than the tolerance: resolved as an error, not within
     assert not judge_quantile(99.0, 99.05, 99.9, INF, 1e-3)["within_tolerance"]
-    # both ends unresolved: the measured error alone
-    assert judge_quantile(100.0, 100.05, -INF, INF, 1e-3)["within_tolerance"]
-    assert not judge_quantile(100.0, 100.2, -INF, INF, 1e-3)["within_tolerance"]
+    assert judge_quantile(99.85, 99.05, 99.9, INF, 1e-3)["within_tolerance"]
+    # both ends unresolved: nothing is resolved, no verdict against the estimate
+    row = judge_quantile(100.0, 100.2, -INF, INF, 1e-3)
+    assert row["within_tolerance"] and not row["resolved"]
 
 
 def _flagship_small() -> pa.StepGraph:
@@ -73,27 +78,36 @@ def _degrade(monkeypatch, *, shift: float = 1.0, widen: float = 1.0) -> None:
 
 def test_the_undegraded_core_gets_no_warning():
     g = _flagship_small()
-    ver = verify(g, pa.predict(g), budget_s=0.5, seed=1).verification
+    ver = verify(g, pa.predict(g), samples=4000, seed=1).verification
     assert ver["warning"] is None, ver["quantile_errors"]
 
 
-@pytest.mark.parametrize(("shift", "widen"), [(1.01, 1.0), (1.0, 5.0)])
-def test_a_degraded_core_triggers_the_warning(monkeypatch, shift, widen):
+@pytest.mark.parametrize(
+    ("shift", "widen", "reason"),
+    [
+        # a max over 512 replicas reads the body beyond the samples upwards (one-sided band):
+        # a low core is resolved by the band, a high or wide one by the guaranteed bounds
+        (0.99, 1.0, "above the tolerance"),
+        (1.01, 1.0, "outside the guaranteed bounds"),
+        (1.0, 5.0, "outside the guaranteed bounds"),
+    ],
+)
+def test_a_degraded_core_triggers_the_warning(monkeypatch, shift, widen, reason):
     _degrade(monkeypatch, shift=shift, widen=widen)
     g = _flagship_small()
-    res = verify(g, pa.predict(g), budget_s=0.5, seed=1)
+    res = verify(g, pa.predict(g), samples=4000, seed=1)
     ver = res.verification
-    assert ver["warning"] is not None and "above the tolerance" in ver["warning"]
+    assert ver["warning"] is not None and reason in ver["warning"]
     assert "WARNING" in res.summary()
-    if shift > 1:
+    if shift < 1:
         # the measured error is the shift's size: ~1% of the step at every level
         for row in ver["quantile_errors"]:
-            assert 0.005 < row["error_rel"] < 0.015, row
+            assert -0.015 < row["error_rel"] < -0.005, row
 
 
 def test_the_error_rows_are_on_the_result():
     g = _flagship_small()
-    res = verify(g, pa.predict(g), budget_s=0.3, seed=1)
+    res = verify(g, pa.predict(g), samples=2000, seed=1)
     rows = res.quantile_errors()
     assert [r["q"] for r in rows] == [0.5, 0.9, 0.95, 0.99, 0.999]
     for r in rows:
@@ -118,11 +132,14 @@ def test_main_job_prints_its_errors_and_no_warning(capsys):
 
 
 def test_cli_tolerance_is_wired_and_checked(capsys):
-    # the main job's measured error is ~0.02% of its quantiles: above a 0.001% tolerance
     assert (
-        main(["predict", "--preset", "llama3-405b", "--gpus", "65536", "--tolerance", "1e-5"]) == 0
+        main(
+            ["predict", "--preset", "llama3-405b", "--gpus", "65536", "--tolerance", "1e-5"]
+            + ["--json"]
+        )
+        == 0
     )
-    assert "WARNING: approximation error above the tolerance" in capsys.readouterr().out
+    assert json.loads(capsys.readouterr().out)["cross_check"]["tolerance"] == 1e-5
     with pytest.raises(SystemExit) as exc:
         main(["predict", "--preset", "llama3-8b", "--gpus", "8", "--tolerance", "2"])
     assert exc.value.code == 2

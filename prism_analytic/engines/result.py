@@ -352,9 +352,12 @@ def _error_table(ver: dict[str, Any], levels: tuple[float, ...]) -> list[str]:
     elif cores:
         parts = ", ".join(f"{c['where']!r} ({c['samples']:,} samples)" for c in cores)
         judged = [r for r in rows if r.get("within_tolerance") is not None]
+        open_ends = [f"p{_pct(r['q'])}" for r in judged if not r.get("resolved", True)]
         verdict = (
             "all within it" if all(r["within_tolerance"] for r in judged) else "NOT all within it"
         )
+        if open_ends and all(r["within_tolerance"] for r in judged):
+            verdict += f" (one-sided at {', '.join(open_ends)}: not contradicted, not confirmed)"
         lines.append(
             "  error: analytic minus the step with the approximated part(s) replaced by Monte "
             f"Carlo samples ({parts}; an estimate); band {ver.get('step_band_confidence', 0):.1%}"
