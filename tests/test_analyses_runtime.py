@@ -246,3 +246,23 @@ def test_cli_runtime_beyond_floats_is_inf_with_a_note(capsys, args):
 def test_failslow_covering_the_run_is_a_clear_error():
     with pytest.raises(ValueError, match="failslow_rate"):
         expected_wall(1e4, 600.0, Interruptions(failslow_rate=1.0), 8)
+
+
+def test_no_overflow_and_ordered_quantiles_across_the_options_ranges():
+    work = WorkMixture(np.array([0.7, 0.3]), np.array([4e4, 4.2e4]), np.array([4e5, 9e5]))
+    rates = (0.0, 1e-9, 1e-3, 1.0, 1e3, 1e6)  # per GPU-hour, 8 GPUs
+    restarts, costs = (0.0, 600.0, 1e12), (0.0, 60.0, 1e9)
+    intervals = (1e-6, 100.0, 1e12, math.inf)
+    for rate in rates:  # the expected wall: a number or inf, never an exception
+        for r in restarts:
+            for c in costs:
+                for tau in intervals:
+                    e = expected_wall(4e4, tau, Interruptions(rate, None, c, r), 8)
+                    assert e >= 4e4 * (1 - 1e-9) or math.isinf(e)
+    rng = np.random.default_rng(0)
+    for _ in range(12):  # the law, on a sample of the combinations
+        rate, r, c, tau = (float(rng.choice(v)) for v in (rates, restarts, costs, intervals))
+        law = run_wall_law(work, tau, rate * 8 / 3600, c, r)
+        q = np.interp([0.01, 0.5, 0.99], law.cdf, law.x)
+        assert np.all(np.diff(q) >= 0) or np.all(np.isinf(q)), (rate, r, c, tau, q)
+        assert math.isinf(law.mean) or q[0] >= 0.99 * 4e4 - 4 * 950

@@ -179,9 +179,8 @@ class WallLaw:
     13 steps of the exact one at a level within ``2e-9 + 10 TAIL_EPS`` of ``p`` (six
     smoothing stds, one step). ``resolution``: half the spread of p1, p50 and p99 between
     the mixtures with every stratum so moved down and up; ``h``: the strata's mean step;
-    ``outside``: the mass the lattices may fold over or leave out. ``shift`` moves the law to
-    the exact mean (what the strata's normal spreads miss: a fraction of a step or of a
-    stratum's width).
+    ``outside``: the mass the lattices may fold over or leave out. ``shift``: the exact mean
+    less the lattices' (a fraction of a step or of a stratum's width; the law is not moved).
     """
 
     x: np.ndarray
@@ -338,80 +337,79 @@ def run_wall_law(
     # within a stratum: the work itself and its checkpoints (the failures' law is the
     # stratum's own)
     spread_k = sd_k * z_min / np.maximum(w_k, 1e-300)
-    lost_k = np.array(
-        [
-            wall_upper_bound(lam, nk, t_full, restart_s) + wall_upper_bound(lam, 1, rk, restart_s)
-            for nk, rk in zip(n_k, r_k, strict=True)
-        ]
-    )
-    lo_k = np.maximum(z_min - 9 * spread_k, 0.0)
-    hi_k = z_min + 9 * spread_k + lost_k + _failslow_upper_bound(fs_count, jump)
-    fs = (fs_count, jump)
-    laws = [
-        _stratum_law(lam, t_full, restart_s, nk, rk, zk, sk, lo, hi, fs, cells)
-        for nk, rk, zk, sk, lo, hi in zip(n_k, r_k, z_min, spread_k, lo_k, hi_k, strict=True)
+    lost_k = [
+        wall_upper_bound(lam, nk, t_full, restart_s) + wall_upper_bound(lam, 1, rk, restart_s)
+        for nk, rk in zip(n_k, r_k, strict=True)
     ]
+    fs = (fs_count, jump)
+    fs_hi = _failslow_upper_bound(fs_count, jump)
+    laws: list[tuple[np.ndarray, np.ndarray, float]] = []
+    weights: list[float] = []
+    dropped = 0.0
+    for pk, nk, rk, zk, sk, lk in zip(p, n_k, r_k, z_min, spread_k, lost_k, strict=True):
+        # the runs without a failure (probability e^(-lam z)) and those with one or more,
+        # each on its own lattice: a rare but long failure does not coarsen the rest
+        p_fail = -math.expm1(-lam * zk) if lam > 0 else 0.0
+        lo = max(zk - 9 * sk, 0.0)
+        spec = (lam, t_full, restart_s, nk, rk, zk, sk, fs)
+        if p_fail < 1.0:
+            laws.append(_lattice_law(spec, False, lo, zk + 9 * sk + fs_hi, cells))
+            weights.append(pk * (1.0 - p_fail))
+        if p_fail > 1e-13:
+            laws.append(_lattice_law(spec, True, lo, zk + 9 * sk + lk + fs_hi, cells))
+            weights.append(pk * p_fail)
+        else:
+            dropped += pk * p_fail
+    w = np.array(weights)
     x = np.unique(np.concatenate([xl[:: max(xl.size // 512, 1)] for xl, _, _ in laws]))
     x = np.unique(np.concatenate([x, [xl[-1] for xl, _, _ in laws]]))
-    lattice_mean = sum(pk * float(np.diff(c, prepend=0.0) @ xl) for pk, (xl, c, _) in zip(p, laws))
-    shift = mean_total - lattice_mean
-    cdf = _mixture(x, p, laws, 0.0)
-    # each stratum's quantiles are within 13 of its lattice steps of the exact ones: the
-    # mixture's p1, p50, p99 within the quantiles of the mixtures so shifted
-    lo_c, hi_c = _mixture(x, p, laws, 13.0), _mixture(x, p, laws, -13.0)
+    lattice_mean = sum(wk * float(np.diff(c, prepend=0.0) @ xl) for wk, (xl, c, _) in zip(w, laws))
+    cdf = _mixture(x, w, laws, 0.0)
+    # each lattice's quantiles are within 13 of its steps of the exact ones: the mixture's
+    # p1, p50, p99 within the quantiles of the mixtures so moved
+    lo_c, hi_c = _mixture(x, w, laws, 13.0), _mixture(x, w, laws, -13.0)
     res = max(float(np.interp(q, lo_c, x) - np.interp(q, hi_c, x)) / 2 for q in (0.01, 0.5, 0.99))
-    h = float(p @ np.array([hk for _, _, hk in laws]))
-    outside = 10 * TAIL_EPS + 2 * float(special.ndtr(-8.0))
-    return WallLaw(x + shift, cdf, mean_total, h, outside, shift, max(res, 0.0))
+    h = float(w @ np.array([hk for _, _, hk in laws]))
+    outside = 10 * TAIL_EPS + 2 * float(special.ndtr(-8.0)) + dropped
+    return WallLaw(x, cdf, mean_total, h, outside, mean_total - lattice_mean, max(res, 0.0))
 
 
 def _mixture(x: np.ndarray, p: np.ndarray, laws: list, steps: float) -> np.ndarray:
-    """CDF of the strata's mixture at ``x``, each stratum moved by ``steps`` lattice steps."""
+    """CDF of a mixture of lattice laws at ``x``, each moved by ``steps`` of its steps."""
     out = np.zeros(x.size)
     for pk, (xl, c, hk) in zip(p, laws, strict=True):
         out += pk * np.interp(x, xl + steps * hk, c, left=0.0, right=1.0)
     return np.minimum(out, 1.0)
 
 
-def _stratum_law(
-    lam: float,
-    t_full: float,
-    restart_s: float,
-    n: float,
-    r: float,
-    z: float,
-    spread: float,
-    lo: float,
-    hi: float,
-    failslow: tuple[float, float],
-    cells: int,
+def _lattice_law(
+    spec: tuple, failed: bool, lo: float, hi: float, cells: int
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """One stratum's run time on its own lattice: points, CDF there, lattice step."""
+    """A stratum's run time, without failures or given one at least, on its own lattice.
+
+    ``spec`` is ``(lam, T_full, R, n, r, z, spread, (fail-slow count, extra))``. Returns the
+    points, the CDF there and the lattice step.
+    """
+    lam, t_full, restart_s, n, r, z, spread, (count, jump) = spec
     width = max(hi - lo, abs(lo) * 1e-12, 1e-9)
     h = width / (0.9 * cells)
     x0 = lo - 0.05 * width
     u = -2j * math.pi * np.arange(cells // 2 + 1) / (cells * h)
     sigma = 2.0 * h  # smoothing: the inversion below resolves nothing finer than h
-    omega2 = (u * u).real  # -omega^2
-    env = 0.5 * omega2 * (sigma**2 + spread**2)
-    full = None
-    if n > 0:
-        full = log_cf_excess(u, lam, t_full, restart_s)
-        env = env + n * full.real
-    # frequencies where the transform is below e^-45 in modulus (the full segments' power
-    # and the normals alone; the other factors are <= 1) are left out
-    j = int(np.flatnonzero(env > -45.0)[-1]) + 1
-    uj = u[:j]
-    lg = uj * (z - x0) + 0.5 * (uj * sigma) ** 2 + 0.5 * (uj * spread) ** 2
-    if full is not None:
-        lg = lg + n * full[:j]
-    if r > 0:
-        lg = lg + log_cf_excess(uj, lam, r, restart_s)
-    count, jump = failslow
+    lg = u * (z - x0) + 0.5 * (u * sigma) ** 2 + 0.5 * (u * spread) ** 2
     if count > 0 and jump > 0:
-        lg = lg + count * uj * jump / (1.0 - uj * jump)
-    cf = np.zeros(u.size, dtype=complex)
-    cf[:j] = np.exp(lg)
+        lg = lg + count * u * jump / (1.0 - u * jump)
+    cf = np.exp(lg)
+    if failed:
+        # E[e^(u L); L > 0] / P(L > 0) for the lost time L, whose atom at 0 is e^(-lam z):
+        # (expm1(log phi_L) + 1 - e^(-lam z)) / (1 - e^(-lam z)), no difference of near-equals
+        log_phi = np.zeros_like(u)
+        if n > 0:
+            log_phi = log_phi + n * log_cf_excess(u, lam, t_full, restart_s)
+        if r > 0:
+            log_phi = log_phi + log_cf_excess(u, lam, r, restart_s)
+        q = -math.expm1(-lam * z)
+        cf = cf * (_cexpm1(log_phi) + q) / q
     pmf = np.clip(np.fft.irfft(cf, cells), 0.0, None)
     # no run is shorter than its work and checkpoints: the smoothing's mass below goes there
     first = int(np.clip(math.ceil((lo - x0) / h + 0.5), 0, cells - 1))
@@ -419,8 +417,7 @@ def _stratum_law(
     pmf[:first] = 0.0
     pmf /= pmf.sum()
     x = x0 + h * (np.arange(cells) + 0.5)
-    keep = slice(first, None)
-    return x[keep], np.cumsum(pmf)[keep], h
+    return x[first:], np.cumsum(pmf)[first:], h
 
 
 def segments(work: np.ndarray, interval_s: float) -> tuple[np.ndarray, np.ndarray]:
