@@ -102,6 +102,8 @@ def _scenario(
     half = 1.96 * clusters.std(ddof=1) / math.sqrt(work_runs)
     return {
         "rt": d,
+        "x": rt.x,
+        "cdf": rt.cdf_values,
         "walls": walls.reshape(work_runs, reps),
         "work_diff": d["work"]["mean_s"] / float(work.mean()) - 1,
         "events": None if ev is None else np.sort(ev),
@@ -148,9 +150,11 @@ def main() -> None:
             qa = d[f"p{round(q * 100)}_s"]
             lo, hi = _quantile_interval(clustered, q, np.random.default_rng(5))
             inside = lo <= qa <= hi
+            # the analytic CDF at the Monte Carlo quantile: the level the law gives it
+            level = float(np.interp(np.quantile(walls, q), r["x"], r["cdf"]))
             cells.append(
                 f"{_fmt_h(qa)} vs {_fmt_h(float(np.quantile(walls, q)))} [{_fmt_h(lo)},"
-                f" {_fmt_h(hi)}] {'ok' if inside else 'OUT'}"
+                f" {_fmt_h(hi)}] {'ok' if inside else 'OUT'} (F = {level:.4f})"
             )
         ordered = d["p99_s"] >= d["p50_s"] >= d["p1_s"]
         qrows.append(f"| {label} | " + " | ".join(cells) + f" | {'yes' if ordered else 'NO'} |")
@@ -189,7 +193,10 @@ def main() -> None:
             "",
             f"Largest |mean difference|: {100 * worst:.3f}%.",
             "",
-            "Quantiles: analytic vs Monte Carlo [95% interval, bootstrap over the work draws].",
+            "Quantiles: analytic vs Monte Carlo [95% interval, bootstrap over the work draws];"
+            " F: the analytic CDF at the Monte Carlo quantile (where the CDF is flat, as at"
+            " p99 on one GPU, whose 1% of runs on a degraded GPU form a separate mode, a"
+            " quantile moves far for a small change of level: F is the fairer comparison).",
             "",
             "| scenario | p1 | p50 | p99 | p99 >= p50 >= p1 |",
             "|---|---|---|---|---|",
