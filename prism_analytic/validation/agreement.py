@@ -11,7 +11,7 @@ quantiles at :data:`LEVELS` (p50, p90, p99, p99.9).
   JSON), the error ``analytic - Monte Carlo`` in seconds and relative to the quantile, and
   whether it is within the tolerance
   (:func:`~prism_analytic.engines.crosscheck.judge_quantile`: inside the interval widened by
-  ``tolerance * |quantile|``, or, where an end is infinite, the error itself within it);
+  ``tolerance * |quantile|``; an infinite end resolves no error towards it);
   ``p50_err_s``, ``p50_rel_err``, ... repeat them flat;
 * ``verdict``: PASS when every level is within the tolerance and Monte Carlo is consistent with
   the guaranteed bounds; ``misses`` names the levels (and ``bounds``) that are not;
