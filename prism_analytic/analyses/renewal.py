@@ -121,7 +121,7 @@ def log_cf_excess(u: np.ndarray, lam: float, t: float, restart_s: float) -> np.n
     With ``A = E[e^(uX); X < T]`` and ``phi_Q`` the restart's transform,
     ``E[e^(u (S - T))] = 1 / (1 + e^(lam T) (D - e^(-lam T)))``, ``D = 1 - A phi_Q``; the
     difference ``D - e^(-lam T)`` is expanded so that no two nearly equal numbers are
-    subtracted (requires ``lam T`` and ``lam R`` below ``LOG_FLOAT_MAX``).
+    subtracted.
     """
     u = np.asarray(u, dtype=complex)
     if lam <= 0 or t <= 0:
@@ -134,8 +134,12 @@ def log_cf_excess(u: np.ndarray, lam: float, t: float, restart_s: float) -> np.n
     # D - e^(-lam T) = (1 - A - e^(-lam T)) + A (1 - phi_Q)
     head = (lam * math.exp(-lam * t) * _cexpm1(u * t) + u * math.expm1(-lam * t)) / lmu
     excess = head + a_t * one_m_phi_q
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = -_clog1p(math.exp(lam * t) * excess)
+    if lam * t < 600:
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = -_clog1p(math.exp(lam * t) * excess)
+    else:  # e^(lam T) would overflow: -log(1 + e^(lam T) x) = -(lam T + log(e^(-lam T) + x))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = -(lam * t + np.log(math.exp(-lam * t) + excess))
     return np.where(u == 0, 0.0, out)
 
 
