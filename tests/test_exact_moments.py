@@ -196,3 +196,36 @@ def test_max_of_a_mixture_against_a_dense_reference() -> None:
     got = iid_max_moments(law, 1000)
     assert got[0] == pytest.approx(mean, rel=1e-9)
     assert got[1] == pytest.approx(var, rel=1e-5)
+
+
+def test_slow_replicas_and_nested_groups() -> None:
+    """k slow copies beside n - k healthy ones, and a group of groups, keep exact moments.
+
+    Reference: the barrier's CDF Phi(z)^997 Phi(z_slow)^3 integrated directly (scipy quad).
+    """
+    body = pa.StepGraph("b")
+    body.add_op("a", pa.normal(1.0, 1e-3))
+    g = _group(body, 1000, slow=(3, 1.5))
+    res = pa.predict(g)
+
+    def log_cdf(x: float) -> float:
+        return 997 * stats.norm.logcdf((x - 1) / 1e-3) + 3 * stats.norm.logcdf((x - 1.5) / 1.5e-3)
+
+    kw = {"epsabs": 0.0, "epsrel": 1e-12, "limit": 500}
+    lo, mid, hi = 1.47, 1.49, 1.52
+    mean = (
+        mid
+        + integrate.quad(lambda x: -math.expm1(log_cdf(x)), mid, hi, **kw)[0]
+        - integrate.quad(lambda x: math.exp(log_cdf(x)), lo, mid, **kw)[0]
+    )
+    var = 2 * integrate.quad(lambda x: (x - mean) * -math.expm1(log_cdf(x)), mean, hi, **kw)[0]
+    var += 2 * integrate.quad(lambda x: (mean - x) * math.exp(log_cdf(x)), lo, mean, **kw)[0]
+    assert res.std_exact
+    assert res.std() == pytest.approx(math.sqrt(var), rel=REL)
+    assert res.mean() == pytest.approx(mean, rel=1e-12)
+    inner = pa.StepGraph("inner")
+    inner.add_replica_group("x8", body, 8)
+    nested = pa.predict(_group(inner, 125))
+    flat = pa.predict(_group(body, 1000))
+    assert nested.std_exact
+    assert nested.std() == pytest.approx(flat.std(), rel=REL)

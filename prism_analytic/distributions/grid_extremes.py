@@ -134,6 +134,10 @@ def iid_max_grid(g: GridDistribution, n: int) -> GridDistribution:
     below = float(np.exp(n * np.log(g.below) * (1.0 - w))) if g.below > 0 else 0.0
     out = _from_log_cdf(g.h, g.k0, lc_lo, lc_hi, below, g.policy, g.tail_index, roundoff)
     out.moments = _iid_max_moments(g, n)
+    if g.law is not None:  # the maximum's own closed form, for a later barrier or max
+        from .extremes import IIDMax
+
+        out.law = g.law if n == 1 else IIDMax(g.law, n)
     return out
 
 

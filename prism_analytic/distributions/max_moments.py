@@ -138,10 +138,11 @@ def _iid_max_moments(law: Distribution, n: int) -> tuple[float, float] | None:
 def _cheap_quantiles(law: Distribution) -> bool:
     """Closed-form quantiles (scipy's families and their affine maps), not a bisection."""
     from .base import Affine
+    from .extremes import IIDMax
     from .parametric import ScipyDistribution
 
-    if isinstance(law, Affine):
-        return _cheap_quantiles(law.base)
+    if isinstance(law, Affine | IIDMax):  # quantiles from the parent's, in closed form
+        return _cheap_quantiles(law.base if isinstance(law, Affine) else law.parent)
     return isinstance(law, ScipyDistribution)
 
 
@@ -152,6 +153,7 @@ def _continuous(law: Distribution) -> bool:
     affine maps and mixtures of them (a point mass or an empirical law has atoms).
     """
     from .base import Affine
+    from .extremes import IIDMax
     from .mixture import Mixture
     from .parametric import ScipyDistribution
 
@@ -159,6 +161,8 @@ def _continuous(law: Distribution) -> bool:
         return float(law.std()) > 0.0
     if isinstance(law, Affine):
         return law.scale_factor > 0 and _continuous(law.base)
+    if isinstance(law, IIDMax):
+        return _continuous(law.parent)
     if isinstance(law, Mixture):
         return all(_continuous(c) for c in law.components)
     return False
@@ -199,7 +203,17 @@ def _max_independent_moments(laws: list[Distribution]) -> tuple[float, float] | 
     """
     if not laws or not all(_continuous(d) and d.tail_index > 2 for d in laws):
         return None
-    return _max_moments_in_x([(d, 1) for d in laws])
+    return _max_moments_in_x([_copies(d) for d in laws])
+
+
+def _copies(law: Distribution) -> tuple[Distribution, int]:
+    """``(parent, n)`` for a maximum of ``n`` i.i.d. copies (its CDF is F^n), else ``(law, 1)``."""
+    from .extremes import IIDMax
+
+    if isinstance(law, IIDMax):
+        parent, k = _copies(law.parent)
+        return parent, k * law.n
+    return law, 1
 
 
 def _max_moments_in_x(parts: list[tuple[Distribution, int]]) -> tuple[float, float] | None:
