@@ -126,7 +126,7 @@ def _mc_check(law, walls, levels=(0.01, 0.5, 0.99)):
         lo = max(int(stats.binom.ppf(0.0005, n, q)) - 1, 0)
         hi = min(int(stats.binom.ppf(0.9995, n, q)), n - 1)
         qa = float(np.interp(q, law.cdf, law.x))
-        assert w[lo] - 13 * law.h <= qa <= w[hi] + 13 * law.h, (q, qa, w[lo], w[hi])
+        assert w[lo] - law.resolution <= qa <= w[hi] + law.resolution, (q, qa, w[lo], w[hi])
 
 
 @pytest.mark.parametrize(
