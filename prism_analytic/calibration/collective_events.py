@@ -61,7 +61,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
-from scipy import optimize, special
+from scipy import optimize, special, stats
 from statsmodels.tools.numdiff import approx_hess3
 
 from ..workload.scale_variability import fat_tree_tiers
@@ -79,6 +79,11 @@ PARAMS = ("sigma", "rate", "size", "size_sigma", "tier_growth")
 #: Episode parameters (fitted with ``episodes=True``) and their bounds.
 EPISODE_PARAMS = ("episode_start", "episode_stay", "episode_event")
 _EPISODE_BOUNDS = ((1e-7, 0.2), (1e-3, 0.999), (1e-3, 1.0))
+#: Quasi-Newton stopping rules: the log-likelihood is a sum over 10^4-10^5 iterations, so
+#: scipy's default relative ftol (2.2e-9, i.e. ~5e-4 in log-likelihood at 20,000
+#: iterations) stops runs that are still moving along a flat direction (a rate heading for
+#: its bound moves the log-likelihood by ~1 over several log units).
+_LBFGS = {"ftol": 1e-13, "gtol": 1e-7, "maxiter": 2000}
 
 
 @dataclass(frozen=True)
@@ -341,7 +346,7 @@ class CollectiveEventFit:
     information); ``intervals`` are 95% Wald intervals mapped back to natural units;
     ``not_identified`` names parameters held fixed because the data cannot set them.
     ``at_bound`` names parameters whose maximum lies on a bound of the fit: their interval
-    runs from the bound to where the profile likelihood has fallen by 1.92, and their
+    runs from the bound to where the profile log-likelihood has fallen by 1.92, and their
     variance in ``cov`` is 0 (the draws of :meth:`draw_models` hold them at the bound, so
     they understate that parameter's uncertainty).
     """
@@ -523,9 +528,18 @@ def fit_event_noise(
             # data's start can leave for a role-swapped maximum (see the module notes)
             v = np.array(v0 + logm0)
             v = _minimize_part(nll, v, [0, *range(k, len(v))], bounds)
-            r = optimize.minimize(nll, v, method="L-BFGS-B", bounds=bounds)
+            r = optimize.minimize(nll, v, method="L-BFGS-B", bounds=bounds, options=_LBFGS)
             if best is None or r.fun < best.fun:
                 best = r
+    # A run heading for a bound along a nearly flat direction (a rate with no events) stops
+    # short of it: a bound whose likelihood is within 0.01 of the maximum is the maximum.
+    for i in range(k):
+        for edge_value in (lo[i], hi[i]):
+            v = best.x.copy()
+            v[i] = edge_value
+            f = nll(v)
+            if f < best.fun + 0.01:
+                best.x, best.fun = v, min(f, best.fun)
     model, logc = unpack(best.x)
     # A parameter that ends at a bound has no Wald interval (the likelihood's slope is not
     # zero there): its covariance comes from the Hessian of the others with it held fixed,
@@ -589,40 +603,53 @@ def _minimize_part(nll, v: np.ndarray, idx: list[int], bounds: list) -> np.ndarr
         u[idx] = w
         return nll(u)
 
-    r = optimize.minimize(f, v[idx], method="L-BFGS-B", bounds=[bounds[i] for i in idx])
+    r = optimize.minimize(
+        f, v[idx], method="L-BFGS-B", bounds=[bounds[i] for i in idx], options=_LBFGS
+    )
     v[idx] = r.x
     return v
 
 
 def _profile_limit(nll, best, i: int, toward: float, bounds: list) -> float:
-    """Where the profile log-likelihood of coordinate ``i`` falls 1.92 (95%) from ``best``.
+    """Where the profile log-likelihood of coordinate ``i`` falls by chi2(1)'s 95% over 2.
 
-    Moves coordinate ``i`` from its bounded optimum toward ``toward`` in steps of 0.25
-    (log units), maximising over the others at each step; returns the linear interpolation
-    of the crossing, or ``toward`` when the profile never falls that far.
+    Moves coordinate ``i`` from its bounded optimum toward ``toward`` in steps of 0.5 (log
+    units), maximising over the others at each step, until the drop is passed, then
+    bisects the last step (8 halvings); returns ``toward`` when the profile never falls
+    that far.
     """
-    x0, f0 = float(best.x[i]), float(best.fun)
-    prev_x, prev_d, start = x0, 0.0, best.x.copy()
-    step = 0.25 if toward > x0 else -0.25
-    x = x0
-    while (toward - x) * step > 0:
-        x = min(x + step, toward) if step > 0 else max(x + step, toward)
-        others = [j for j in range(len(start)) if j != i]
+    drop = float(stats.chi2.ppf(0.95, 1)) / 2
+    others = [j for j in range(len(best.x)) if j != i]
+    start = best.x.copy()
 
-        def f(w, x=x, others=others):
+    def profile(x: float) -> tuple[float, np.ndarray]:
+        def f(w: np.ndarray) -> float:
             v = start.copy()
             v[others] = w
             v[i] = x
             return nll(v)
 
         r = optimize.minimize(
-            f, start[others], method="L-BFGS-B", bounds=[bounds[j] for j in others]
+            f, start[others], method="L-BFGS-B", bounds=[bounds[j] for j in others], options=_LBFGS
         )
-        d = float(r.fun) - f0
-        if d >= 1.92:
-            return prev_x + (x - prev_x) * (1.92 - prev_d) / (d - prev_d)
-        start[others] = r.x
-        prev_x, prev_d = x, max(d, 0.0)
+        return float(r.fun) - float(best.fun), r.x
+
+    inside = float(best.x[i])
+    step = 0.5 if toward > inside else -0.5
+    while (toward - inside) * step > 0:
+        x = min(inside + step, toward) if step > 0 else max(inside + step, toward)
+        d, w = profile(x)
+        if d >= drop:
+            outside = x
+            for _ in range(8):
+                mid = 0.5 * (inside + outside)
+                d, w = profile(mid)
+                if d >= drop:
+                    outside = mid
+                else:
+                    inside, start[others] = mid, w
+            return 0.5 * (inside + outside)
+        inside, start[others] = x, w
     return toward
 
 
