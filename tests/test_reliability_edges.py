@@ -58,6 +58,8 @@ def test_variance_of_a_heavy_family_is_infinite() -> None:
 def test_std_does_not_overflow_with_the_variance() -> None:
     assert pa.normal(1e300, 1e300).std() == 1e300
     assert pa.normal(1e300, 1e300).scale(0.5).std() == 5e299
+    assert pa.normal(1.0, 2e-168).std() == 2e-168  # the variance underflows to 0 there
+    assert pa.from_scipy(stats.lognorm(1e-10, scale=1e-160)).std() == pytest.approx(1e-170)
     assert pa.lognormal(1.0, 0.5).std() == pytest.approx(0.5, rel=1e-12)
 
 

@@ -166,14 +166,21 @@ class ScipyDistribution(Distribution):
         return np.inf if np.isnan(v) else v
 
     def _std(self) -> float:
-        # scale * the standard shape's std: finite where scale^2 * var overflows (1e300)
+        # scale * the standard shape's std where scale^2 * var leaves the normal range: it
+        # overflows at scale 1e300 and underflows to 0 below scale 1e-154
         var = self._var()
-        if np.isfinite(var):
+        if np.isfinite(var) and var >= np.finfo(float).tiny:
             return float(np.sqrt(var))
         shapes, _, scale = self.frozen.dist._parse_args(*self.frozen.args, **self.frozen.kwds)
-        with np.errstate(over="ignore", invalid="ignore"):
-            unit = float(self.frozen.dist.std(*shapes))
-        return float(scale * unit) if np.isfinite(unit) else np.inf
+        if self.family == "lognorm":  # scipy's exp(s^2) - 1 is 0 below s ~ 1e-8
+            s2 = float(shapes[0]) ** 2
+            unit = math.sqrt(math.exp(s2) * math.expm1(s2)) if s2 < 700 else math.inf
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                unit = float(self.frozen.dist.std(*shapes))
+        if not np.isfinite(unit):
+            return float(np.sqrt(var))
+        return float(scale * unit)
 
     def pdf(self, x: Any) -> float | np.ndarray:
         """Probability density (closed-form families only)."""
