@@ -27,7 +27,8 @@ the sum of independent segments. Everything has a closed form:
 
 :func:`run_wall_law` inverts that characteristic function on a lattice, convolved with the
 law of the work (a normal mixture over allocations, cut into narrow strata, each with its own
-number of segments) and with the compound Poisson law of fail-slow episodes. The lattice is
+number of segments) and with the fail-slow episodes, a compound Poisson time whose count
+follows the run's own length (the run's transform taken at a shifted exponent). The lattice is
 sized from proven tail bounds (Chernoff bounds of the failure counts, gamma quantiles of the
 lost times, Poisson and gamma quantiles of the fail-slow episodes), so that the mass it folds
 over is at most ``10 * TAIL_EPS`` plus the work's tails beyond 8 sigma.
@@ -242,6 +243,21 @@ def _gamma_isf(eps: float, shape: float, scale: float) -> float:
     return float(stats.gamma.isf(eps, shape, scale=scale)) if shape > 0 else 0.0
 
 
+def _with_failslow(base: float, eta: float, jump: float) -> float:
+    """A wall time a run of base time ``base`` exceeds w.p. <= 2 TAIL_EPS with fail-slow.
+
+    A ``t >= base + b(eta t)``, ``b`` the compound Poisson bound: a run longer than ``t``
+    would need the episodes within ``[0, t]`` to add more than ``t - base >= b(eta t)``.
+    """
+    t = base
+    for _ in range(200):
+        need = base + _failslow_upper_bound(eta * t, jump)
+        if t >= need:
+            return t
+        t = need * 1.01 if t > base else need
+    return t
+
+
 def _failslow_upper_bound(mean_count: float, jump_s: float, eps: float = TAIL_EPS) -> float:
     """Compound Poisson of Exp(jump_s) jumps, exceeded with probability <= 2 eps."""
     if mean_count <= 0 or jump_s <= 0:
@@ -308,7 +324,8 @@ def run_wall_law(
     ckpt_s, restart_s : float
         Checkpoint write and restart times (>= 0).
     failslow : (rate per second, extra seconds per episode)
-        Fail-slow episodes: Poisson in wall time, each adding an Exp(extra) time.
+        Fail-slow episodes: Poisson in the wall time (their own extra time included), each
+        adding an Exp(extra) time; their count follows the run's own length.
     cells : int
         Lattice size (a power of two is fastest).
     strata : int
@@ -327,7 +344,6 @@ def run_wall_law(
         inf = np.array([np.inf, np.inf])
         return WallLaw(inf, np.array([0.0, 1.0]), math.inf, math.inf, 0.0, 0.0, math.inf)
     mean_total = float(ws @ np.exp(log_m)) / (1.0 - loss)
-    fs_count = eta * mean_total  # episodes over the whole wall (their own extra included)
 
     p, w_k, sd_k, edges, t_full = *work_strata(work, strata), interval_s + ckpt_s
     # strata fine enough that the expected wall varies by < 5% across each one
@@ -345,8 +361,7 @@ def run_wall_law(
         wall_upper_bound(lam, nk, t_full, restart_s) + wall_upper_bound(lam, 1, rk, restart_s)
         for nk, rk in zip(n_k, r_k, strict=True)
     ]
-    fs = (fs_count, jump)
-    fs_hi = _failslow_upper_bound(fs_count, jump)
+    fs = (eta, jump)
     laws: list[tuple[np.ndarray, np.ndarray, float]] = []
     weights: list[float] = []
     dropped = 0.0
@@ -357,10 +372,12 @@ def run_wall_law(
         lo = max(zk - 9 * sk, 0.0)
         spec = (lam, t_full, restart_s, nk, rk, zk, sk, fs)
         if p_fail < 1.0:
-            laws.append(_lattice_law(spec, False, lo, zk + 9 * sk + fs_hi, cells))
+            top = _with_failslow(zk + 9 * sk, eta, jump)
+            laws.append(_lattice_law(spec, False, lo, top, cells))
             weights.append(pk * (1.0 - p_fail))
         if p_fail > 1e-13:
-            laws.append(_lattice_law(spec, True, lo, zk + 9 * sk + lk + fs_hi, cells))
+            top = _with_failslow(zk + 9 * sk + lk, eta, jump)
+            laws.append(_lattice_law(spec, True, lo, top, cells))
             weights.append(pk * p_fail)
         else:
             dropped += pk * p_fail
@@ -394,16 +411,18 @@ def _lattice_law(
     ``spec`` is ``(lam, T_full, R, n, r, z, spread, (fail-slow count, extra))``. Returns the
     points, the CDF there and the lattice step.
     """
-    lam, t_full, restart_s, n, r, z, spread, (count, jump) = spec
+    lam, t_full, restart_s, n, r, z, spread, (eta, jump) = spec
     width = max(hi - lo, abs(lo) * 1e-12, 1e-9)
     h = width / (0.9 * cells)
     x0 = lo - 0.05 * width
     u = -2j * math.pi * np.arange(cells // 2 + 1) / (cells * h)
     sigma = 2.0 * h  # smoothing: the inversion below resolves nothing finer than h
-    lg = u * (z - x0) + 0.5 * (u * sigma) ** 2 + 0.5 * (u * spread) ** 2
-    if count > 0 and jump > 0:
-        lg = lg + count * u * jump / (1.0 - u * jump)
+    v = _failslow_subordinator(u, eta, jump)
+    # fail-slow episodes at rate eta in the wall time add to a run of base time B a compound
+    # Poisson time: E[e^(u (B + FS))] = E[e^(v B)], v = u + eta (phi_J'(u) - 1)
+    lg = v * z - u * x0 + 0.5 * (u * sigma) ** 2 + 0.5 * (v * spread) ** 2
     cf = np.exp(lg)
+    u = v
     if failed:
         # E[e^(u L); L > 0] / P(L > 0) for the lost time L, whose atom at 0 is e^(-lam z):
         # (expm1(log phi_L) + 1 - e^(-lam z)) / (1 - e^(-lam z)), no difference of near-equals
@@ -422,6 +441,24 @@ def _lattice_law(
     pmf /= pmf.sum()
     x = x0 + h * (np.arange(cells) + 0.5)
     return x[first:], np.cumsum(pmf)[first:], h
+
+
+def _failslow_subordinator(u: np.ndarray, eta: float, jump: float) -> np.ndarray:
+    """``u + eta (phi_J'(u) - 1)``: the exponent a run's base time is taken at.
+
+    ``J'`` is an episode's extra time ``J`` ~ Exp(jump) with the episodes arriving during it:
+    ``phi_J'(u) = phi_J(u + eta (phi_J'(u) - 1))``, a contraction while ``eta E[J] < 1``.
+    """
+    if eta <= 0 or jump <= 0:
+        return u
+    phi = 1.0 / (1.0 - u * jump)
+    for _ in range(500):
+        new = 1.0 / (1.0 - (u + eta * (phi - 1.0)) * jump)
+        done = np.max(np.abs(new - phi)) < 1e-15
+        phi = new
+        if done:
+            break
+    return u + eta * (phi - 1.0)
 
 
 def segments(work: np.ndarray, interval_s: float) -> tuple[np.ndarray, np.ndarray]:

@@ -176,7 +176,7 @@ class Distribution(ABC):
 
         For exact distributions it is the computed quantile widened by floating-point slack,
         then checked against the CDF (or, above the median, the survival function) and widened
-        until the check passes (DESIGN.md §5). Grid results override it with the rounding
+        until the check passes. Grid results override it with the rounding
         sandwich.
         """
         arr = check_probabilities(q)
@@ -341,7 +341,7 @@ class Distribution(ABC):
         array are those it returns on each group's). A law that sums its components with a
         BLAS product (``NormalMixture``, ``ExposedComm``: rounding depends on the array's
         length) can differ from the separate calls in the last bits (2 of 36 grouped
-        inversions of a normal mixture, measured 2026-12-01); each answer is still a bisection
+        inversions of a normal mixture); each answer is still a bisection
         to the same tolerance.
         """
         arrays = [np.asarray(p, dtype=float) for p in groups]

@@ -342,9 +342,9 @@ def _to_grid(side_lo: LatticeSum, side_hi: LatticeSum, policy, moments, tail):
     """The sandwich (lower side from one run, upper side from another) as a grid.
 
     Its round-off: each run's (the lattice's L1 bound), the re-binning of the finer run to
-    the coarser lattice (:meth:`GridDistribution.rebin`'s ``gamma``, which was dropped
-    before 2026-12), the normalisation (:func:`_normalised`), and, when folded, the sums of
-    moving mass to the tail atoms (:func:`_move_slack`).
+    the coarser lattice (:meth:`GridDistribution.rebin`'s ``gamma``), the normalisation
+    (:func:`_normalised`), and, when folded, the sums of moving mass to the tail atoms
+    (:func:`_move_slack`).
     """
     from .grid import GridDistribution, move_mass_down, move_mass_up
 

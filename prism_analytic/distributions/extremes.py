@@ -1,7 +1,7 @@
 """Maxima, minima and order statistics of independent variables with exact (closed-form) laws.
 
 These results stay lazy: every value is computed from the operands' own CDF and SF, in log
-space where it matters (DESIGN.md §5), so that ``n`` up to 1e12 and levels up to 1 - 1e-12 are
+space where it matters, so that ``n`` up to 1e12 and levels up to 1 - 1e-12 are
 resolved. Gridded operands go through :mod:`.grid_extremes` instead.
 """
 

@@ -1,4 +1,4 @@
-"""Gridded distributions with a guaranteed rounding sandwich (DESIGN.md §5).
+"""Gridded distributions with a guaranteed rounding sandwich (docs/numerics.md).
 
 A :class:`GridDistribution` stores two discrete variables on one lattice ``k * h``:
 
@@ -918,7 +918,7 @@ def convolve_grids_bounded(a: GridDistribution, b: GridDistribution) -> GridDist
     # mass above every point: stochastically smaller, as fold_down's first cell is. But a
     # deficit parked in the first cell (~1e-13 to 1e-11, far above tail_mass) stopped trimmed()
     # from ever cutting the low end, so sums grew by a whole operand width per convolution (the
-    # same remedy as pipeline_bounds, commit cb95e48).
+    # same remedy as pipeline_bounds).
     lo = np.maximum(est - err, 0.0)
     # The CDF below x is then at least the union plus the cells' whole deficit, (sum a.lo)(sum
     # b.lo) - sum lo (1 - union - sum lo when the operands' masses sum to 1 exactly), plus the

@@ -15,7 +15,7 @@ __all__ = ["Mixture", "mixture"]
 class Mixture(Distribution):
     """F(x) = sum_i w_i F_i(x).
 
-    Used for regimes (a per-step common shock handled by conditioning, DESIGN.md §3) and for
+    Used for regimes (a per-step common shock handled by conditioning) and for
     straggler models (a small probability of a slow execution).
     """
 

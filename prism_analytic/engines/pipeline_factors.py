@@ -67,7 +67,7 @@ __all__ = [
 
 #: Default points of :func:`normal_scores` (a power of two for Sobol balance). The engine's
 #: levels are :func:`path_points` and :func:`default_points`: with the mean path at 2**15
-#: points only (before 2026-12-01), the quadrature of its law left KS ~0.003-0.005 on the
+#: points only, the quadrature of its law left KS ~0.003-0.005 on the
 #: agreement's 8x32 factor rows.
 N_POINTS = 32768
 #: Fewest points for a long pipeline (bulk quantiles stay within ~1% of Monte Carlo's).
@@ -503,8 +503,7 @@ def anchored_laws(
     the anchors' noise but not a misfit of the pieces' shape. The bias fit's residual scatter
     is added to every condition's variance, so that the mixture keeps the spread of the core's
     own points about the fit. ``anchors=k`` evaluates ``k`` anchors at the levels ``(i + 1/2)
-    / k`` and fits single lines (the rule before 2026-12-01, no scatter added; kept for the
-    study and the tests).
+    / k`` and fits single lines (the earlier rule, no scatter added; kept for the tests).
 
     Returns
     -------

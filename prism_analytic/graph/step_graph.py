@@ -1,6 +1,6 @@
 """The step DAG: ops with latency distributions, collectives, replica groups and regimes.
 
-Semantics (DESIGN.md §3): an op starts when all its predecessors have finished and then takes
+Semantics: an op starts when all its predecessors have finished and then takes
 its latency; a collective is an op with one shared duration that starts when its last
 participant is ready; a replica group is ``n`` independent copies of a sub-graph started
 together and joined by a barrier; a regime is a per-step common shock that rescales the
@@ -227,7 +227,7 @@ class StepGraph:
         slow : (k, factor), optional
             ``k`` of the copies are ``factor`` times slower (e.g. degraded GPUs).
         speed : Distribution, optional
-            Persistent per-copy slowdown factor (spatial variability, DESIGN.md §3): each copy's
+            Persistent per-copy slowdown factor (spatial variability): each copy's
             whole duration is multiplied by an independent draw (positive support).
         """
         if body is self:

@@ -317,9 +317,10 @@ def timing(
 ) -> dict[str, Any]:
     """Time analytic ``predict`` on a 1F1B pipeline inside replica groups of several sizes.
 
-    The cost should not depend on the number of replicas (DESIGN.md §3): the ratio of the
-    slowest to the fastest time is reported (best of ``repeats`` per size), for wall time and
-    for this process's CPU time (less sensitive to other processes on a shared machine).
+    The cost should not depend on the number of replicas (a replica group is one F^n): the
+    ratio of the slowest to the fastest time is reported (best of ``repeats`` per size), for
+    wall time and for this process's CPU time (less sensitive to other processes on a shared
+    machine).
 
     Returns
     -------

@@ -244,7 +244,7 @@ def pipe_4x8_x512() -> StepGraph:
     return g
 
 
-# ----- issue #8: deeper lattices and shared factors (compact pipeline nodes) -----------------
+# ----- deeper lattices and shared factors (compact pipeline nodes) -----------------
 def compact_pipeline(
     stages: int,
     microbatches: int,
