@@ -266,3 +266,22 @@ def test_no_overflow_and_ordered_quantiles_across_the_options_ranges():
         q = np.interp([0.01, 0.5, 0.99], law.cdf, law.x)
         assert np.all(np.isinf(q)) or np.all(np.diff(q) >= 0), (rate, r, c, tau, q)
         assert math.isinf(law.mean) or q[0] >= 0.99 * 4e4 - 4 * 950
+
+
+def test_failslow_episodes_follow_the_runs_own_length():
+    # rare failures and frequent fail-slow episodes: the count of episodes grows with the
+    # run (a fixed-mean Poisson count was 1.4% off at p1)
+    gpus, w_mean, w_sd = 8, 48_000.0, 500.0
+    intr = Interruptions(failure_rate=1.0, failslow_rate=0.03)
+    jump = intr.failslow_duration_s * (1 - 1 / intr.failslow_factor)
+    law = run_wall_law(
+        WorkMixture(np.array([1.0]), np.array([w_mean]), np.array([w_sd**2])),
+        600.0,
+        gpus / 3600,
+        60.0,
+        600.0,
+        failslow=(0.03 * gpus / 3600, jump),
+    )
+    rng = np.random.default_rng(2)
+    walls = simulate_walls(w_mean + w_sd * rng.standard_normal(4000), 600.0, intr, gpus, rng=rng)
+    _mc_check(law, walls)
