@@ -186,6 +186,8 @@ class WallLaw:
     the mixtures with every stratum so moved down and up; ``h``: the strata's mean step;
     ``outside``: the mass the lattices may fold over or leave out. ``shift``: the exact mean
     less the lattices' (a fraction of a step or of a stratum's width; the law is not moved).
+    ``at_inf``: the probability of a run no float holds (a failure whose expected cost
+    exceeds ``exp(LOG_FLOAT_MAX)``); the CDF tops out at ``1 - at_inf``.
     """
 
     x: np.ndarray
@@ -195,6 +197,7 @@ class WallLaw:
     outside: float
     shift: float
     resolution: float = 0.0
+    at_inf: float = 0.0
 
 
 def negbin_upper(m: float, lam_t: float, eps: float = TAIL_EPS) -> float:
@@ -340,10 +343,12 @@ def run_wall_law(
     log_m = log_expected_run(lam, xs, interval_s, ckpt_s, restart_s)
     eta, jump = failslow
     loss = eta * jump
-    if float(log_m.max()) > LOG_FLOAT_MAX or loss >= 1:
-        inf = np.array([np.inf, np.inf])
-        return WallLaw(inf, np.array([0.0, 1.0]), math.inf, math.inf, 0.0, 0.0, math.inf)
-    mean_total = float(ws @ np.exp(log_m)) / (1.0 - loss)
+    if loss >= 1:
+        raise ValueError(f"fail-slow episodes must add less than the wall time, got {loss:.4g}")
+    # beyond LOG_FLOAT_MAX no float holds the mean: inf (the runs without a failure, if
+    # they have a chance, still have finite quantiles)
+    finite = float(log_m.max()) <= LOG_FLOAT_MAX
+    mean_total = float(ws @ np.exp(log_m)) / (1.0 - loss) if finite else math.inf
 
     p, w_k, sd_k, edges, t_full = *work_strata(work, strata), interval_s + ckpt_s
     # strata fine enough that the expected wall varies by < 5% across each one
@@ -357,14 +362,18 @@ def run_wall_law(
     # within a stratum: the work itself and its checkpoints (the failures' law is the
     # stratum's own)
     spread_k = sd_k * z_min / np.maximum(w_k, 1e-300)
+    # strata whose failed runs no float holds: those runs count as inf
+    huge = log_expected_run(lam, edges[1:], interval_s, ckpt_s, restart_s) > LOG_FLOAT_MAX
     lost_k = [
-        wall_upper_bound(lam, nk, t_full, restart_s) + wall_upper_bound(lam, 1, rk, restart_s)
-        for nk, rk in zip(n_k, r_k, strict=True)
+        math.inf
+        if hk
+        else wall_upper_bound(lam, nk, t_full, restart_s) + wall_upper_bound(lam, 1, rk, restart_s)
+        for nk, rk, hk in zip(n_k, r_k, huge, strict=True)
     ]
     fs = (eta, jump)
     laws: list[tuple[np.ndarray, np.ndarray, float]] = []
     weights: list[float] = []
-    dropped = 0.0
+    dropped, at_inf = 0.0, 0.0
     for pk, nk, rk, zk, sk, lk in zip(p, n_k, r_k, z_min, spread_k, lost_k, strict=True):
         # the runs without a failure (probability e^(-lam z)) and those with one or more,
         # each on its own lattice: a rare but long failure does not coarsen the rest
@@ -375,12 +384,17 @@ def run_wall_law(
             top = _with_failslow(zk + 9 * sk, eta, jump)
             laws.append(_lattice_law(spec, False, lo, top, cells))
             weights.append(pk * (1.0 - p_fail))
-        if p_fail > 1e-13:
+        if not math.isfinite(lk):
+            at_inf += pk * p_fail
+        elif p_fail > 1e-13:
             top = _with_failslow(zk + 9 * sk + lk, eta, jump)
             laws.append(_lattice_law(spec, True, lo, top, cells))
             weights.append(pk * p_fail)
         else:
             dropped += pk * p_fail
+    if not laws:
+        inf = np.array([np.inf, np.inf])
+        return WallLaw(inf, np.zeros(2), mean_total, math.inf, dropped, math.inf, math.inf, 1.0)
     w = np.array(weights)
     x = np.unique(np.concatenate([xl[:: max(xl.size // 512, 1)] for xl, _, _ in laws]))
     x = np.unique(np.concatenate([x, [xl[-1] for xl, _, _ in laws]]))
@@ -389,10 +403,15 @@ def run_wall_law(
     # each lattice's quantiles are within 13 of its steps of the exact ones: the mixture's
     # p1, p50, p99 within the quantiles of the mixtures so moved
     lo_c, hi_c = _mixture(x, w, laws, 13.0), _mixture(x, w, laws, -13.0)
-    res = max(float(np.interp(q, lo_c, x) - np.interp(q, hi_c, x)) / 2 for q in (0.01, 0.5, 0.99))
-    h = float(w @ np.array([hk for _, _, hk in laws]))
+    levels = [q for q in (0.01, 0.5, 0.99) if q < hi_c[-1]]
+    res = max(
+        (float(np.interp(q, lo_c, x) - np.interp(q, hi_c, x)) / 2 for q in levels),
+        default=math.inf,
+    )
+    h = float(w @ np.array([hk for _, _, hk in laws])) / float(w.sum())
     outside = 10 * TAIL_EPS + 2 * float(special.ndtr(-8.0)) + dropped
-    return WallLaw(x, cdf, mean_total, h, outside, mean_total - lattice_mean, max(res, 0.0))
+    shift = mean_total - lattice_mean
+    return WallLaw(x, cdf, mean_total, h, outside, shift, max(res, 0.0), at_inf)
 
 
 def _mixture(x: np.ndarray, p: np.ndarray, laws: list, steps: float) -> np.ndarray:

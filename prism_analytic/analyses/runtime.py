@@ -79,19 +79,22 @@ class RunTime:
 
     def cdf(self, t: Any) -> Any:
         """P(run <= t)."""
-        return np.interp(t, self.x, self.cdf_values, left=0.0, right=1.0)
+        # a CDF topping out below 1 leaves the rest to runs no float holds
+        return np.interp(t, self.x, self.cdf_values, left=0.0, right=float(self.cdf_values[-1]))
 
     def quantile(self, p: Any) -> Any:
         """The run time met with probability ``p``."""
         p = np.asarray(p, dtype=float)
         if np.any((p <= 0) | (p >= 1)):
             raise ValueError(f"probability must lie strictly between 0 and 1, got {p}")
-        if self._infinite():
-            return np.full(p.shape, np.inf)[()]
         c = np.maximum.accumulate(self.cdf_values)
+        if not np.isfinite(self.x[-1]):  # no float holds any run
+            return np.full(p.shape, np.inf)[()]
         i = np.clip(np.searchsorted(c, p), 1, c.size - 1)
         f = (p - c[i - 1]) / np.maximum(c[i] - c[i - 1], 1e-300)
-        return self.x[i - 1] + np.clip(f, 0, 1) * (self.x[i] - self.x[i - 1])
+        q = self.x[i - 1] + np.clip(f, 0, 1) * (self.x[i] - self.x[i - 1])
+        # above the CDF's top: the runs no float holds (a CDF reaching 1 has none)
+        return np.where(p > c[-1] + 1e-12, np.inf, q)[()]
 
     def mean(self) -> float:
         """Expected run time."""
@@ -275,12 +278,16 @@ def _with_interruptions(
         "mass_outside_lattice": law.outside,
     }
     if not math.isfinite(wall):
+        info["p_run_beyond_floats"] = law.at_inf if np.isfinite(law.x[-1]) else 1.0
         info["note"] = (
             "the expected wall time exceeds the largest float (failures come faster than"
-            " a checkpoint segment or a restart completes): the run does not finish in any"
-            " meaningful time; its mean and quantiles are reported as inf"
+            " a checkpoint segment or a restart completes): a run with a failure does not"
+            " finish in any meaningful time; the mean, and every quantile above the chance"
+            f" of a run without one (1 - {info['p_run_beyond_floats']:.3g}), are inf"
         )
-        return RunTime(steps, gpus, law.x, law.cdf, work_d, info, math.inf)
+        if not np.isfinite(law.x[-1]):
+            return RunTime(steps, gpus, law.x, law.cdf, work_d, info, math.inf)
+        return RunTime(steps, gpus, law.x + ev_s, law.cdf, work_d, info, math.inf)
     keep = np.flatnonzero((law.cdf > 1e-15) & (law.cdf < 1 - 1e-15))
     i0, i1 = (max(keep[0] - 1, 0), min(keep[-1] + 2, law.x.size)) if keep.size else (0, None)
     x, cdf = law.x[i0:i1] + ev_s, law.cdf[i0:i1]
