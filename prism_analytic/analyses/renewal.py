@@ -313,8 +313,8 @@ def run_wall_law(
     work ``W_k`` of a stratum the run's law is exact (the ``n_k``-th power of a full
     segment's transform times the last segment's); within a stratum the work's spread enters
     as a normal of its std times ``(W_k + n_k C) / W_k`` (the work and its checkpoints; the
-    failures' dependence on the work is the strata's). The mixture over the strata is
-    inverted on a lattice of ``cells`` points.
+    failures' dependence on the work is the strata's). Each stratum's runs without a
+    failure and with one or more are inverted on lattices of their own (``cells`` points).
 
     Parameters
     ----------
@@ -330,14 +330,15 @@ def run_wall_law(
         Fail-slow episodes: Poisson in the wall time (their own extra time included), each
         adding an Exp(extra) time; their count follows the run's own length.
     cells : int
-        Lattice size (a power of two is fastest).
+        Points of each lattice (a power of two is fastest).
     strata : int
         Strata of the work's law.
 
     Returns
     -------
     WallLaw
-        All ``inf`` when the expected wall time exceeds ``exp(LOG_FLOAT_MAX)`` seconds.
+        Mean ``inf`` when the expected wall time exceeds ``exp(LOG_FLOAT_MAX)`` seconds; the
+        runs whose failures no float holds are the CDF's missing top, ``at_inf``.
     """
     xs, ws = work.nodes()
     log_m = log_expected_run(lam, xs, interval_s, ckpt_s, restart_s)
