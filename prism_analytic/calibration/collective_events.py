@@ -8,9 +8,9 @@ Model (stated so that it can fail). One iteration of a collective over ``n`` nod
 * ``Y = m_n + D`` (event), with probability ``P_n = 1 - (1 - rate)^n``: at least one of the
   ``n`` nodes is hit by an event (an OS or daemon preemption, a link retransmission) that
   delays the whole iteration by ``D`` (the collective waits for its slowest rank).
-  ``m_n`` is the median of ``M_n`` and ``D`` is lognormal with median
-  ``size * tier_growth ** (t_n - 1)`` (in units of ``c_n``) and shape ``size_sigma``,
-  conditioned on ``D > min_delay`` (an event is a delay the body does not make; see Fit);
+  ``m_n`` is the median of ``M_n`` and ``D = min_delay * m_n + E`` (an event is a delay
+  the body does not make; see Fit), ``E`` lognormal with median ``size * tier_growth **
+  (t_n - 1)`` (in units of ``c_n``) and shape ``size_sigma``;
   ``t_n`` is the number of switch tiers of a fat tree of radix ``radix`` the ``n`` nodes
   need (:func:`~prism_analytic.workload.scale_variability.fat_tree_tiers`), so that an
   event's size can grow with the tiers a message crosses (``tier_growth > 1``) while its
@@ -48,7 +48,8 @@ p99/p50 there is 1.77 against 1.41 measured), and more still by swapping roles (
 "event" in 89% of the iterations as the bulk, a wide body as the rest). Neither is a rare
 delay, and the shoulder does not scale per node (p95/p50 1.038 at 512 nodes, 1.041 at
 1,024), so scaling it per node over-predicts the tail. So an event is a delay of more than
-``min_delay`` (default 0.3 ``c_n``, the 1.3x of the starting values), and events hit at
+``min_delay`` body medians (default 0.3: past 1.3x the median, the cut of the starting
+values; a shift of the lognormal), and events hit at
 most ``max_event_prob`` (default a quarter) of the iterations at the largest fitted node
 count: the body holds the bulk. On those data the best of 12 random starts on the
 restricted likelihood is the fit's maximum; the body is fitted first from each start
@@ -108,8 +109,12 @@ class EventNoise:
     episode_start, episode_stay, episode_event : float
         Episode chain (see the module notes); ``episode_start = 0`` turns episodes off.
     min_delay : float
-        Smallest event delay, in units of the per-node latency scale (>= 0): the event law
-        is the lognormal conditioned on ``D > min_delay`` (0: the plain lognormal).
+        Smallest event delay as a fraction of the body median ``m_n`` (>= 0): an event
+        delays by ``min_delay * m_n`` plus the lognormal (0: the plain lognormal). A shift,
+        not a truncation, so that the likelihood stays smooth in the body's parameters
+        (with a truncation an iteration near the cut jumps between body and event); in
+        units of ``m_n``, not of ``c_n``, so that the cut stays where it is in the data
+        when a misfitting body inflates ``sigma``.
     """
 
     sigma: float
@@ -157,15 +162,8 @@ class EventNoise:
         return float(-math.expm1(n * math.log1p(-self.rate))) if self.rate > 0 else 0.0
 
     def event_median(self, n: int) -> float:
-        """Median event delay for ``n`` nodes (units of the per-node scale)."""
+        """Median of an event's delay beyond ``min_delay * m_n``, ``n`` nodes (units of c_n)."""
         return self.size * self.tier_growth ** (fat_tree_tiers(n, self.radix) - 1)
-
-    def _log_delay_tail(self, n: int) -> float:
-        """``log P(D0 > min_delay)`` of the unconditioned lognormal delay ``D0``."""
-        if self.min_delay == 0:
-            return 0.0
-        u0 = (math.log(self.min_delay) - math.log(self.event_median(n))) / self.size_sigma
-        return float(special.log_ndtr(-u0))
 
     def body_median(self, n: int) -> float:
         """Median of the slowest of ``n`` body multipliers."""
@@ -176,12 +174,11 @@ class EventNoise:
         y = np.asarray(y, dtype=float)
         ly = np.log(np.maximum(y, 1e-300))
         body = np.exp(n * special.log_ndtr(ly / self.sigma))
-        d = y - self.body_median(n)
-        u = (np.log(np.maximum(d, 1e-300)) - math.log(self.event_median(n))) / self.size_sigma
-        log_tail = self._log_delay_tail(n)
-        # P(D <= d | D > min_delay) from survival functions (exact when min_delay = 0)
-        ev = -np.expm1(special.log_ndtr(-u) - log_tail)
-        ev = np.where(d > self.min_delay, np.clip(ev, 0.0, 1.0), 0.0)
+        d = y - self.body_median(n) * (1 + self.min_delay)
+        ev = special.ndtr(
+            (np.log(np.maximum(d, 1e-300)) - math.log(self.event_median(n))) / self.size_sigma
+        )
+        ev = np.where(d > 0, ev, 0.0)
         p = self.event_prob(n)
         return (1 - p) * body + p * ev
 
@@ -209,14 +206,11 @@ class EventNoise:
             - ly
         )
         m = self.body_median(n)
-        d = y - m
+        d = y - m * (1 + self.min_delay)
         ld = np.log(np.maximum(d, 1e-300))
         u = (ld - math.log(self.event_median(n))) / self.size_sigma
-        log_tail = self._log_delay_tail(n)
-        log_ev = (
-            -0.5 * u * u - 0.5 * math.log(2 * math.pi) - math.log(self.size_sigma) - ld - log_tail
-        )
-        log_ev = np.where(d > self.min_delay, log_ev, -np.inf)
+        log_ev = -0.5 * u * u - 0.5 * math.log(2 * math.pi) - math.log(self.size_sigma) - ld
+        log_ev = np.where(d > 0, log_ev, -np.inf)
         return log_body, log_ev
 
     def loglik_sequence(self, y: np.ndarray, n: int) -> float:
@@ -329,13 +323,8 @@ def sample_iterations(
             row[_episode_mask(model, size[-1], rng)] = model.episode_event
         p_hit = flat.reshape(size)
     hit = rng.uniform(size=size) < p_hit
-    if model.min_delay == 0:
-        z = rng.standard_normal(size)
-    else:
-        # the standard normal conditioned on z > u0, by inversion of its survival function
-        log_tail = model._log_delay_tail(n)
-        z = -special.ndtri_exp(np.log(rng.uniform(size=size)) + log_tail)
-    d = model.event_median(n) * np.exp(model.size_sigma * z)
+    e = model.event_median(n) * np.exp(model.size_sigma * rng.standard_normal(size))
+    d = model.min_delay * model.body_median(n) + e
     return np.where(hit, model.body_median(n) + d, body)
 
 
@@ -433,8 +422,8 @@ def fit_event_noise(
         measured order, shared by all node counts, not scaled by them); the samples must
         then be in measured order.
     min_delay : float
-        Smallest event delay, units of the per-node scale (held fixed, not fitted; see the
-        module notes: without it the event law fits the body's misfit).
+        Smallest event delay as a fraction of the body median (held fixed, not fitted; see
+        the module notes: without it the event law fits the body's misfit).
     max_event_prob : float
         Largest per-node event probability allowed, as P(an iteration is hit) at the
         largest fitted node count, in (0, 1).
@@ -492,6 +481,7 @@ def fit_event_noise(
     sigma0 = min(max(math.log(np.quantile(x0, 0.75)) / z, 2e-3), 0.4)
     ex = x0[x0 > 1.3] - 1
     frac = max(len(ex), 1) / len(x0)
+    ex = ex[ex > 1.05 * min_delay] - min_delay  # the excess beyond the shift (~ body medians)
     rate_hi = min(0.05, -math.log1p(-max_event_prob) / n0)
     rate0 = min(max(-math.log1p(-min(frac, 0.5)) / n0, 1e-8), 0.8 * rate_hi)
     size0 = float(np.median(ex)) if len(ex) else 0.5
