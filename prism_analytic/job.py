@@ -299,6 +299,8 @@ class Job:
         failslow_factor: float = 1.5,
         deadline_s: float | None = None,
         prob: float | None = None,
+        cells: int = 4000,
+        renewal_cells: int = 1 << 14,
     ) -> Result:
         """The time of a whole run of ``steps`` steps (``prism runtime``).
 
@@ -323,6 +325,11 @@ class Job:
             Also report P(run <= deadline_s).
         prob : float, optional
             Also report the run time met with probability ``prob``.
+        cells : int
+            Lattice size of the steps-alone law.
+        renewal_cells : int
+            Lattice size of each work stratum's law with interruptions
+            (:func:`~prism_analytic.analyses.renewal.run_wall_law`).
 
         Returns
         -------
@@ -337,6 +344,9 @@ class Job:
         _check_positive("deadline_s", deadline_s)
         if prob is not None and not (isinstance(prob, int | float) and 0 < prob < 1):
             raise ValueError(f"prob: expected a probability strictly in (0, 1), got {prob!r}")
+        for name, value in (("cells", cells), ("renewal_cells", renewal_cells)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 16:
+                raise ValueError(f"{name}: expected an integer >= 16 lattice points, got {value!r}")
         job = self.config
         if steps is None:
             _check_positive("tokens", tokens)
@@ -354,7 +364,7 @@ class Job:
                 failslow_duration_s=failslow_duration_s,
                 failslow_factor=failslow_factor,
             )
-        rt = run_time(job, steps, interruptions=intr)
+        rt = run_time(job, steps, interruptions=intr, cells=cells, renewal_cells=renewal_cells)
         data = {"preset": self.preset, **rt.to_dict()}
         lines = [job.summary(), rt.summary()]
         if deadline_s is not None:

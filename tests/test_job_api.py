@@ -188,6 +188,33 @@ def test_runtime_is_run_time_of_the_job(small):
         small.runtime(steps=10, prob=1.5)
 
 
+def test_runtime_passes_the_lattice_sizes_to_run_time(small):
+    from prism_analytic.analyses.interruptions import Interruptions
+    from prism_analytic.analyses.runtime import run_time
+
+    res = small.runtime(steps=200, cells=1000, renewal_cells=1 << 12)
+    ref = run_time(small.config, 200, interruptions=Interruptions(), cells=1000, renewal_cells=4096)
+    assert res.to_dict()["p99_s"] == pytest.approx(float(ref.quantile(0.99)), rel=1e-12)
+    assert len(res.x) == len(ref.x)
+    with pytest.raises(ValueError, match="renewal_cells: expected an integer"):
+        small.runtime(steps=10, renewal_cells=3)
+    with pytest.raises(ValueError, match="cells: expected an integer"):
+        small.runtime(steps=10, cells=2.5)
+
+
+def test_runtime_and_slowdown_commands_print_the_jobs_result(small, capsys):
+    argv = ["runtime", "--preset", "llama3-8b", "--gpus", "8", "--steps", "300"]
+    res = small.runtime(300, deadline_s=10_000.0)
+    assert _cli_json(capsys, [*argv, "--deadline", "1e4", "--json"]) == res.to_dict()
+    assert main([*argv, "--deadline", "1e4"]) == 0
+    assert capsys.readouterr().out == res.summary() + "\n"
+    sd = Job.from_args("llama3-8b", 8).slowdown([8, 64], threshold=0.05)
+    argv = ["slowdown", "--preset", "llama3-8b", "--gpus", "8,64", "--threshold", "0.05"]
+    assert _cli_json(capsys, [*argv, "--json"]) == sd.to_dict()
+    assert main(argv) == 0
+    assert capsys.readouterr().out == sd.summary() + "\n"
+
+
 def test_slowdown_matches_the_library_at_each_scale():
     from prism_analytic.analyses.slowdown import slowdown
 

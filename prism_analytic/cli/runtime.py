@@ -1,4 +1,10 @@
-"""``prism runtime``: the time of a whole run, its guarantee, failures and checkpoints."""
+"""``prism runtime``: the time of a whole run, its guarantee, failures and checkpoints.
+
+``prism runtime --preset NAME --gpus N --steps M`` is
+:meth:`Job.runtime <prism_analytic.job.Job.runtime>` of ``Job.from_args(NAME, N, ...)``: the
+command parses its options, prints the result's ``summary()`` or ``to_dict()`` and writes its
+plot.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +18,13 @@ from .argtypes import (
     positive_int,
     probability,
 )
-from .output import check_plot_path, jsonable, plot_result
+from .output import check_plot_path
 
 __all__ = ["register"]
 
 
 def _cmd(args: argparse.Namespace) -> int:
-    from ..analyses.interruptions import LLAMA3_RATE_PER_GPU_HOUR, Interruptions
-    from ..analyses.runtime import run_time, steps_for_tokens
-    from .predict import build_job
+    from ..job import Job
 
     plot = check_plot_path(args.plot)
     if (args.steps is None) == (args.tokens is None):
@@ -29,40 +33,27 @@ def _cmd(args: argparse.Namespace) -> int:
         raise ValueError(
             f"--failslow-factor must be >= 1 (a slow-down), got {args.failslow_factor}"
         )
-    job = build_job(args.preset, args.gpus, args.config)
-    steps = args.steps if args.steps is not None else steps_for_tokens(job, args.tokens)
-    intr = None
-    if not args.no_failures:
-        intr = Interruptions(
-            failure_rate=LLAMA3_RATE_PER_GPU_HOUR
-            if args.failure_rate is None
-            else args.failure_rate,
-            checkpoint_interval_s=args.checkpoint_interval,
-            checkpoint_cost_s=args.checkpoint_cost,
-            restart_s=args.restart,
-            failslow_rate=args.failslow_rate,
-            failslow_duration_s=args.failslow_duration,
-            failslow_factor=args.failslow_factor,
-        )
-    rt = run_time(job, steps, interruptions=intr)
-    out = {"preset": args.preset, **rt.to_dict()}
-    if args.deadline is not None:
-        out["deadline_s"] = args.deadline
-        out["p_within_deadline"] = float(rt.cdf(args.deadline))
-    if args.prob is not None:
-        out["prob"] = args.prob
-        out["time_at_prob_s"] = float(rt.quantile(args.prob))
+    job = Job.from_args(args.preset, args.gpus, args.config)
+    res = job.runtime(
+        args.steps,
+        tokens=args.tokens,
+        failures=not args.no_failures,
+        failure_rate=args.failure_rate,
+        checkpoint_interval_s=args.checkpoint_interval,
+        checkpoint_cost_s=args.checkpoint_cost,
+        restart_s=args.restart,
+        failslow_rate=args.failslow_rate,
+        failslow_duration_s=args.failslow_duration,
+        failslow_factor=args.failslow_factor,
+        deadline_s=args.deadline,
+        prob=args.prob,
+    )
     if plot is not None:
-        plot_result(plot, rt, f"{job.name}: {steps:,} steps")
+        res.plot(plot)
     if args.json:
-        print(json.dumps(jsonable(out), indent=2))
+        print(json.dumps(res.to_dict(), indent=2))
         return 0
-    print(job.summary())
-    print(rt.summary())
-    if args.deadline is not None:
-        print(f"P(run <= {args.deadline / 3600:.4g} h) = {out['p_within_deadline']:.4f}")
-    if args.prob is not None:
-        print(f"met with probability {args.prob:g}: {out['time_at_prob_s'] / 3600:.4g} h")
+    print(res.summary())
     if plot is not None:
         print(f"plot written to {plot}")
     return 0

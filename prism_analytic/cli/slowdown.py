@@ -1,4 +1,10 @@
-"""``prism slowdown``: probability of slow-down at each scale."""
+"""``prism slowdown``: probability of slow-down at each scale.
+
+``prism slowdown --preset NAME --gpus A,B,...`` is
+:meth:`Job.slowdown <prism_analytic.job.Job.slowdown>` of ``Job.from_args(NAME, A, ...)`` at
+the GPU counts A, B, ...: the command parses its options, prints the result's ``summary()`` or
+``to_dict()`` and writes its plot.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +12,23 @@ import argparse
 import json
 
 from .argtypes import int_list, positive_float
-from .output import check_plot_path, jsonable, plot_result
+from .output import check_plot_path
 
 __all__ = ["register"]
 
 
 def _cmd(args: argparse.Namespace) -> int:
-    from ..analyses.slowdown import slowdown
+    from ..analyses.slowdown import check_scales
+    from ..job import Job
 
     plot = check_plot_path(args.plot)
-    res = slowdown(args.preset, args.gpus, args.threshold, args.config)
+    scales = check_scales(args.gpus, "--gpus")
+    job = Job.from_args(args.preset, scales[0], args.config)
+    res = job.slowdown(scales, threshold=args.threshold)
     if plot is not None:
-        plot_result(plot, res, f"{args.preset or 'job'}: probability of slow-down")
+        res.plot(plot)
     if args.json:
-        print(json.dumps(jsonable(res.to_dict()), indent=2))
+        print(json.dumps(res.to_dict(), indent=2))
         return 0
     print(res.summary())
     if plot is not None:
