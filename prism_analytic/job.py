@@ -535,6 +535,7 @@ class Job:
         shape: str = "auto",
         events: bool = False,
         out: PathLike | None = None,
+        progress: Any = None,
     ) -> Result:
         """Fit the stochastic model to step logs, or to a published MFU or throughput.
 
@@ -558,6 +559,8 @@ class Job:
             Also fit step events by likelihood (reported, not in the overlay).
         out : path, optional
             Write the fitted overlay (TOML) here; ``job.overlay(out)`` applies it.
+        progress : callable, optional
+            ``progress(done, total)`` for the step-event refits (with ``logs``).
 
         Returns
         -------
@@ -579,6 +582,7 @@ class Job:
                 seed=seed,
                 shape=shape,
                 events=events,
+                progress=progress,
             )
         else:
             if mfu is not None and not (isinstance(mfu, int | float) and 0 < mfu < 1):
@@ -598,22 +602,78 @@ class Job:
         drop_first: int = 2,
         seed: int = 0,
         shape: str = "within-run",
+        events_from: PathLike | Sequence[PathLike] | None = None,
+        events_gpus: int | None = None,
+        body_mode: str = "fitted",
+        stall_dispersion: float | None = None,
     ) -> Result:
         """Compare this job's prediction with measured step logs, out of sample.
 
-        What ``prism calibrate --check`` does (without ``--events-from``).
+        What ``prism calibrate --check`` does.
+
+        Parameters
+        ----------
+        logs : path or sequence of paths
+            Step logs of this job (runs pooled).
+        drop_first : int
+            Warm-up steps dropped per log (also of ``events_from``).
+        seed : int
+            Seed of the bootstraps and of the event fit.
+        shape : {"within-run", "marginal", "auto"}
+            Which predicted law the normalised steps are compared with.
+        events_from : path or sequence of paths, optional
+            Step logs of the same job at another size (``events_gpus`` GPUs): step events are
+            fitted on them and predicted at this size (``--events-from``).
+        events_gpus : int, optional
+            GPU count of ``events_from`` (given with it).
+        body_mode : {"fitted", "engine", "none"}
+            With ``events_from``: the step body of the prediction
+            (:func:`~prism_analytic.calibration.step_events.predict_events`).
+        stall_dispersion : float, optional
+            With ``events_from``: variance (>= 0) of a gamma per-run multiplier of the stall
+            rate; default: the value fitted with the events where identified, else 0.
 
         Returns
         -------
         Result
             Wraps the report dict (predicted and measured quantiles, KS distance ...).
         """
-        from .calibration import check_against_logs
+        from .calibration import check_against_logs, fit_step_events
         from .calibration.overlay_job import check_overlay_gemm
 
+        if (events_from is None) != (events_gpus is None):
+            raise ValueError("check: events_from= and events_gpus= go together")
+        if events_gpus is not None and (
+            isinstance(events_gpus, bool) or not isinstance(events_gpus, int) or events_gpus < 1
+        ):
+            raise ValueError(f"events_gpus: expected a positive integer, got {events_gpus!r}")
+        modes = ("fitted", "engine", "none")
+        if body_mode not in modes:
+            raise ValueError(f"body_mode: expected one of {', '.join(modes)}, got {body_mode!r}")
+        if stall_dispersion is not None and (
+            isinstance(stall_dispersion, bool)
+            or not isinstance(stall_dispersion, int | float)
+            or not 0 <= stall_dispersion < math.inf
+        ):
+            raise ValueError(
+                f"stall_dispersion: expected a finite number >= 0, got {stall_dispersion!r}"
+            )
+        if (stall_dispersion is not None or body_mode != "fitted") and events_from is None:
+            raise ValueError("check: body_mode= and stall_dispersion= apply with events_from=")
+        measured = _read_logs(logs, drop_first)
         check_overlay_gemm(self.config, [p for p in self._overlays if isinstance(p, Path)])
+        events = None
+        if events_from is not None:  # step events fitted at another size, predicted at this one
+            ref = _read_logs(events_from, drop_first)
+            events = fit_step_events(ref, events_gpus, seed=seed)
         report = check_against_logs(
-            self.config, _read_logs(logs, drop_first), seed=seed, shape=shape
+            self.config,
+            measured,
+            seed=seed,
+            shape=shape,
+            events=events,
+            body_mode=body_mode,
+            stall_dispersion=stall_dispersion,
         )
         text = "\n".join(f"{k}: {v}" for k, v in report.items())
         return Result("check", report, text=text, data=report)

@@ -337,6 +337,56 @@ def test_check_compares_the_prediction_with_logs(tmp_path):
     assert report["median_rel_error"] == pytest.approx(-0.02, abs=0.005)
 
 
+def _steps_log(path, median, scale, seed, n=120):
+    rng = np.random.default_rng(seed)
+    steps = median * scale * np.exp(0.01 * rng.standard_normal(n))
+    path.write_text("step_time_s\n" + "\n".join(f"{s:.5f}" for s in steps) + "\n")
+    return path
+
+
+def test_calibrate_command_prints_the_jobs_result(tmp_path, capsys):
+    out = tmp_path / "fit.toml"
+    argv = ["calibrate", "--preset", "llama3-8b", "--gpus", "8", "--mfu", "0.4"]
+    res = Job("llama3-8b", 8).calibrate(mfu=0.4, out=out)
+    assert main([*argv, "--out", str(out)]) == 0
+    assert capsys.readouterr().out == res.summary() + "\n"
+    assert out.read_text() == res.to_toml()
+    assert _cli_json(capsys, [*argv, "--json"]) == res.to_dict()
+
+
+def test_check_with_events_from_is_the_command(tmp_path, capsys):
+    job = Job("llama3-8b", 8)
+    median = float(job.predict(verify=False).quantile(0.5))
+    log = _steps_log(tmp_path / "a.csv", median, 1.02, 1)
+    ref = _steps_log(tmp_path / "b.csv", median, 1.02, 2)
+    opts = {"events_from": ref, "events_gpus": 8, "body_mode": "engine", "stall_dispersion": 0.5}
+    report = job.check(log, **opts).to_dict()
+    # the event options reach the check (predict_events reports them)
+    assert report["events"]["body_mode"] == "engine"
+    assert report["events"]["stall_dispersion_used"] == 0.5
+    assert report["events"]["stall_dispersion_from"] == "given"
+    argv = ["calibrate", "--preset", "llama3-8b", "--gpus", "8", "--steps", str(log), "--check"]
+    argv += ["--events-from", str(ref), "--events-gpus", "8", "--body-mode", "engine"]
+    assert _cli_json(capsys, [*argv, "--stall-dispersion", "0.5", "--json"]) == report
+
+
+@pytest.mark.parametrize(
+    ("opts", "match"),
+    [
+        ({"events_gpus": 8}, "go together"),
+        ({"events_from": "x.csv"}, "go together"),
+        ({"events_from": "x.csv", "events_gpus": 0}, "events_gpus"),
+        ({"body_mode": "median"}, "body_mode"),
+        ({"stall_dispersion": -1.0}, "stall_dispersion"),
+        ({"body_mode": "none"}, "apply with events_from"),
+        ({"stall_dispersion": 0.5}, "apply with events_from"),
+    ],
+)
+def test_check_refuses_bad_event_options(opts, match):
+    with pytest.raises(ValueError, match=match):
+        Job("llama3-8b", 8).check("steps.csv", **opts)
+
+
 def test_sweep_of_a_toml_job_keeps_its_tables(tmp_path):
     path = tmp_path / "job.toml"
     path.write_text('[job]\npreset = "llama3-8b"\ngpus = 8\n[variability.spatial]\ncv = 0.03\n')

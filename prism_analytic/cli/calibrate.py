@@ -5,6 +5,11 @@ free parameters to measured step times (MLPerf ``:::MLLOG``, CSV, JSON); ``--mfu
 ``--tokens-per-s R`` fits to a published rate instead. The overlay it writes is taken by
 ``prism predict --config JOB.toml --config fit.toml``. ``--check`` does not fit: it predicts
 the job (with ``--overlay`` files merged on top) and compares it with the logs, out of sample.
+
+The command is :meth:`Job.calibrate <prism_analytic.job.Job.calibrate>` (or
+:meth:`Job.check <prism_analytic.job.Job.check>`) of
+``Job.from_args(NAME, N, CONFIG, *OVERLAYS)``: it checks its options, prints the result's
+``summary()`` or ``to_dict()``.
 """
 
 from __future__ import annotations
@@ -12,10 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..workload.jobs import build_job
 from .argtypes import nonnegative_float, nonnegative_int, positive_float, positive_int, seed
-from .output import check_out_path, jsonable, progress_printer
-from .predict import apply_overlay
+from .output import check_out_path, progress_printer
 
 __all__ = ["register"]
 
@@ -50,12 +53,7 @@ def _bootstrap_count(text: str) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from ..calibration import (
-        calibrate_to_logs,
-        calibrate_to_throughput,
-        check_against_logs,
-        read_step_log,
-    )
+    from ..job import Job
 
     out = check_out_path(args.out)
     targets = sum(x is not None for x in (args.steps, args.mfu, args.tokens_per_s))
@@ -69,57 +67,37 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         raise ValueError("--events-from is for --check; to fit the events here use --events")
     if (args.stall_dispersion is not None or args.body_mode != "fitted") and not args.events_from:
         raise ValueError("--stall-dispersion and --body-mode apply to --check --events-from LOG...")
-    job = build_job(args.preset, args.gpus, args.config)
-    for extra in args.overlay or []:
-        job = apply_overlay(job, extra)
-    if args.steps:
-        logs = [read_step_log(f, drop_first=args.drop_first) for f in args.steps]
-        if args.check:
-            from ..calibration.overlay_job import check_overlay_gemm
-
-            check_overlay_gemm(job, args.overlay or [])
-            events = None
-            if args.events_from:  # step events fitted at another size, predicted at this one
-                from ..calibration import fit_step_events
-
-                ref = [read_step_log(f, drop_first=args.drop_first) for f in args.events_from]
-                events = fit_step_events(ref, args.events_gpus, seed=args.seed)
-            report = check_against_logs(
-                job,
-                logs,
-                seed=args.seed,
-                shape=args.shape or "within-run",
-                events=events,
-                body_mode=args.body_mode,
-                stall_dispersion=args.stall_dispersion,
-            )
-            if args.json:
-                print(json.dumps(jsonable(report), indent=2))
-            else:
-                for k, v in report.items():
-                    print(f"{k}: {v}")
-            return 0
+    job = Job.from_args(args.preset, args.gpus, args.config, *(args.overlay or []))
+    if args.check:
+        res = job.check(
+            args.steps,
+            drop_first=args.drop_first,
+            seed=args.seed,
+            shape=args.shape or "within-run",
+            events_from=args.events_from,
+            events_gpus=args.events_gpus,
+            body_mode=args.body_mode,
+            stall_dispersion=args.stall_dispersion,
+        )
+    elif args.steps:
         with progress_printer("calibrate", "step-event refits") as progress:
-            result = calibrate_to_logs(
-                job,
-                logs,
+            res = job.calibrate(
+                args.steps,
+                drop_first=args.drop_first,
                 stall_threshold=args.stall_threshold,
-                n_resamples=args.bootstrap,
+                bootstrap=args.bootstrap,
                 seed=args.seed,
                 shape=args.shape or "auto",
                 events=args.events,
+                out=out,
                 progress=progress,
             )
     else:
-        result = calibrate_to_throughput(job, mfu=args.mfu, tokens_per_s=args.tokens_per_s)
-    if out is not None:
-        out.write_text(result.to_toml())
+        res = job.calibrate(mfu=args.mfu, tokens_per_s=args.tokens_per_s, out=out)
     if args.json:
-        print(json.dumps(jsonable(result.to_dict()), indent=2))
+        print(json.dumps(res.to_dict(), indent=2))
     else:
-        print(result.summary())
-        if out is not None:
-            print(f"overlay written to {out} (use: prism predict ... --config {out})")
+        print(res.summary())
     return 0
 
 
