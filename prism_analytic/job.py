@@ -734,7 +734,7 @@ class Job:
         from .sweep.executor import open_executor
         from .sweep.runner import run_sweep
         from .sweep.spec import SweepSpec
-        from .sweep.table import check_output
+        from .sweep.table import check_output, sweep_report
 
         preset, base = self._sweep_base()
         spec = SweepSpec(
@@ -758,21 +758,8 @@ class Job:
         where = nullcontext() if scheduler is None else open_executor(scheduler, workers)
         with where as executor:
             outcome = run_sweep(spec, settings, target, executor=executor)
-        table = outcome.table
-        records = (
-            table.astype(object).where(table.notna(), None).to_dict("records")
-            if hasattr(table, "to_dict")
-            else list(table)
-        )
-        data = {
-            "out": str(target) if target else None,
-            "configurations": len(spec),
-            "evaluated": outcome.evaluated,
-            "skipped": outcome.skipped,
-            "lost": outcome.lost,
-            "rows": records,
-        }
-        return Result("sweep", outcome, text=_sweep_summary(records, outcome, target), data=data)
+        text, data = sweep_report(outcome, target, len(spec))
+        return Result("sweep", outcome, text=text, data=data)
 
     def _sweep_base(self) -> tuple[str, dict[str, Any]]:
         """The preset and the nested overrides a sweep applies under every configuration."""
@@ -976,29 +963,3 @@ def _writable(path: PathLike | None, name: str) -> Path | None:
     if p.is_dir() or not p.parent.is_dir():
         raise ValueError(f"{name}: {str(path)!r} is not a writable file path")
     return p
-
-
-def _sweep_summary(records: list[dict[str, Any]], outcome: Any, out: Path | None) -> str:
-    """What ``prism sweep`` prints: counts, and the best layout by mean and by p95."""
-    counts: dict[str, int] = {}
-    for row in records:
-        counts[row["status"]] = counts.get(row["status"], 0) + 1
-    lines = [
-        f"{len(records)} configurations: "
-        + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        + f" ({outcome.evaluated} evaluated now, {outcome.skipped} already in the table)"
-    ]
-    ok = [r for r in records if r["status"] == "ok"]
-    show = ("preset", "gpus", "tp", "pp", "dp", "cp", "vpp", "microbatches")
-    for label, col in (("mean", "mean_s"), ("p95", "p95_s")):
-        if not ok:
-            break
-        best = min(ok, key=lambda r: float(r[col]))
-        lay = ", ".join(f"{c} {best[c]}" for c in show if c in best)
-        lines.append(
-            f"best by {label}: {lay}: mean {float(best['mean_s']):.4g} s,"
-            f" p95 {float(best['p95_s']):.4g} s"
-        )
-    if out is not None:
-        lines.append(f"table written to {out}")
-    return "\n".join(lines)

@@ -387,6 +387,24 @@ def test_check_refuses_bad_event_options(opts, match):
         Job("llama3-8b", 8).check("steps.csv", **opts)
 
 
+def test_sweep_command_and_job_share_one_report(tmp_path, capsys):
+    out = tmp_path / "sweep.csv"
+    res = Job("llama3-8b", 8).sweep({"parallelism.tp": [1, 2, 3]}, out=out)
+    text = res.summary()
+    assert text.startswith("3 configurations: 1 invalid, 2 ok (3 evaluated now, 0 already")
+    assert "best by mean: preset llama3-8b, gpus 8, tp 2, pp 1, dp 4" in text
+    assert text.endswith(f"table written to {out}")
+    out.unlink()
+    argv = ["sweep", "--preset", "llama3-8b", "--gpus", "8", "--set", "parallelism.tp=1,2,3"]
+    assert main([*argv, "--workers", "1", "--out", str(out)]) == 0
+    assert capsys.readouterr().out == text + "\n"
+    rows = _cli_json(capsys, [*argv, "--workers", "1", "--json"])["rows"]
+    expected = res.to_dict()["rows"]
+    for row in (*rows, *expected):
+        row.pop("compute_time_s")  # wall-clock time of each row
+    assert rows == expected
+
+
 def test_sweep_of_a_toml_job_keeps_its_tables(tmp_path):
     path = tmp_path / "job.toml"
     path.write_text('[job]\npreset = "llama3-8b"\ngpus = 8\n[variability.spatial]\ncv = 0.03\n')

@@ -174,36 +174,10 @@ def add_evaluation_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _summary(df: Any, outcome: Any, out: Path | None) -> str:
-    counts = df["status"].value_counts().to_dict() if len(df) else {}
-    lines = [
-        f"{len(df)} configurations: "
-        + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        + f" ({outcome.evaluated} evaluated now, {outcome.skipped} already in the table)"
-    ]
-    ok = df[df["status"] == "ok"]
-    if len(ok):
-        show = [
-            c
-            for c in ("preset", "gpus", "tp", "pp", "dp", "cp", "vpp", "microbatches")
-            if c in ok.columns
-        ]
-        for label, col in (("mean", "mean_s"), ("p95", "p95_s")):
-            best = ok.loc[ok[col].astype(float).idxmin()]
-            lay = ", ".join(f"{c} {best[c]}" for c in show)
-            lines.append(
-                f"best by {label}: {lay}: mean {float(best['mean_s']):.4g} s,"
-                f" p95 {float(best['p95_s']):.4g} s"
-            )
-    if out is not None:
-        lines.append(f"table written to {out}")
-    return "\n".join(lines)
-
-
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from ..sweep.executor import open_executor
     from ..sweep.runner import run_sweep
-    from ..sweep.table import check_output
+    from ..sweep.table import check_output, sweep_report
 
     spec = spec_from_args(args)
     settings = settings_from_args(args, keep_batch=args.keep_batch)
@@ -216,21 +190,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             executor=executor,
             progress=progress_printer("sweep", "configurations"),
         )
-    df = outcome.table
     for msg in outcome.lost:
         print(f"prism sweep: lost {msg}", file=sys.stderr)
+    text, payload = sweep_report(outcome, out, len(spec))
     if args.json:
-        payload = {
-            "out": str(out) if out else None,
-            "configurations": len(spec),
-            "evaluated": outcome.evaluated,
-            "skipped": outcome.skipped,
-            "lost": outcome.lost,
-            "rows": df.astype(object).where(df.notna(), None).to_dict("records"),
-        }
         print(json.dumps(jsonable(payload), indent=2))
     else:
-        print(_summary(df, outcome, out))
+        print(text)
     if outcome.lost:
         print(
             f"prism sweep: {len(outcome.lost)} configurations were lost; rerun to retry them",

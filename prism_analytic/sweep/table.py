@@ -23,6 +23,8 @@ __all__ = [
     "Journal",
     "to_frame",
     "write_table",
+    "table_records",
+    "sweep_report",
 ]
 
 #: Table formats, by file suffix.
@@ -171,3 +173,50 @@ def write_table(
     os.replace(tmp, out)  # atomic: a crash never leaves a half-written table
     journal_path(out).unlink(missing_ok=True)
     return df
+
+
+def table_records(table: Any) -> list[dict[str, Any]]:
+    """The sweep table's rows as plain dicts, missing values as None."""
+    if hasattr(table, "to_dict"):
+        return table.astype(object).where(table.notna(), None).to_dict("records")
+    return list(table)
+
+
+def sweep_report(outcome: Any, out: Path | None, configurations: int) -> tuple[str, dict[str, Any]]:
+    """What ``prism sweep`` prints for ``outcome``: its text and its ``--json`` content.
+
+    The text counts the rows by status and names the best layout by mean and by p95 (the
+    first such row on a tie); ``out`` is the table written (None: none).
+    """
+    records = table_records(outcome.table)
+    data = {
+        "out": str(out) if out else None,
+        "configurations": configurations,
+        "evaluated": outcome.evaluated,
+        "skipped": outcome.skipped,
+        "lost": outcome.lost,
+        "rows": records,
+    }
+    counts: dict[str, int] = {}
+    for row in records:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    lines = [
+        f"{len(records)} configurations: "
+        + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        + f" ({outcome.evaluated} evaluated now, {outcome.skipped} already in the table)"
+    ]
+    ok = [r for r in records if r["status"] == "ok"]
+    show = ("preset", "gpus", "tp", "pp", "dp", "cp", "vpp", "microbatches")
+    for label, col in (("mean", "mean_s"), ("p95", "p95_s")):
+        known = [r for r in ok if r.get(col) is not None and float(r[col]) == float(r[col])]
+        if not known:
+            break
+        best = min(known, key=lambda r: float(r[col]))
+        lay = ", ".join(f"{c} {best[c]}" for c in show if c in best)
+        lines.append(
+            f"best by {label}: {lay}: mean {float(best['mean_s']):.4g} s,"
+            f" p95 {float(best['p95_s']):.4g} s"
+        )
+    if out is not None:
+        lines.append(f"table written to {out}")
+    return "\n".join(lines), data
