@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import numpy as np
@@ -211,10 +212,16 @@ def make_runtime(out_dir: str | Path, data_root=None, tiny: bool = False) -> dic
     a1.legend(fontsize=7)
     info = full.interruptions
     work = full.work["mean_s"]
-    taus = np.geomspace(info["optimal_interval_s"] / 8, info["optimal_interval_s"] * 8, 60)
+    # a short run is best without checkpoints (optimal interval inf): sweep around Young's
+    best = info["optimal_interval_s"]
+    centre = best if math.isfinite(best) else info["young_interval_s"]
+    taus = np.geomspace(centre / 8, centre * 8, 60)
     good = [work / expected_wall(work, tau, intr, gpus) for tau in taus]
     a2.semilogx(taus / 60, good)
-    a2.axvline(info["optimal_interval_s"] / 60, color="k", ls=":", label="optimal")
+    if math.isfinite(best):
+        a2.axvline(best / 60, color="k", ls=":", label="optimal")
+    else:
+        a2.plot([], [], " ", label="optimal: no checkpoint")
     a2.axvline(info["young_interval_s"] / 60, color="r", ls="--", label="Young sqrt(2 C MTBF)")
     a2.set_xlabel("checkpoint interval (min of work)")
     a2.set_ylabel("goodput (work / expected wall time)")
