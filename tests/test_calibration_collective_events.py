@@ -223,6 +223,7 @@ def test_bad_input_is_rejected():
         predicted_ratio_interval(EventNoise(0.03, 0.0, 1.0, 0.5), 4, 1)
 
 
+@pytest.mark.slow  # a study on the measured Leonardo runs (~27 s)
 def test_real_data_out_of_sample(shared_data):
     """Leonardo (collective_latency): what the scale model gets right and what it misses.
 
