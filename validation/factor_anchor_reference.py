@@ -1,4 +1,4 @@
-"""Reference for tests/test_factor_anchors.py: the Clark-Mehler core at every design point.
+"""Reference for tests/engines/test_factor_anchors.py: the Clark-Mehler core at every design point.
 
 The anchor line of :func:`prism_analytic.engines.pipeline_factors.anchored_laws` stands in for
 the core at every quasi-Monte-Carlo condition of the factors. Its exact counterpart is the core

@@ -17,7 +17,8 @@ Two uses:
   memory ``O(n + B)`` instead of ``O(n B)`` (1e6 steps x 2,000 resamples is 16 GB there).
 * :func:`sample_quantiles`: the sampling spread of a model law's quantiles at ``n`` steps.
 
-``tests/test_quantile_bootstrap.py`` compares both with brute-force resampling (KS two-sample).
+``tests/calibration/test_quantile_bootstrap.py`` compares both with brute-force resampling (KS
+two-sample).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ marginal law of a job with ``slow_fraction > 0`` is a mixture with a slow mode, 
 jitter wide enough to reach that mode also smooths the mixture and moves its median, so the
 GEMM efficiency fitted on the median moves too (llama3-8b, 16 GPUs, ``slow_fraction`` 0.01,
 200 marginal draws: ``gemm_fp4`` 0.4022 [0.4012, 0.4037] against a true 0.400;
-``tests/test_calibration_shape_choice.py``).
+``tests/calibration/test_calibration_shape_choice.py``).
 
 ``shape="auto"`` decides from the steps. Within-run is what a measured run is, so it is kept
 unless the steps say otherwise: each shape's law, with the jitter fitted under that shape and

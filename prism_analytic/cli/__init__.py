@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 #: Each command, in the order ``prism --help`` lists them: (its module in this package, the
-#: help line its ``register`` gives; ``tests/test_startup.py`` checks the two agree).
+#: help line its ``register`` gives; ``tests/cli/test_startup.py`` checks the two agree).
 COMMANDS: dict[str, tuple[str, str]] = {
     "predict": ("predict", "step-time distribution of a preset job on N GPUs"),
     "presets": ("presets", "list model and hardware presets"),

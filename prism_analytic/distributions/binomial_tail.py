@@ -25,7 +25,8 @@ to nearest, ``log``, ``log1p``, ``exp`` within ``2u`` relative):
 Every bound carries a factor ``1.01`` on first-order terms for the ``O(u^2)`` remainders, and
 ``2^-1074`` per operation for underflow. Enclosure widths measured on 4,001 points in [0, 1]
 with ``k = n / 2`` (or ``n / 10``): ``9e-12`` at ``n = 1e6``, ``2e-10`` at ``1e9``, ``4e-9`` at
-``1e12``, in under 0.1 s CPU. Checked in ``tests/test_order_statistic_roundoff.py`` against
+``1e12``, in under 0.1 s CPU. Checked in ``tests/distributions/test_order_statistic_roundoff.py``
+against
 80-digit (400 near ``x = 1 - 1e-310``) mpmath sums.
 """
 

@@ -20,13 +20,15 @@ unit in the last place (``2u`` relative; glibc's are within one). Underflow adds
 (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., Lemma 3.1): a sum of
 ``k + 1`` non-negative terms, in any order, is within ``gamma(k)`` of relative error.
 
-What is checked how: ``tests/test_op_roundoff.py`` builds operands whose masses sum to 1
+What is checked how: ``tests/distributions/test_op_roundoff.py`` builds operands whose masses sum
+to 1
 exactly, computes each operation's two sides in exact rational (or 60-digit) arithmetic and
 checks that the stored sides, summed exactly, stay within the reported ``roundoff`` of them
 (or on the safe side, when folded): the F form where the exact CDF is at most 1/2 and the
 survival form where the exact survival is at most 1/2 (the halves the readers use). Order
-statistics: ``tests/test_order_statistic_roundoff.py`` (80-digit binomial sums); centred sums'
-final grid: ``tests/test_centred_sum_roundoff.py`` (exact rationals).
+statistics: ``tests/distributions/test_order_statistic_roundoff.py`` (80-digit binomial sums);
+centred sums'
+final grid: ``tests/distributions/test_centred_sum_roundoff.py`` (exact rationals).
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ part of ``P`` or ``Q`` in both tails. The cancellations in ``c0`` and ``c1`` nea
 are avoided by their Taylor series (coefficients as in cephes ``igam.h``), and
 ``lambda - 1 - log(lambda)`` by its series for small ``lambda - 1``.
 
-How it was checked (``tests/test_gamma_large.py``, ``validation/reliability_numerics.py``):
+How it was checked (``tests/distributions/test_gamma_large.py``,
+``validation/reliability_numerics.py``):
 against Kummer's series ``P(a, x) = x^a e^-x / Gamma(a + 1) sum_k x^k / ((a+1)...(a+k))``
 summed to convergence in mpmath at 40 digits (all terms positive, no cancellation), at shapes
 1e5 to 4e9 and 8 standard deviations either side: relative error below 1e-13.

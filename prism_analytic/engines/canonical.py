@@ -21,10 +21,11 @@ over the *live* nodes only (nodes with unprocessed successors): ``C`` (covarianc
 node), ``P`` (Gram matrix of the linear parts), ``M`` (projections on the W windowed residual
 directions), the residual weights and each residual's Hermite vector. Nodes are processed one
 topological generation at a time: O(N * (L + W) * 8), independent of the number of sources; with
-an unlimited window it equals the dense form to 1e-12 (tests/test_canonical.py). Default window:
+an unlimited window it equals the dense form to 1e-12 (tests/engines/test_canonical.py). Default
+window:
 ``32 x width``, at least 64. Accuracy by window and method: ``validation/results/
 canonical_accuracy.md`` (``validation/pipeline_methods.py``); tied interleaved lattices are the
-worst case (tests/test_crosscheck_interleaved.py).
+worst case (tests/engines/test_crosscheck_interleaved.py).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ The mean of each max also needs ``D``'s excess kurtosis (a difference of tied ma
 leptokurtic), which third cumulants do not carry: it is taken from the kurtosis core's estimate
 (:meth:`~.kurtosis_core._KurtosisEngine.excess_kurtosis`, run on the same DAG) and enters *only*
 the mean of each max (in the variance terms too it raised the std by 5-10%). An estimate,
-checked against Monte Carlo in ``tests/test_cumulant_core.py``.
+checked against Monte Carlo in ``tests/engines/test_cumulant_core.py``.
 
 Known limitation: on interleaved lattices much deeper (``stages x vpp``) than wide the std is
 high, by a drift that grows through the tied rows (interleaved 16 x 16 x vpp 8: +10-11%), from

@@ -3,7 +3,7 @@
 One formula shared by the cores that correct each max for a skewed or leptokurtic difference
 of its inputs: the skew core (:mod:`.skew_core`, the skewness the ops' third cumulants give
 ``D``) and the kurtosis core (:mod:`.kurtosis_core`, which adds ``D``'s excess kurtosis).
-Checked against quadrature in ``tests/test_kurtosis_core.py``.
+Checked against quadrature in ``tests/engines/test_kurtosis_core.py``.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ Gram-Charlier correction of ``D`` (:func:`gram_charlier_max`):
   switches the terms on; its measured tables were made so).
 
 No sampling and no fitted constant; an estimate, checked against Monte Carlo in
-``tests/test_kurtosis_core.py``. Tables: ``validation/results/bench_scale_kurtosis.md`` and
+``tests/engines/test_kurtosis_core.py``. Tables: ``validation/results/bench_scale_kurtosis.md`` and
 the agreement suite; it over-corrects 1F1B 16 x 64 at CV 5% and leaves interleaved
 16 x 16 x vpp 8 far off.
 """

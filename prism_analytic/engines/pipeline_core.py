@@ -207,7 +207,7 @@ def _direct_pair(
     (their sum), so the longer schedule sees a larger window once the shorter one is done:
     per schedule the two agree to ~1e-4 makespan sd; extrapolated over 500 blocks (1F1B
     4 x 2,048, unequal stages) to 0.044 sd, where both are 1.3-1.4 sd below Monte Carlo (the
-    truncation's own error). Checked in tests/test_pipeline_pair.py.
+    truncation's own error). Checked in tests/engines/test_pipeline_pair.py.
     """
     plain = spec.microbatch_factor is None and spec.stage_factor is None
     parts = [_structure(spec.stages, m, spec.schedule, spec.vpp) for m in sizes]
@@ -710,7 +710,7 @@ def rare_components(
     the tail; the core runs at :data:`RARE_ANCHORS` placements at equally spaced ranks of ``L``,
     and its bias ``E[M] - L`` and sd are interpolated in ``L`` to every placement (the same
     split as :mod:`~.pipeline_factors`). An estimate, checked against Monte Carlo in
-    tests/test_rare_stall_pipeline.py and ``prism agreement`` (``pipe_straggler_8x32``).
+    tests/engines/test_rare_stall_pipeline.py and ``prism agreement`` (``pipe_straggler_8x32``).
     """
     from .pipeline_factors import mean_paths, merge_components
 

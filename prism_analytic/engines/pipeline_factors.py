@@ -32,7 +32,7 @@ resolved. Inside each condition:
   variance are then averaged in equal-count bins of ``L`` and interpolated at every point.
 
 The result is a mixture of normals (merged into at most ``MERGE_BINS`` by mean). It is an
-estimate (checked against op-by-op Monte Carlo in tests/test_pipeline_factors.py and
+estimate (checked against op-by-op Monte Carlo in tests/engines/test_pipeline_factors.py and
 ``prism agreement``), not a bound.
 """
 
@@ -354,7 +354,7 @@ def factor_components(
     across a bin); measured, not guaranteed: on the agreement's r90 / r99 8x32 rows the mean
     moved by -2.5e-4 / -1.8e-5 of a conditional sd and the sd by +8.1e-5 / +1.3e-6
     (relative), the conditional variance growing by the scatter it took in (+2.85% / +0.24%;
-    ``validation/results/factor_anchors.md``); tested in ``tests/test_factor_anchors.py``.
+    ``validation/results/factor_anchors.md``); tested in ``tests/engines/test_factor_anchors.py``.
     At the mean path's points the mixture then follows ``L``'s finer quadrature, which is the
     purpose of the level. Where that scatter passes
     :data:`BIN_SCATTER_MAX` of the conditional variance (``L`` does not explain the bias:

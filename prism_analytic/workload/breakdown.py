@@ -44,7 +44,7 @@ step) pairs where a joint law is needed.
    ``K``'s CV is a few 1e-4, so this is immaterial for ``E``.
 
 The marginal of the sampled ``T`` agrees with the analytic step law of the full graph up to
-the slow-replica rounding (``tests/test_breakdown.py`` checks it). ``stats`` also carry the
+the slow-replica rounding (``tests/workload/test_breakdown.py`` checks it). ``stats`` also carry the
 independence shortcut ``std(E) ~ sqrt(var T + var C)`` next to the joint estimate.
 """
 

@@ -111,7 +111,8 @@ def test_grid_cdf_laws_and_mass_conservation(grid_and_amplification):
     assert np.all(g.lo >= 0) and np.all(g.hi >= 0)
     x = np.linspace(g.points[0] - g.h, g.points[-1] + g.h, 500)
     f, s = g.cdf(x), g.sf(x)
-    # Within FFT round-off of [0, 1]: exactly [0, 1] is a known defect (tests/test_grid.py).
+    # Within FFT round-off of [0, 1]: exactly [0, 1] is a known defect
+    # (tests/distributions/test_grid.py).
     assert np.all(np.diff(f) >= -1e-12) and np.all((f >= -1e-12) & (f <= 1 + 1e-12))
     np.testing.assert_allclose(f + s, 1.0, atol=1e-9)
     # The estimate lies in the sandwich: checked through the CDF in the lower half and through

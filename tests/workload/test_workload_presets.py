@@ -256,7 +256,7 @@ def _public_numbers():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).parents[1] / "validation" / "public_numbers.py"
+    path = Path(__file__).parents[2] / "validation" / "public_numbers.py"
     spec = importlib.util.spec_from_file_location("public_numbers", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

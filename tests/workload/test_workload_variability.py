@@ -19,7 +19,7 @@ from prism_analytic.workload.variability import (
     step_outlier_stats,
 )
 
-DATA = (Path(__file__).parents[1] / ".." / "shared" / "data").resolve()
+DATA = (Path(__file__).parents[2] / ".." / "shared" / "data").resolve()
 needs_data = pytest.mark.skipif(
     not (DATA / "gpu_variability").is_dir() or not (DATA / "mlperf_llama405b").is_dir(),
     reason=f"shared data not found at {DATA} (expected ../shared/data beside the repository)",

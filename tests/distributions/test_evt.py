@@ -13,7 +13,7 @@ from scipy import stats
 import prism_analytic as pa
 from prism_analytic.evt import SUPPORTED_FAMILIES, evt_family, evt_max
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_generator():

@@ -56,7 +56,8 @@ def test_wide_pipelines_and_factors_take_two_passes(monkeypatch) -> None:
     _direct_pair(wide, (32, 48), "clark-mehler", None)
     factored = _spec(4, 512, "1f1b", 1)._replace(microbatch_factor=lognormal(1.0, 0.05))
     _direct_pair(factored, (16, 20), "clark-mehler", None)
-    # wide: two passes sharing their common start (tests/test_pipeline_forked.py); factored: two
+    # wide: two passes sharing their common start (tests/engines/test_pipeline_forked.py);
+    # factored: two
     assert len(forked) == 1
     assert len(calls) == 2
 

@@ -19,7 +19,7 @@ from scipy import special
 from prism_analytic.engines import pipeline_factors as pf
 from validation import factor_anchor_reference as ref  # the repo root is on pytest's path
 
-DATA = Path(__file__).parent / "data" / "factor_anchor_6x16.npz"
+DATA = Path(__file__).parents[1] / "data" / "factor_anchor_6x16.npz"
 #: The tolerance the engine gives the rule on its default 2**18 mean-path points.
 TOL = pf.anchor_tolerance(pf.MAX_PATH_POINTS)
 #: On this design the rule stops at its budget (128 anchors; its own error estimate stays

@@ -26,7 +26,7 @@ from prism_analytic.workload.jobs import build_job, merge_config
 from prism_analytic.workload.mean_model import op_means
 from prism_analytic.workload.scale_variability import nodes_spanned, scale_factors
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCALE = {"node_tail_prob": 1e-3, "node_tail_factor": 10.0}
 N = 400_000
 

@@ -317,7 +317,7 @@ def test_event_size_grows_with_tiers_in_the_job():
     inter = apply_scale_variability(job).variability.network.inter_node
     p2 = 1 - (1 - 1e-3) ** n
     # the tier's own tail is kept; the per-node event is a second, independent event
-    # (tests/test_scale_events_exact.py checks the law against unit-level draws)
+    # (tests/workload/test_scale_events_exact.py checks the law against unit-level draws)
     assert inter == inter0
     assert scale_events(job).collective_events == (
         (pytest.approx(p2), pytest.approx(f["collective_hit_factor"])),

@@ -263,7 +263,7 @@ def test_calibrated_overlay_moves_the_prediction_to_the_target(tmp_path):
 @pytest.fixture(scope="module")
 def trace_csv(tmp_path_factory):
     pytest.importorskip("pandas")
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).parents[1]))
     from _traces_synth import make_trace
 
     frame, _ = make_trace(steps=20, seed=1)
