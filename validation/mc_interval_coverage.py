@@ -8,9 +8,9 @@ Prints, for one exponential op, how often ``predict(g, "montecarlo", samples=n, 
 .quantile_bracket(q)`` holds the true quantile ``-log(1 - q)`` over ``--seeds`` seeds
 (n = 2, 20, 100, 1,000 through ``predict``; 10,000 on the interval construction directly),
 then the std of the issue's low-CV examples against their closed-form or quadrature
-references. ``tests/engines/test_mc_interval_coverage.py`` and
-``tests/distributions/test_exact_moments.py`` assert
-the same numbers in CI.
+references (recorded in ``validation/results/mc_interval_coverage.md``).
+``tests/engines/test_mc_interval_coverage.py`` and ``tests/distributions/test_exact_moments.py``
+assert the same numbers in CI.
 """
 
 from __future__ import annotations
