@@ -354,20 +354,38 @@ def test_calibrate_command_prints_the_jobs_result(tmp_path, capsys):
     assert _cli_json(capsys, [*argv, "--json"]) == res.to_dict()
 
 
-def test_check_with_events_from_is_the_command(tmp_path, capsys):
+def test_check_with_events_from_is_the_command(tmp_path, capsys, monkeypatch):
     job = Job("llama3-8b", 8)
     median = float(job.predict(verify=False).quantile(0.5))
     log = _steps_log(tmp_path / "a.csv", median, 1.02, 1)
     ref = _steps_log(tmp_path / "b.csv", median, 1.02, 2)
     opts = {"events_from": ref, "events_gpus": 8, "body_mode": "engine", "stall_dispersion": 0.5}
-    report = job.check(log, **opts).to_dict()
+    result = job.check(log, **opts)
+    report = result.to_dict()
     # the event options reach the check (predict_events reports them)
     assert report["events"]["body_mode"] == "engine"
     assert report["events"]["stall_dispersion_used"] == 0.5
     assert report["events"]["stall_dispersion_from"] == "given"
+    # the command is a thin call: it hands Job.check the same options and prints its result (the
+    # check itself is not rerun: it is deterministic for a seed and costs ~12 s)
+    calls = []
+
+    def recorded(self, steps, **kw):
+        calls.append((self.config, [Path(p) for p in steps], kw))
+        return result
+
+    monkeypatch.setattr(Job, "check", recorded)
     argv = ["calibrate", "--preset", "llama3-8b", "--gpus", "8", "--steps", str(log), "--check"]
     argv += ["--events-from", str(ref), "--events-gpus", "8", "--body-mode", "engine"]
     assert _cli_json(capsys, [*argv, "--stall-dispersion", "0.5", "--json"]) == report
+    ((config, steps, kw),) = calls
+    assert config == job.config and steps == [log]
+    assert [Path(p) for p in kw.pop("events_from")] == [ref]
+    assert {k: kw[k] for k in ("events_gpus", "body_mode", "stall_dispersion")} == {
+        "events_gpus": 8,
+        "body_mode": "engine",
+        "stall_dispersion": 0.5,
+    }
 
 
 @pytest.mark.parametrize(
