@@ -79,3 +79,26 @@ def test_trace_predict_says_where_the_plot_went(tmp_path, capsys):
     assert main(argv + ["--plot", str(plot)]) == 0
     assert f"plot written to {plot}" in capsys.readouterr().out
     assert plot.stat().st_size > 0
+
+
+def test_a_closed_pipe_ends_quietly():
+    # `prism ... | head`: the reader leaves before the output is written; no traceback, the
+    # shell's status for SIGPIPE (128 + 13)
+    import subprocess
+    import sys
+
+    code = (
+        "import builtins, sys\n"
+        "from prism_analytic.cli import main\n"
+        "write = builtins.print\n"
+        "builtins.print = lambda *a, **k: write('x' * 200_000, **k)\n"
+        "sys.exit(main(['presets']))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait() == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err
