@@ -15,6 +15,8 @@ import json
 
 import numpy as np
 import pytest
+from _gb200_fp4_job import JOB_TOML as BASE_TOML
+from _gb200_fp4_job import QUIET_SPATIAL, TRUE_EFF
 
 from prism_analytic.calibration import StepLog, calibrate_to_logs, predicted_law, read_step_log
 from prism_analytic.calibration.logs import without_pauses
@@ -23,21 +25,9 @@ from prism_analytic.workload.config import ConfigError
 from prism_analytic.workload.jobs import load_config, merge_config
 from prism_analytic.workload.step_estimate import step_time
 
-TRUE_EFF = 0.4  # the preset's gemm_fp4 default is 0.331: the fit has something to find
-JOB_TOML = """
-[job]
-name = "gb200-8b-fp4"
-preset = "llama3-8b"
-hardware = "gb200-nvl72"
-gpus = 16
-
-[parallelism]
-microbatches = 4
-micro_batch_size = 1
-
-[training]
-precision = "nvfp4"
-
+JOB_TOML = (
+    BASE_TOML
+    + """
 # No degraded GPUs: these tests are about the jitter and the spatial spread. This job's 0.16
 # expected slow replicas (dp 16, q 0.01), drawn per replica, would make the marginal law a
 # mixture whose slow mode the within-run fit of
@@ -48,7 +38,7 @@ precision = "nvfp4"
 [variability.spatial]
 slow_fraction = 0.0
 """
-QUIET_SPATIAL = {"variability": {"spatial": {"cv": 0.0, "slow_fraction": 0.0}}}
+)
 
 
 @pytest.fixture(scope="module")

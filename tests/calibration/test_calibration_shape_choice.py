@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _gb200_fp4_job import JOB_TOML, QUIET_SPATIAL, TRUE_EFF
 from scipy import stats
 
 from prism_analytic.calibration import StepLog, calibrate_to_logs, predicted_law
@@ -19,25 +20,6 @@ from prism_analytic.calibration.fit import CalibrationError
 from prism_analytic.calibration.shape_choice import choose_shape, normalised_ks
 from prism_analytic.workload.jobs import load_config, merge_config
 
-# the job of test_calibration_consistency.py (each test sets its slow fraction) and its true
-# GEMM efficiency (the preset's gemm_fp4 default is 0.331: the fit has something to find), as
-# in calibration_consistency.md section 4
-TRUE_EFF = 0.4
-JOB_TOML = """
-[job]
-name = "gb200-8b-fp4"
-preset = "llama3-8b"
-hardware = "gb200-nvl72"
-gpus = 16
-
-[parallelism]
-microbatches = 4
-micro_batch_size = 1
-
-[training]
-precision = "nvfp4"
-"""
-QUIET_SPATIAL = {"variability": {"spatial": {"cv": 0.0, "slow_fraction": 0.0}}}
 GEMM = "hardware.efficiency.gemm_fp4"
 
 
