@@ -63,8 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--core-shape",
         default=None,
         metavar="SHAPE",
-        help="core_shape of the analytic engine: auto, normal, template, skew, kurtosis or "
-        "cumulant (default: the engine's, auto)",
+        help="core_shape of the analytic engine: auto, normal, skew, kurtosis or cumulant "
+        "(default: the engine's, auto)",
     )
     p.add_argument(
         "--tolerance",

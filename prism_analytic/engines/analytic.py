@@ -33,13 +33,9 @@ from ..graph.pipeline import explicit_pipeline
 from ..policy import DEFAULT_POLICY, GridPolicy
 from .grid_cache import cached_grid
 from .log_lattice_eval import LogLatticeParts
-from .series_parallel import SINK, deterministic_makespan, reduce_graph
+from .series_parallel import deterministic_makespan, reduce_graph
 
 __all__ = ["analytic_distribution", "AnalyticReport", "mean_critical_path", "replica_group"]
-
-#: Lattice cells per core standard deviation for the shape template (``core_shape="template"``,
-#: experimental: no default reaches it).
-TEMPLATE_CELLS = 100
 
 
 @dataclass
@@ -257,9 +253,6 @@ class _Evaluator:
         second = float(np.dot(w, [c[2] ** 2 + c[1] ** 2 for c in comps]) / w.sum())
         std = float(np.sqrt(max(second - mean**2, 0.0)))
         self.report.exact = False
-        if pick["shape"] == "template":  # the template needs an explicit core's edges
-            why = pick["shape_reason"] + "; template needs an explicit core: normal law here"
-            pick = {**pick, "shape": "normal", "shape_reason": why}
         self.report.cores.append(
             {"where": where, "edges": spec.n_ops, "mean_s": mean, "std_s": std, **pick, **info}
         )
@@ -335,18 +328,7 @@ class _Evaluator:
         )
         if res.std <= 0:
             return to_grid(point_mass(res.mean), h, self.policy)
-        if pick["shape"] != "template":  # "skew" is Clark-Mehler's: other methods stay normal
-            return to_grid(normal(res.mean, res.std), h, self.policy)
-        # "template": the shape from independent propagation, location and scale from the
-        # canonical form; an option, not the default (much worse on interleaved schedules)
-        h_t = res.std / TEMPLATE_CELLS
-        k0, p = _independent_template(m, h_t)
-        x = (k0 + np.arange(p.size)) * h_t
-        mean_t = float(np.dot(p, x))
-        a = res.std / float(np.sqrt(np.dot(p, (x - mean_t) ** 2)))
-        # affine map onto the canonical mean and std; lo/hi one cell apart keep a sandwich form
-        shape = GridDistribution(h_t, k0, p, np.concatenate(([0.0], p[:-1])), policy=self.policy)
-        return shape.scaled(a).shifted(res.mean - a * mean_t)
+        return to_grid(normal(res.mean, res.std), h, self.policy)
 
 
 def _op_spacing(
@@ -402,60 +384,6 @@ def _duration_dag(m: nx.MultiDiGraph) -> tuple[nx.DiGraph, dict[int, float], dic
             dag.add_edges_from((p, e) for p in feeds[x])
             mean[e], std[e] = w.mean(), w.std()
     return dag, mean, std
-
-
-def _on_lattice(w: GridDistribution, h: float) -> tuple[int, np.ndarray]:
-    """A grid's cell-centre masses moved to the lattice ``k * h`` by linear splitting.
-
-    Splitting keeps mass and mean and adds almost no spread; unlike the floor/ceil re-binning
-    of the sandwich, the error does not grow with the number of ops on a path.
-    """
-    p = 0.5 * (w.lo + w.hi)
-    pos = w.points / h
-    base = np.floor(pos)
-    frac = pos - base
-    k0 = int(base[0])
-    idx = (base - k0).astype(np.int64)
-    size = int(idx[-1]) + 2
-    out = np.bincount(idx, weights=p * (1 - frac), minlength=size)
-    out += np.bincount(idx + 1, weights=p * frac, minlength=size)
-    return k0, out / out.sum()
-
-
-def _trim(k0: int, p: np.ndarray, eps: float = 1e-14) -> tuple[int, np.ndarray]:
-    c = np.cumsum(p)
-    lo = int(np.searchsorted(c, eps))
-    hi = int(np.searchsorted(c, c[-1] - eps)) + 1
-    q = p[lo:hi]
-    return k0 + lo, q / q.sum()
-
-
-def _independent_template(m: nx.MultiDiGraph, h: float) -> tuple[int, np.ndarray]:
-    """Source-to-sink makespan pmf on ``k * h`` with independence at every max (a shape only)."""
-    from scipy import signal
-
-    finish: dict[Any, tuple[int, np.ndarray]] = {}
-    for x in nx.topological_sort(m):
-        arrivals = []
-        for a, _, w in m.in_edges(x, data="w"):
-            k_a, p_a = finish.get(a, (0, np.ones(1)))
-            if w is None:
-                arrivals.append((k_a, p_a))
-                continue
-            k_w, p_w = _on_lattice(w, h)
-            arrivals.append(_trim(k_a + k_w, np.maximum(signal.oaconvolve(p_a, p_w), 0.0)))
-        if not arrivals:
-            continue
-        if len(arrivals) == 1:
-            finish[x] = arrivals[0]
-            continue
-        k0 = min(k for k, _ in arrivals)
-        k1 = max(k + p.size for k, p in arrivals)
-        cdf = np.ones(k1 - k0)
-        for k, p in arrivals:
-            cdf *= np.concatenate((np.zeros(k - k0), np.cumsum(p), np.ones(k1 - k - p.size)))
-        finish[x] = _trim(k0, np.diff(cdf, prepend=0.0))
-    return finish[SINK]
 
 
 def part_key(where: str, law: GridDistribution) -> tuple:

@@ -21,7 +21,7 @@ __all__ = ["predict", "METHODS", "MAX_GRID_NODES", "grid_nodes", "check_grid_siz
 
 METHODS = ("analytic", "bounds", "montecarlo")
 CORE_METHODS = ("clark-mehler", "clark", "independent")
-CORE_SHAPES = ("auto", "normal", "template", "skew", "kurtosis", "cumulant")
+CORE_SHAPES = ("auto", "normal", "skew", "kurtosis", "cumulant")
 
 
 #: Nodes the grid engines evaluate one by one (a pipeline node counts as one in ``analytic``;
@@ -104,11 +104,8 @@ def predict(
         Method for irreducible cores (analytic only).
     window : int, optional
         Residual window of the Clark-Mehler form (None: its default).
-    core_shape : {"auto", "normal", "template", "skew", "kurtosis", "cumulant"}
-        Shape of a core's makespan: ``"normal"``: Gaussian; ``"template"`` (experimental: no
-        default reaches it): the independence-propagated shape mapped onto the canonical mean
-        and standard deviation (explicit cores only; better spread on deep 1F1B pipelines,
-        worse on interleaved schedules and replica maxima); ``"skew"``: the skew-aware core
+    core_shape : {"auto", "normal", "skew", "kurtosis", "cumulant"}
+        Shape of a core's makespan: ``"normal"``: Gaussian; ``"skew"``: the skew-aware core
         of :mod:`~.skew_core` (Clark-Mehler on full differences, a third cumulant, a Pearson
         III law; with ``core_method="clark-mehler"`` only, on plain pipelines and explicit cores;
         factor-conditioned pipelines keep their mixture); ``"kurtosis"``: the skew core with

@@ -27,7 +27,7 @@ quantiles at :data:`LEVELS` (p50, p90, p99, p99.9).
 Usage::
 
     prism agreement [--samples N] [--seed S] [--only NAME ...] [--json] [--tolerance REL]
-                    [--core-shape auto|normal|template|skew|kurtosis|cumulant] [--strict]
+                    [--core-shape auto|normal|skew|kurtosis|cumulant] [--strict]
     prism agreement --timing [--json]      # replica-count independence of cost
     prism agreement --list
 

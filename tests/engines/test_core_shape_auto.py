@@ -106,11 +106,9 @@ def test_requested_shapes_stay_selectable_and_say_so():
     for shape in ("normal", "skew"):
         (core,) = pa.predict(g, "analytic", core_shape=shape).diagnostics["cores"]
         assert core["shape"] == shape and "requested" in core["shape_reason"]
-    # template needs an explicit core: a compact pipeline says it kept the normal law
-    (core,) = pa.predict(g, "analytic", core_shape="template").diagnostics["cores"]
-    assert core["shape"] == "normal" and "template" in core["shape_reason"]
-    (core,) = pa.predict(fsdp_overlap(), "analytic", core_shape="template").diagnostics["cores"]
-    assert core["shape"] == "template"
+    for shape in ("template", "gaussian-ish"):  # the experimental template shape is gone
+        with pytest.raises(ValueError, match="core_shape must be one of"):
+            pa.predict(g, "analytic", core_shape=shape)
     with pytest.raises(ValueError, match="core_shape must be one of"):
         pa.predict(g, "analytic", core_shape="gaussian-ish")
 
