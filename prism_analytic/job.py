@@ -606,6 +606,7 @@ class Job:
         events_gpus: int | None = None,
         body_mode: str = "fitted",
         stall_dispersion: float | None = None,
+        sizes: Sequence[tuple[Any, PathLike | Sequence[PathLike]]] | None = None,
     ) -> Result:
         """Compare this job's prediction with measured step logs, out of sample.
 
@@ -632,6 +633,14 @@ class Job:
         stall_dispersion : float, optional
             With ``events_from``: variance (>= 0) of a gamma per-run multiplier of the stall
             rate; default: the value fitted with the events where identified, else 0.
+        sizes : sequence of (job, logs), optional
+            Logs of the same job at other sizes: ``job`` is a job file (or an uncalibrated
+            :class:`Job`) of that size, and this job's overlays (the calibration) are merged
+            on top of it. The result then holds the transfer error table (``"transfer"``:
+            per size, predicted against measured median and p90/p50, the errors, and ratio
+            scaling's: :func:`~prism_analytic.calibration.transfer.transfer_table`), this
+            job (its logs, without its overlays for ratio scaling) being the calibration
+            size.
 
         Returns
         -------
@@ -676,7 +685,43 @@ class Job:
             stall_dispersion=stall_dispersion,
         )
         text = "\n".join(f"{k}: {v}" for k, v in report.items())
+        if sizes is not None:
+            from .calibration.transfer import transfer_table, transfer_text
+
+            ref, others = self._transfer_cases(measured, sizes, drop_first)
+            report["transfer"] = transfer_table(ref, others, seed=seed)
+            text += "\n" + transfer_text(report["transfer"])
         return Result("check", report, text=text, data=report)
+
+    def _transfer_cases(
+        self, measured: list[Any], sizes: Sequence[tuple[Any, Any]], drop_first: int
+    ) -> tuple[Any, list[Any]]:
+        """The transfer cases: this job (the calibration size), then ``sizes``.
+
+        The calibration is this job's overlays: merged on top of every other size's job, and
+        left out for ratio scaling's uncalibrated predictions.
+        """
+        from .calibration.transfer import SizeCase
+
+        if isinstance(sizes, str | os.PathLike) or not sizes:
+            raise ValueError("sizes: give a sequence of (job file or Job, logs) pairs")
+        if not self._overlays:
+            raise ValueError(
+                "sizes: the transfer table compares a calibration with ratio scaling; this job"
+                " has no overlay (give the calibration overlay: --overlay fit.toml)"
+            )
+        bare = self._build(self._recipe, (), self.config.gpus)
+        ref = SizeCase(self.config, bare.config, measured)
+        others = []
+        for i, pair in enumerate(sizes):
+            if not (isinstance(pair, Sequence) and not isinstance(pair, str) and len(pair) == 2):
+                raise ValueError(f"sizes[{i}]: expected a (job file or Job, logs) pair")
+            where, logs = pair
+            other = where if isinstance(where, Job) else Job.from_args(None, None, where)
+            overlays = (*other._overlays, *self._overlays)
+            calibrated = other._build(other._recipe, overlays, other.config.gpus)
+            others.append(SizeCase(calibrated.config, other.config, _read_logs(logs, drop_first)))
+        return ref, others
 
     def sweep(
         self,

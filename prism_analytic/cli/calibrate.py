@@ -4,7 +4,9 @@
 free parameters to measured step times (MLPerf ``:::MLLOG``, CSV, JSON); ``--mfu F`` or
 ``--tokens-per-s R`` fits to a published rate instead. The overlay it writes is taken by
 ``prism predict --config JOB.toml --config fit.toml``. ``--check`` does not fit: it predicts
-the job (with ``--overlay`` files merged on top) and compares it with the logs, out of sample.
+the job (with ``--overlay`` files merged on top) and compares it with the logs, out of sample;
+with ``--size JOB LOG...`` (repeatable: logs at other sizes) it also prints the transfer error
+table of the overlay against ratio scaling.
 
 The command is :meth:`Job.calibrate <prism_analytic.job.Job.calibrate>` (or
 :meth:`Job.check <prism_analytic.job.Job.check>`) of
@@ -67,6 +69,13 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         raise ValueError("--events-from is for --check; to fit the events here use --events")
     if (args.stall_dispersion is not None or args.body_mode != "fitted") and not args.events_from:
         raise ValueError("--stall-dispersion and --body-mode apply to --check --events-from LOG...")
+    if args.size and not args.check:
+        raise ValueError("--size JOB LOG... is for --check (the transfer table of an overlay)")
+    for given in args.size or []:
+        if len(given) < 2:
+            raise ValueError(
+                f"--size {' '.join(given)}: give a job file and at least one step log of it"
+            )
     job = Job.from_args(args.preset, args.gpus, args.config, *(args.overlay or []))
     if args.check:
         res = job.check(
@@ -78,6 +87,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             events_gpus=args.events_gpus,
             body_mode=args.body_mode,
             stall_dispersion=args.stall_dispersion,
+            **({"sizes": [(s[0], s[1:]) for s in args.size]} if args.size else {}),
         )
     elif args.steps:
         with progress_printer("calibrate", "step-event refits") as progress:
@@ -185,6 +195,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="with --events-from: variance of a gamma per-run multiplier of the stall rate"
         " (stalls that cluster in runs; 0 = one common rate); default: the value fitted with"
         " the events where identified, else 0",
+    )
+    p.add_argument(
+        "--size",
+        nargs="+",
+        action="append",
+        metavar=("JOB", "LOG"),
+        help="with --check (repeatable): a job file of another size and its step logs; the"
+        " --overlay files are merged on top of it and the transfer error table is printed"
+        " (predicted vs measured median and p90/p50 per size, beside ratio scaling: the"
+        " uncalibrated prediction times measured/predicted at the --config size)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_calibrate)

@@ -1,0 +1,159 @@
+"""Whether a calibration fitted at one job size predicts the job's other sizes.
+
+A ``prism calibrate`` overlay is fitted at one size (usually the smallest, the cheapest to
+log) and used to predict larger ones. :func:`transfer_table` measures how well that works
+on logs at several sizes, beside the simplest alternative a user has: **ratio scaling**,
+the *uncalibrated* prediction at the other size multiplied by measured / predicted at the
+calibration size (one number carried, no model of what changes with the size).
+
+Per size it reports the predicted and measured median step and per-run-normalised p90/p50
+(the within-run law, what one run's steps show; :func:`.fit.check_against_logs`), the
+calibrated errors and ratio scaling's. Ratio scaling's p90/p50 is the uncalibrated one (a
+scale factor leaves quantile ratios alone). The acceptance rule it states
+(:data:`TARGETS`): median within 3%, p90/p50 within 0.01, and a median error not more than
+0.5 percentage points worse than ratio scaling's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .fit import check_against_logs, predicted_law
+from .logs import StepLog
+from .result import CalibrationError, PredictedLaw
+
+__all__ = ["TARGETS", "SizeCase", "transfer_table", "transfer_text"]
+
+#: The acceptance rule of a transfer: |median error| <= 3%, |p90/p50 error| <= 0.01, and
+#: |median error| at most 0.5 percentage points above ratio scaling's.
+TARGETS = {"median_rel": 0.03, "p90_over_p50_abs": 0.01, "vs_ratio_points": 0.5}
+
+
+@dataclass(frozen=True)
+class SizeCase:
+    """One job size: the calibrated job, the same job uncalibrated, and its logs.
+
+    Attributes
+    ----------
+    calibrated : JobConfig
+        The job with the calibration overlay merged.
+    uncalibrated : JobConfig
+        The same job without it (ratio scaling's prediction).
+    logs : list of StepLog
+        Measured steps of this size (runs pooled).
+    """
+
+    calibrated: Any
+    uncalibrated: Any
+    logs: list[StepLog]
+
+
+def _row(case: SizeCase, seed: int, evaluate: Callable[[Any], PredictedLaw]) -> dict:
+    cal = check_against_logs(case.calibrated, case.logs, seed=seed, evaluate=evaluate)
+    unc = check_against_logs(case.uncalibrated, case.logs, seed=seed, evaluate=evaluate)
+    return {
+        "gpus": case.calibrated.gpus,
+        "job": case.calibrated.name,
+        "steps": cal["steps"],
+        "measured_median_s": cal["measured_median_s"],
+        "predicted_median_s": cal["predicted_median_s"],
+        "uncalibrated_median_s": unc["predicted_median_s"],
+        "measured_p90_over_p50": cal["measured_p90_over_p50"],
+        "predicted_p90_over_p50": cal["predicted_p90_over_p50"],
+        "uncalibrated_p90_over_p50": unc["predicted_p90_over_p50"],
+    }
+
+
+def transfer_table(
+    reference: SizeCase,
+    others: Sequence[SizeCase],
+    *,
+    seed: int = 0,
+    evaluate: Callable[[Any], PredictedLaw] = predicted_law,
+) -> dict:
+    """The transfer error table of a calibration fitted at ``reference``'s size.
+
+    Parameters
+    ----------
+    reference : SizeCase
+        The calibration size (its row is in-sample; it fixes ratio scaling's factor).
+    others : sequence of SizeCase
+        The other sizes (out of sample).
+    seed : int
+        Seed of the sampling intervals :func:`.fit.check_against_logs` draws.
+    evaluate : callable
+        ``job -> PredictedLaw`` (the analytic engine by default).
+
+    Returns
+    -------
+    dict
+        ``rows``: one dict per size (the reference first, ``in_sample`` True) with the
+        predicted and measured medians and p90/p50, ``median_error`` (relative),
+        ``ratio_median_error``, ``p90_over_p50_error`` (predicted - measured),
+        ``ratio_p90_over_p50_error`` and ``passes`` (the :data:`TARGETS` rule, out of sample
+        only); ``ratio_factor``; ``targets``; ``all_pass``.
+
+    Raises
+    ------
+    CalibrationError
+        No other size, or a size given twice.
+    """
+    if not others:
+        raise CalibrationError("a transfer table needs logs at a second size (sizes=...)")
+    gpus = [reference.calibrated.gpus, *(c.calibrated.gpus for c in others)]
+    if len(set(gpus)) != len(gpus):
+        raise CalibrationError(f"each size once: GPU counts {gpus} repeat one")
+    ref = _row(reference, seed, evaluate)
+    factor = ref["measured_median_s"] / ref["uncalibrated_median_s"]
+    rows = []
+    for case, row in [(reference, ref), *((c, _row(c, seed, evaluate)) for c in others)]:
+        ratio_median = row["uncalibrated_median_s"] * factor
+        row["ratio_median_s"] = ratio_median
+        row["median_error"] = row["predicted_median_s"] / row["measured_median_s"] - 1.0
+        row["ratio_median_error"] = ratio_median / row["measured_median_s"] - 1.0
+        meas90 = row["measured_p90_over_p50"]
+        row["p90_over_p50_error"] = row["predicted_p90_over_p50"] - meas90
+        row["ratio_p90_over_p50_error"] = row["uncalibrated_p90_over_p50"] - meas90
+        row["in_sample"] = case is reference
+        if case is not reference:
+            med, r90 = abs(row["median_error"]), abs(row["p90_over_p50_error"])
+            worse = 100.0 * (med - abs(row["ratio_median_error"]))
+            row["passes"] = bool(
+                med <= TARGETS["median_rel"]
+                and r90 <= TARGETS["p90_over_p50_abs"]
+                and worse <= TARGETS["vs_ratio_points"]
+            )
+        rows.append(row)
+    return {
+        "calibration_gpus": reference.calibrated.gpus,
+        "ratio_factor": factor,
+        "targets": dict(TARGETS),
+        "rows": rows,
+        "all_pass": all(r["passes"] for r in rows if not r["in_sample"]),
+    }
+
+
+def transfer_text(table: dict) -> str:
+    """The table as aligned text (what ``prism calibrate --check`` prints)."""
+    head = (
+        f"transfer of the calibration at {table['calibration_gpus']} GPUs (ratio scaling:"
+        f" uncalibrated x {table['ratio_factor']:.4f}; target |median| <="
+        f" {TARGETS['median_rel']:.0%}, |p90/p50| <= {TARGETS['p90_over_p50_abs']}, median"
+        f" <= ratio's + {TARGETS['vs_ratio_points']} points)"
+    )
+    cols = (
+        f"{'GPUs':>6} {'measured':>9} {'predicted':>9} {'error':>7} {'ratio err':>9}"
+        f" {'p90/p50 meas':>12} {'pred':>7} {'error':>7} {'ratio err':>9}  verdict"
+    )
+    lines = [head, cols]
+    for r in table["rows"]:
+        verdict = "in sample" if r["in_sample"] else ("pass" if r["passes"] else "FAIL")
+        lines.append(
+            f"{r['gpus']:>6} {r['measured_median_s']:>9.4f} {r['predicted_median_s']:>9.4f}"
+            f" {r['median_error']:>+7.2%} {r['ratio_median_error']:>+9.2%}"
+            f" {r['measured_p90_over_p50']:>12.4f} {r['predicted_p90_over_p50']:>7.4f}"
+            f" {r['p90_over_p50_error']:>+7.4f} {r['ratio_p90_over_p50_error']:>+9.4f}  {verdict}"
+        )
+    return "\n".join(lines)
