@@ -41,6 +41,8 @@ from .config.sections import GEMM_EFFICIENCY
 __all__ = [
     "MODELS",
     "HARDWARE",
+    "HARDWARE_SOURCES",
+    "HardwareSource",
     "GEMM_EFFICIENCY",
     "PRESETS",
     "model_preset",
@@ -140,6 +142,36 @@ HARDWARE: dict[str, HardwareConfig] = {
         nvlink_domain=72,
         intra_node_bandwidth=720e9,
     ),
+    # DGX B200 (NVIDIA DGX B200 datasheet, 8 x B200-SXM-180GB): 72 PFLOP/s FP8 and 144
+    # FP4 *with sparsity* per 8 GPUs -> 4.5 / 9 PFLOP/s dense per GPU, BF16 2.25 dense;
+    # 1,440 GB HBM3e at 64 TB/s -> 180 GB and 8 TB/s per GPU; NVLink 5 1.8 TB/s
+    # bidirectional inside the 8-GPU node (same achievable busbw as GB200's NVLink 5);
+    # 8 x 400 Gb/s ConnectX-7 (one per GPU), as on University of Florida's HiPerGator
+    # (MLPerf v5.1 system.json).
+    "b200-sxm-180gb": replace(
+        _H100,
+        name="b200-sxm-180gb",
+        peak_flops=PeakFlops(bf16=2.25e15, fp8=4.5e15, fp4=9.0e15),
+        hbm_bandwidth=8.0e12,
+        intra_node_bandwidth=720e9,
+    ),
+    # GB300 NVL72 (NVIDIA GB300 NVL72 datasheet, Blackwell Ultra): 1,080 PFLOP/s dense FP4,
+    # 360 FP8 and 180 BF16 per 72 GPUs -> 15 / 5 / 2.5 PFLOP/s dense per GPU; 20 TB HBM3e
+    # at 576 TB/s -> 288 GB (279 GB usable) and 8 TB/s per GPU; NVLink 5 1.8 TB/s across
+    # the 72-GPU rack; compute trays of 4 GPUs with one 800 Gb/s ConnectX-8 per GPU (as on
+    # the MLPerf "Theia" system: 4x ConnectX-8 IB XDR 800 Gb/s per tray), 90 GB/s achieved
+    # by the same ~90%-of-nominal rule as the 400 Gb/s NICs above. The doubled attention
+    # exponent throughput (SFU) is not modelled: attention efficiency is shared.
+    "gb300-nvl72": replace(
+        _H100,
+        name="gb300-nvl72",
+        peak_flops=PeakFlops(bf16=2.5e15, fp8=5.0e15, fp4=15.0e15),
+        hbm_bandwidth=8.0e12,
+        gpus_per_node=4,
+        nvlink_domain=72,
+        intra_node_bandwidth=720e9,
+        inter_node_bandwidth=90e9,
+    ),
     # A100 SXM 80GB datasheet: 312 TFLOP/s dense BF16, no FP8, HBM2e 2.04 TB/s, NVLink 3
     # 600 GB/s bidirectional (300 per direction, ~230 busbw); one 200 Gb/s NIC per GPU
     # (25 GB/s nominal, ~22 achieved). Flash attention reaches a larger fraction of the
@@ -158,6 +190,63 @@ HARDWARE: dict[str, HardwareConfig] = {
     # (about 200 km of fibre at 5 us/km). Illustrative, not a published system.
     "h100-2dc": replace(
         _H100, name="h100-2dc", datacenters=2, inter_dc_bandwidth=12.5e12, inter_dc_latency_s=1e-3
+    ),
+}
+
+
+@dataclass(frozen=True)
+class HardwareSource:
+    """Where a hardware preset's numbers come from (the schema holds only the numbers).
+
+    Attributes
+    ----------
+    datasheet : str
+        The vendor document the peaks, HBM and NVLink figures are read from.
+    hbm_capacity_gb : float
+        HBM per GPU (GB, datasheet); not used by the step model, stated for the reader.
+    network : str
+        Where the scale-out NIC rate comes from.
+    efficiency : str
+        Where the achieved efficiencies come from (shared by every preset).
+    """
+
+    datasheet: str
+    hbm_capacity_gb: float
+    network: str
+    efficiency: str = "config/sections.py: GEMM_EFFICIENCY* and Efficiency defaults"
+
+
+_CLUSTER_H100 = "one 400 Gb/s NIC per GPU, rail-optimised (Dubey et al. 2024, Sec. 3.3.1)"
+#: Source of every hardware preset's numbers (key: preset name).
+HARDWARE_SOURCES: dict[str, HardwareSource] = {
+    "h100-sxm-80gb": HardwareSource(
+        "NVIDIA H100 Tensor Core GPU datasheet (SXM5)", 80.0, _CLUSTER_H100
+    ),
+    "h200-sxm-141gb": HardwareSource(
+        "NVIDIA H200 Tensor Core GPU datasheet (SXM)", 141.0, _CLUSTER_H100
+    ),
+    "gb200-nvl72": HardwareSource(
+        "NVIDIA GB200 NVL72 datasheet (sparse rack figures halved for dense)",
+        186.0,
+        "MLPerf v5.0 Carina/Tyche system.json: 4x ConnectX-7 IB NDR 400 Gb/s per 4-GPU tray",
+    ),
+    "b200-sxm-180gb": HardwareSource(
+        "NVIDIA DGX B200 datasheet (sparse figures halved for dense)",
+        180.0,
+        "MLPerf v5.1 HiPerGator system.json (DGX B200: 8x ConnectX-7 400 Gb/s)",
+    ),
+    "gb300-nvl72": HardwareSource(
+        "NVIDIA GB300 NVL72 datasheet (dense rack figures / 72)",
+        288.0,
+        "MLPerf v5.1 Theia system.json: 4x ConnectX-8 IB XDR 800 Gb/s per 4-GPU tray",
+    ),
+    "a100-sxm-80gb": HardwareSource(
+        "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB)", 80.0, "one 200 Gb/s NIC per GPU"
+    ),
+    "h100-2dc": HardwareSource(
+        "as h100-sxm-80gb; the 2-site link is illustrative, not a published system",
+        80.0,
+        _CLUSTER_H100,
     ),
 }
 
@@ -233,6 +322,8 @@ PRESETS: dict[str, str] = {
     "h100-sxm-80gb": "NVIDIA H100 SXM 80GB, 8-GPU NVLink nodes, 400G NIC per GPU",
     "h200-sxm-141gb": "NVIDIA H200 SXM 141GB, 8-GPU NVLink nodes, 400G NIC per GPU",
     "gb200-nvl72": "NVIDIA GB200 NVL72, 72-GPU NVLink racks, 400G NIC per GPU",
+    "b200-sxm-180gb": "NVIDIA DGX B200 (B200 SXM 180GB), 8-GPU NVLink nodes, 400G NIC per GPU",
+    "gb300-nvl72": "NVIDIA GB300 NVL72 (Blackwell Ultra), 72-GPU NVLink racks, 800G NIC per GPU",
     "a100-sxm-80gb": "NVIDIA A100 SXM 80GB, 8-GPU NVLink nodes, 200G NIC per GPU",
     "h100-2dc": "H100 cluster split over 2 datacenters, 100 Tb/s between them",
 }
