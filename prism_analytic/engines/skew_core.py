@@ -23,7 +23,7 @@ and its output is a normal. This module changes both the moments and the shape:
 
 All analytic (no sampling); about 1.4x Clark-Mehler's cost with symmetric ops. Accuracy:
 ``validation/results/skew_core_agreement.md`` (``validation/skew_core_agreement.py``) and
-``validation/results/skew_core_mean_study.md``; interleaved schedules and 1F1B 32 x 64 remain
+``validation/results/skew_core_k3.md``; interleaved schedules and 1F1B 32 x 64 remain
 short of KS 0.03 (strongly skewed ``A - B``).
 """
 
