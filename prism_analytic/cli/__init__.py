@@ -56,6 +56,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "trace_predict",
         "fit a step model on part of a real trace and predict the held-out steps",
     ),
+    "trace-synth": (
+        "trace_synth",
+        "write a synthetic per-op trace of known truth (any parallel layout)",
+    ),
     "validate": (
         "validate",
         "run the real-data validation cases (straggler traces, GPU variability, Kineto)",

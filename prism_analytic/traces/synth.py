@@ -82,6 +82,8 @@ class SynthTrace:
         (steps,) and ``mb_factors`` (steps, dp, microbatches).
     program : Program
         The static per-rank programs and units.
+    step_start : numpy.ndarray
+        (steps,) absolute time of each step's zero (the previous step's last end).
     """
 
     job: SynthJob
@@ -90,6 +92,7 @@ class SynthTrace:
     step_times: np.ndarray
     truth: dict
     program: Program
+    step_start: np.ndarray
 
     def edges(self) -> dict:
         """True dependency edges in the trace contract's shape.
@@ -167,7 +170,8 @@ def simulate(job: SynthJob | dict, steps: int, seed: int | None = 0) -> SynthTra
             "mb_id": np.tile(prog.mb, steps),
         }
     )
-    return SynthTrace(job, frame, job.meta(), sim.step_times, _truth(job, prog, sim), prog)
+    truth = _truth(job, prog, sim)
+    return SynthTrace(job, frame, job.meta(), sim.step_times, truth, prog, sim.step_start)
 
 
 def step_time_samples(job: SynthJob | dict, n: int, seed: int | None = 0) -> np.ndarray:

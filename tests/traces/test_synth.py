@@ -329,3 +329,44 @@ def test_job_from_toml(tmp_path):
     path.write_text("dp = 2\nep = 3\n")
     with pytest.raises(ValueError, match="job.toml: SynthJob.ep must divide"):
         SynthJob.from_toml(path)
+
+
+def test_kineto_files_read_back_as_the_table(tmp_path):
+    from prism_analytic.traces.kineto import read_kineto
+
+    job = SynthJob(dp=2, pp=2, tp=2, microbatches=2, name="k")
+    trace = simulate(job, steps=3, seed=6)
+    paths = write_trace(trace, tmp_path, kineto=True)
+    kineto = [p for p in paths if p.parent.name == "kineto-k"]
+    assert len(kineto) == job.world_size
+    events = read_kineto(tmp_path / "kineto-k").frame
+    assert len(events) == len(trace.frame)
+    got = events.assign(optype=events["name"].str.removeprefix("nccl:"))
+    got = got.sort_values(["step", "rank", "optype", "seq_id"]).reset_index(drop=True)
+    want = trace.frame.assign(optype=trace.frame["optype"].astype(str))
+    want = want.sort_values(["step", "rank", "optype", "seq_id"]).reset_index(drop=True)
+    for a, b in (("step", "step"), ("rank", "rank"), ("optype", "optype"), ("seq_id", "seq_id")):
+        assert (got[a].to_numpy() == want[b].to_numpy()).all(), a
+    np.testing.assert_allclose(got["start_s"], want["start_ts"], atol=1e-9)
+    np.testing.assert_allclose(got["duration_s"], want["duration"], atol=1e-9)
+    comm = got["name"].str.startswith("nccl:")
+    assert set(got.loc[~comm, "optype"]) == {"forward-compute", "backward-compute", "optimizer"}
+    assert (got.loc[comm, "comm_group"] != "").all()
+
+
+def test_cli_writes_the_trace_and_refuses_bad_layouts(tmp_path, capsys):
+    from prism_analytic.cli import main
+
+    config = tmp_path / "job.toml"
+    config.write_text('[synth]\ndp = 2\npp = 2\nmicrobatches = 2\nname = "cli"\n')
+    args = ["trace-synth", "--config", str(config), "--layout", "tp=2", "--steps", "3"]
+    assert main([*args, "--out", str(tmp_path / "out"), "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    assert "8 ranks" in out and "wrote" in out
+    table = read_op_table(tmp_path / "out" / "trace-cli.csv")
+    assert table.frame["rank"].nunique() == 8 and table.frame["step"].nunique() == 3
+    assert main(["trace-synth", "--layout", "dp=3,ep=2", "--out", str(tmp_path / "bad")]) == 2
+    assert "ep must divide" in capsys.readouterr().err
+    assert main(["trace-synth", "--out", str(tmp_path / "bad")]) == 2
+    assert "--config" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
