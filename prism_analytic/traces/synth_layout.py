@@ -11,10 +11,13 @@ data-parallel gradient reduce-scatter, optimizer and parameter all-gather at the
 
 Sends and receives are rendezvous, so their placement must not deadlock. Megatron avoids the
 deadlock by batching, e.g., ``send_forward_recv_backward`` into one call; the generator never
-emits batched ops. It places each transfer instead at one global time: the level (longest
-path, unit durations) of its consumer, just before the consumer runs, and every rank orders its
-ops by that time. All programs are then subsequences of one global order, so no two
-rendezvous wait for each other (:func:`build_program` also checks it).
+emits batched ops. It gives each transfer one global time instead, taken from the schedule run
+with mean durations and free transfers: the first time after its producer ends when both ranks
+are between ops, else the start of its consumer. Every rank orders its ops by these times (a
+transfer before a compute op starting at the same time), so all programs are subsequences of
+one global order and no two rendezvous wait for each other (:func:`build_program` also checks
+it). With blocking rendezvous the 1F1B step equals the dependency DAG's makespan; interleaved
+steps can be longer (a rank may wait at a send for a peer still computing).
 
 A unit is what runs as one: a rank's compute op, a send with its receive, or the members of one
 collective instance. Units come in a topological order over all ranks.
@@ -22,6 +25,7 @@ collective instance. Units come in a topological order over all ranks.
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from dataclasses import dataclass
 
@@ -115,22 +119,37 @@ def _stage_templates(job: SynthJob) -> list[list[tuple]]:
     ``link`` identifies the transfer: (producer node, consumer node)), None for compute.
     """
     g = pipeline_dag(job.pp, job.microbatches, job.schedule, job.vpp)
-    level: dict = {}
-    for n in nx.topological_sort(g):
-        level[n] = max((level[q] + 1 for q in g.predecessors(n)), default=0)
     layer = {ph: _layer_ops(job, ph) for ph in ("F", "B")}
+    # each node's start in the schedule run with mean durations and free transfers
+    mean = {ph: job.layers * sum(job.law(o).mean for o, _ in layer[ph]) for ph in layer}
+    begin: dict = {}
+    for n in nx.topological_sort(g):
+        begin[n] = max((begin[q] + mean[q[0]] for q in g.predecessors(n)), default=0.0)
     keyed: list[list[tuple]] = [[] for _ in range(job.pp)]
+    spans: list[tuple[list, list]] = []
     for s in range(job.pp):
-        for node in stage_program(g, s):
-            # a node runs in [level, level + 1) of the unit-time schedule
-            keyed[s].append(((level[node] + 0.5, 0, node, node), node))
+        nodes = stage_program(g, s)
+        for node in nodes:
+            keyed[s].append(((begin[node], 1, node, node), node))
+        spans.append(([begin[n] for n in nodes], [begin[n] + mean[n[0]] for n in nodes]))
+
+    def between_ops(stage: int, t: float) -> bool:
+        starts, ends = spans[stage]
+        i = bisect.bisect_left(starts, t) - 1  # the last node starting before t
+        return i < 0 or ends[i] <= t * (1 + 1e-12)
+
     for a, b in g.edges:
         if a[1] == b[1]:
             continue  # same stage: program order, no transfer
         word = "forward" if b[0] == "F" else "backward"
-        # the transfer happens just before its consumer runs; every rank orders transfers by
-        # this one global key, so the rendezvous cannot wait for each other in a cycle
-        key = (level[b], word == "forward", a, b)
+        # A rendezvous needs both ranks between ops: the first time after the producer ends
+        # when both are, else just before the consumer starts (one of them then waits).
+        # Every rank orders its ops by this one global time, so no two rendezvous can wait
+        # for each other in a cycle.
+        lo, hi = begin[a] + mean[a[0]], begin[b]
+        candidates = [lo, hi] + [e for e in spans[a[1]][1] + spans[b[1]][1] if lo < e < hi]
+        free = [t for t in candidates if between_ops(a[1], t) and between_ops(b[1], t)]
+        key = (min(free) if free else hi, 0, a, b)
         keyed[a[1]].append((key, (f"{word}-send", "p2p", -1, -1, (a, b))))
         keyed[b[1]].append((key, (f"{word}-recv", "p2p", -1, -1, (a, b))))
     dp_group = job.dp * job.cx > 1
