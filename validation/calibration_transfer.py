@@ -43,7 +43,26 @@ class Size:
     logs: tuple[Path, ...]
 
 
-def carina() -> dict[str, list[Size]]:
+def multi_size_systems() -> dict[str, list[Size]]:
+    """The multi-size systems of ``validation/mlperf_cases.py``, one per system, round and model.
+
+    Carina's five sizes (``mlperf_llama405b``) when that loader is absent. Rounds are not
+    mixed: Tyche's v5.1 405B job (another software stack, batch and precision) is not a
+    size of its v5.0 one.
+    """
+    try:
+        from mlperf_cases import case_specs
+    except ImportError:
+        return _carina()
+    groups: dict[str, list[Size]] = {}
+    for c in case_specs():
+        key = f"{c.system} {c.gpu} {c.benchmark} ({c.mlperf_round})"
+        logs = tuple(DATA / rel for rel in c.logs)
+        groups.setdefault(key, []).append(Size(c.gpus, Path(c.config), logs))
+    return {k: sorted(v, key=lambda s: s.gpus) for k, v in groups.items() if len(v) > 1}
+
+
+def _carina() -> dict[str, list[Size]]:
     """Carina GB200 NVL72, Llama 3.1 405B FP8, 512-2,496 GPUs (``mlperf_llama405b``)."""
     sizes = []
     for g in (512, 1024, 1536, 2048, 2496):
@@ -51,23 +70,7 @@ def carina() -> dict[str, list[Size]]:
         cfg = ROOT / "validation" / "configs" / f"mlperf_gb200_{g}.toml"
         if logs and cfg.exists():
             sizes.append(Size(g, cfg, tuple(logs)))
-    return {"Carina GB200 405B FP8 (v5.0)": sizes} if len(sizes) > 1 else {}
-
-
-def training_set() -> dict[str, list[Size]]:
-    """The multi-size systems of ``mlperf_training_set`` (``validation/mlperf_cases.py``)."""
-    try:
-        import mlperf_cases
-    except ImportError:
-        return {}
-    systems: dict[str, list[Size]] = {}
-    for case in mlperf_cases.cases():
-        if str(getattr(case, "folder", "mlperf_training_set")) != "mlperf_training_set":
-            continue
-        systems.setdefault(case.system_key, []).append(
-            Size(case.gpus, Path(case.config), tuple(Path(p) for p in case.logs))
-        )
-    return {k: sorted(v, key=lambda s: s.gpus) for k, v in systems.items() if len(v) > 1}
+    return {"Carina GB200 llama31_405b (v5.0)": sizes} if len(sizes) > 1 else {}
 
 
 def system_table(sizes: list[Size], *, drop_first: int = 2, seed: int = 0) -> dict:
@@ -103,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     if not DATA.is_dir():
         print(f"no shared data at {DATA}: nothing to measure", file=sys.stderr)
         return 2
-    systems = {**carina(), **training_set()}
+    systems = multi_size_systems()
     if args.only:
         systems = {k: v for k, v in systems.items() if args.only.lower() in k.lower()}
     parts = []

@@ -433,6 +433,10 @@ def calibrate_to_logs(
         params.append(jitter_param)
         if jitter_param.identified:
             base = _jitter(base, jitter_param.value)
+        elif jitter_param.method.startswith(_NO_JITTER):
+            # the steps are no wider than the model without jitter: a default jitter of the
+            # job (variability.temporal) would widen them, so the fit carries none
+            base = _jitter(base, 0.0)
     # the search's tolerance well inside the median's interval (1e6 steps: an interval of
     # 2e-4 of the step, the default tolerance), so that its ends are not search noise
     rtol = min(2e-4, max(1e-6, 0.05 * (m_hi - m_lo) / target))
@@ -462,6 +466,7 @@ def calibrate_to_logs(
     )
     if fit_jitter:
         params = _jitter_relative(params, tuned)
+    params = _stall_relative(params, tuned)
     if check_body:
         params.append(_body_identifiability(tuned, law, r90_ci, evaluate))
     params += _not_identified_from_one_size()
@@ -531,7 +536,7 @@ def _fit_jitter(
             None,
             None,
             False,
-            f"measured p90/p50 {r90[0]:.4f} <= the model's without jitter ({1 + floor:.4f})",
+            f"{_NO_JITTER} ({1 + floor:.4f}): measured p90/p50 {r90[0]:.4f}",
         )
     med = evaluate(job).p50_s
     # p90/p50 - 1 is close to linear in the jitter: ~1.28 sd / median above the floor
@@ -568,6 +573,10 @@ def _fit_jitter(
     )
 
 
+#: How :func:`_fit_jitter` starts its reason when the steps need no jitter at all.
+_NO_JITTER = "the steps are no wider than the model without jitter"
+
+
 def _jitter_relative(params: list[FittedParameter], tuned: Any) -> list[FittedParameter]:
     """The fitted jitter in seconds reported only, its relative form written to the overlay.
 
@@ -581,6 +590,19 @@ def _jitter_relative(params: list[FittedParameter], tuned: Any) -> list[FittedPa
     key = "variability.temporal.step_jitter_s"
     out = []
     for p in params:
+        if p.key == key and not p.identified and p.method.startswith(_NO_JITTER):
+            out.append(p)
+            out.append(
+                FittedParameter(
+                    "variability.temporal.step_jitter_rel",
+                    0.0,
+                    None,
+                    True,
+                    f"{p.method}; 0 written so that a default jitter of the job does not"
+                    " widen the steps beyond what was measured",
+                )
+            )
+            continue
         if p.key != key or not p.identified:
             out.append(p)
             continue
@@ -597,6 +619,54 @@ def _jitter_relative(params: list[FittedParameter], tuned: Any) -> list[FittedPa
             )
         )
     return out
+
+
+def _stall_relative(params: list[FittedParameter], tuned: Any) -> list[FittedParameter]:
+    """The fitted stall size as a fraction of the deterministic step, beside its seconds.
+
+    A stall measured in seconds at one size does not carry to another: the same logs put a
+    stall at 0.14-0.16 of the step on Llama 3.1 8B (0.06 s at 0.35-0.41 s steps) and
+    0.17-0.42 on 405B (3.7-8 s at 19 s steps), seconds 60-140x apart
+    (``validation/results/calibration_transfer.md``). The relative form
+    (``variability.hiccups.size_rel``, the excess over ``tuned``'s deterministic step)
+    is written instead of ``size_s`` where the job config has that key; otherwise it is
+    reported and the seconds stay written. The rate stays per step: Llama 3.1 8B on Tyche
+    had 3 stalls in 1,053 steps at 8 GPUs and none in 455 / 333 steps at 72 / 512, where a
+    rate per GPU would expect about 12 and 61.
+    """
+    from ..workload.step_estimate import step_time
+
+    key = "variability.hiccups.size_s"
+    out = []
+    for p in params:
+        if p.key != key or not p.identified or p.value is None:
+            out.append(p)
+            continue
+        core = step_time(tuned).step_s
+        written = hiccup_size_rel_supported()
+        rel = FittedParameter(
+            "variability.hiccups.size_rel",
+            p.value / core,
+            (p.interval[0] / core, p.interval[1] / core) if p.interval else None,
+            True,
+            f"{key} over the deterministic step {core:.6g} s at the fitted efficiency"
+            + (
+                " (written instead of seconds: it scales with the step across sizes)"
+                if written
+                else " (reported: this version's job config has no variability.hiccups."
+                "size_rel, so the seconds are written)"
+            ),
+            written=written,
+        )
+        out += [dataclasses.replace(p, written=not written), rel]
+    return out
+
+
+def hiccup_size_rel_supported() -> bool:
+    """Whether the job config has ``variability.hiccups.size_rel`` (a stall per step size)."""
+    from ..workload.config import HiccupConfig
+
+    return "size_rel" in {f.name for f in dataclasses.fields(HiccupConfig)}
 
 
 def _body_identifiability(

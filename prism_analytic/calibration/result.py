@@ -98,6 +98,9 @@ class CalibrationResult:
             # the two jitter forms are exclusive: the fitted relative form replaces a jitter the
             # job may give in seconds (merging both would be refused as ambiguous)
             temporal.setdefault("step_jitter_s", 0.0)
+        hiccups = out.get("variability", {}).get("hiccups", {})
+        if "size_rel" in hiccups:  # the same for the stall size: seconds would take precedence
+            hiccups.setdefault("size_s", 0.0)
         return out
 
     def to_toml(self) -> str:
