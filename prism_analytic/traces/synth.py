@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from prism_analytic.traces.errors import require_pandas
-from prism_analytic.traces.synth_job import Law, SynthJob, parse_layout
+from prism_analytic.traces.synth_job import COMPUTE_OPTYPES, Law, SynthJob, parse_layout
 from prism_analytic.traces.synth_layout import Program, build_program
 from prism_analytic.traces.synth_sim import run_steps
 
@@ -77,9 +77,9 @@ class SynthTrace:
     step_times : numpy.ndarray
         Per step: last op end minus first op start.
     truth : dict
-        ``laws`` (family parameters per optype present), ``gap``, ``slow_ranks``,
-        ``step_factor`` and ``mb_factor`` laws and their drawn values ``step_factors``
-        (steps,) and ``mb_factors`` (steps, dp, microbatches).
+        ``laws`` (family parameters per optype present, by the name written), ``gap``,
+        ``slow_ranks``, ``step_factor`` and ``mb_factor`` laws and their drawn values
+        ``step_factors`` (steps,) and ``mb_factors`` (steps, dp, microbatches).
     program : Program
         The static per-rank programs and units.
     step_start : numpy.ndarray
@@ -118,14 +118,14 @@ class SynthTrace:
 def _truth(job: SynthJob, prog: Program, sim) -> dict:
     present = sorted(set(prog.optype.tolist()))
     return {
-        "laws": {o: job.law(o).params() for o in present},
+        "laws": {job.label(o): job.law(o).params() for o in present},
         "gap": job.gap.params(),
         "slow_ranks": dict(job.slow_ranks),
         "step_factor": job.step_factor.params(),
         "mb_factor": job.mb_factor.params(),
         "step_factors": sim.step_factors,
         "mb_factors": sim.mb_factors,
-        "compute_optypes": ["forward-compute", "backward-compute", "optimizer"],
+        "compute_optypes": [job.label(o) for o in COMPUTE_OPTYPES],
         "scaling": (
             "compute duration = law draw x slow-rank factor x step factor x microbatch factor "
             "(optimizer: no microbatch factor); communication: one law draw per instance"
@@ -162,7 +162,7 @@ def simulate(job: SynthJob | dict, steps: int, seed: int | None = 0) -> SynthTra
             "stage": np.tile(prog.stage, steps),
             "rank": np.tile(prog.rank, steps),
             "step": np.repeat(np.arange(steps), n),
-            "optype": pd.Categorical(np.tile(prog.optype, steps)),
+            "optype": pd.Categorical(np.tile(prog.label, steps)),
             "start_ts": start.T.ravel(),
             "duration": (sim.end - sim.start).T.ravel(),
             "seq_id": np.tile(prog.seq_id, steps),

@@ -212,6 +212,10 @@ class SynthJob:
         (step, data-parallel replica, microbatch) (all ranks processing that microbatch).
     name : str
         Trial name written to the metadata.
+    optype_names : dict
+        Names written to the trace instead of the built-in optypes, e.g.
+        ``{"tp-all-reduce": "nccl:AllReduce"}``: traces whose collectives have names the
+        tools do not know.
     """
 
     dp: int = 1
@@ -231,6 +235,7 @@ class SynthJob:
     step_factor: Law = Law(1.0, 0.0)
     mb_factor: Law = Law(1.0, 0.0)
     name: str = "synth"
+    optype_names: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for f in ("dp", "pp", "tp", "cp", "sp", "ep", "vpp", "microbatches", "layers"):
@@ -280,10 +285,35 @@ class SynthJob:
             if getattr(self, f).mean <= 0:
                 raise ValueError(f"SynthJob.{f}: mean must be > 0, got {getattr(self, f).mean}")
         self._check_slow_ranks()
+        self._check_optype_names()
         if not isinstance(self.name, str) or not self.name or "/" in self.name:
             raise ValueError(
                 f"SynthJob.name must be a non-empty string without '/', got {self.name!r}"
             )
+
+    def _check_optype_names(self) -> None:
+        names = self.optype_names
+        if not isinstance(names, dict):
+            raise ValueError(f"SynthJob.optype_names must be a table, got {names!r}")
+        unknown = sorted(set(names) - set(DEFAULT_LAWS))
+        if unknown:
+            raise ValueError(
+                f"SynthJob.optype_names: unknown optypes {unknown}; allowed: {sorted(DEFAULT_LAWS)}"
+            )
+        for old, new in names.items():
+            if not isinstance(new, str) or not new.strip():
+                raise ValueError(f"SynthJob.optype_names[{old!r}] must be a name, got {new!r}")
+        written = [names.get(o, o) for o in DEFAULT_LAWS]
+        clash = sorted({n for n in written if written.count(n) > 1})
+        if clash:
+            raise ValueError(
+                f"SynthJob.optype_names: {clash} would name two different optypes; names must "
+                "stay distinct"
+            )
+
+    def label(self, optype: str) -> str:
+        """The name an optype is written under."""
+        return self.optype_names.get(optype, optype)
 
     def _check_slow_ranks(self) -> None:
         if not isinstance(self.slow_ranks, dict):

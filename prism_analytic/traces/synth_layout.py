@@ -47,7 +47,9 @@ class Program:
     rank, seq_id, mb, chunk, dp_rank, stage : numpy.ndarray
         Per op (ops of a rank are contiguous and in program order).
     optype : numpy.ndarray
-        Per op optype (object array).
+        Per op optype (object array; the built-in names).
+    label : numpy.ndarray
+        Per op name written to the trace (:attr:`SynthJob.optype_names`).
     rank_ops : list of numpy.ndarray
         Op ids of each rank in program order.
     units : list of numpy.ndarray
@@ -60,6 +62,7 @@ class Program:
 
     rank: np.ndarray
     optype: np.ndarray
+    label: np.ndarray
     seq_id: np.ndarray
     mb: np.ndarray
     chunk: np.ndarray
@@ -77,7 +80,7 @@ class Program:
 
     def key(self, op: int) -> tuple:
         """``(rank, optype, seq_id)`` of an op (the trace contract's op key)."""
-        return (int(self.rank[op]), str(self.optype[op]), int(self.seq_id[op]))
+        return (int(self.rank[op]), str(self.label[op]), int(self.seq_id[op]))
 
 
 def rank_coords(job: SynthJob) -> dict[str, np.ndarray]:
@@ -224,6 +227,7 @@ def build_program(job: SynthJob) -> Program:
     return Program(
         rank=rank,
         optype=optype,
+        label=np.array([job.label(o) for o in optype], dtype=object),
         seq_id=seq_id,
         mb=mb,
         chunk=chunk,

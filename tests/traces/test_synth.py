@@ -370,3 +370,48 @@ def test_cli_writes_the_trace_and_refuses_bad_layouts(tmp_path, capsys):
     assert main(["trace-synth", "--out", str(tmp_path / "bad")]) == 2
     assert "--config" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+def test_optype_names_rename_collectives_everywhere():
+    job = SynthJob(dp=2, tp=2, microbatches=2, optype_names={"tp-all-reduce": "nccl:AllReduce"})
+    trace = simulate(job, steps=2, seed=0)
+    names = set(trace.frame["optype"].astype(str))
+    assert "nccl:AllReduce" in names and "tp-all-reduce" not in names
+    groups = trace.edges()["groups"]
+    renamed = [g for g in groups if next(iter(g))[1] == "nccl:AllReduce"]
+    assert renamed and all(len(g) == 2 for g in renamed)
+    assert "nccl:AllReduce" in trace.truth["laws"]
+    with pytest.raises(ValueError, match="would name two different optypes"):
+        SynthJob(optype_names={"tp-all-reduce": "forward-compute"})
+    with pytest.raises(ValueError, match="unknown optypes"):
+        SynthJob(optype_names={"all-reduce": "x"})
+
+
+def test_acceptance_suite_covers_the_layout_ranges():
+    from prism_analytic.traces.synth_suite import acceptance_jobs
+
+    jobs = acceptance_jobs()
+    assert len(jobs) >= 30 and len({j.name for j in jobs}) == len(jobs)
+    span = {k: {getattr(j, k) for j in jobs} for k in ("dp", "pp", "vpp", "tp", "cp", "sp", "ep")}
+    assert {1, 64} <= span["dp"] and {1, 8} <= span["pp"] and {1, 4} <= span["vpp"]
+    assert {1, 8} <= span["tp"] and {1, 4} <= span["cp"] and {1, 4} <= span["sp"]
+    assert {1, 8} <= span["ep"]
+    assert {j.schedule for j in jobs} == {"1f1b", "interleaved"}
+    assert any(j.sequence_parallel for j in jobs)
+    sizes = [j.world_size for j in jobs]
+    assert min(sizes) == 2 and max(sizes) == 512
+
+
+@pytest.mark.slow
+def test_every_acceptance_job_is_consistent_with_its_edges():
+    from prism_analytic.traces.synth_suite import acceptance_jobs
+
+    for job in acceptance_jobs():
+        trace = simulate(job, steps=4, seed=1)
+        times = _by_key(trace)
+        edges = trace.edges()
+        for before, after in edges["chain"]:
+            assert (times[before][1] <= times[after][0] + 1e-12).all(), (job.name, before)
+        for group in edges["groups"]:
+            ends = np.array([times[k][1] for k in group])
+            assert np.ptp(ends, axis=0).max() < 1e-12, (job.name, group)
