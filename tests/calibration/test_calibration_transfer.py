@@ -1,0 +1,169 @@
+"""A calibration fitted at one size predicts another (the transfer error table, issue #24).
+
+Synthetic logs are drawn from the model itself at two sizes of one NVFP4 job (16 GPUs with
+4 microbatches per rank, 32 with 2: the same global batch, a step about half as long) at a
+known GEMM efficiency, a jitter of 1% of the step and rare stalls of 30% of the step.
+Calibrated at 16 GPUs, the overlay must predict 32 GPUs within the acceptance rule
+(:data:`~prism_analytic.calibration.transfer.TARGETS`). The same fit with its jitter carried
+in seconds (what the overlay wrote before it became a fraction of the step) must miss the
+p90/p50 there: the test can fail.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from _gb200_fp4_job import JOB_TOML, TRUE_EFF
+
+from prism_analytic import Job
+from prism_analytic.calibration import StepLog, calibrate_to_logs, predicted_law
+from prism_analytic.calibration.result import CalibrationError
+from prism_analytic.calibration.transfer import SizeCase, transfer_table, transfer_text
+from prism_analytic.cli import main
+from prism_analytic.workload.jobs import load_config, merge_config
+from prism_analytic.workload.step_estimate import step_time
+
+JITTER_REL = 0.01
+STALL_PROB, STALL_REL = 0.01, 0.3
+QUIET = {"variability": {"spatial": {"cv": 0.0, "slow_fraction": 0.0}}}
+
+
+def _job_toml(gpus: int, microbatches: int) -> str:
+    text = JOB_TOML.replace("gpus = 16", f"gpus = {gpus}")
+    text = text.replace("microbatches = 4", f"microbatches = {microbatches}")
+    # no persistent GPU spread: one allocation per run is then every run's law
+    return text + "\n[variability.spatial]\ncv = 0.0\nslow_fraction = 0.0\n"
+
+
+def _truth(job):
+    """``job`` at the true efficiency, jitter and stalls (stall seconds from its own step)."""
+    over = {"hardware": {"efficiency": {"gemm_fp4": TRUE_EFF}}}
+    truth = merge_config(job, over)
+    core = step_time(truth).step_s
+    var = {
+        "temporal": {"step_jitter_rel": JITTER_REL, "step_jitter_s": 0.0},
+        "hiccups": {"probability": STALL_PROB, "size_s": STALL_REL * core},
+    }
+    return merge_config(truth, {"variability": var})
+
+
+def _logs(job, seed: int, runs: int = 2, steps: int = 250) -> list[StepLog]:
+    law = predicted_law(_truth(job))
+    rng = np.random.default_rng(seed)
+    return [StepLog(f"synthetic-{job.gpus}-{r}", law.sample(steps, rng)) for r in range(runs)]
+
+
+@pytest.fixture(scope="module")
+def sizes(tmp_path_factory):
+    """Job files, logs (as CSV too) and the calibration at 16 GPUs."""
+    tmp = tmp_path_factory.mktemp("transfer")
+    out = {}
+    for gpus, mb, seed in ((16, 4, 1), (32, 2, 2)):
+        path = tmp / f"job_{gpus}.toml"
+        path.write_text(_job_toml(gpus, mb))
+        job = load_config(path)
+        logs = _logs(job, seed)
+        csvs = []
+        for i, lg in enumerate(logs):
+            csv = tmp / f"steps_{gpus}_{i}.csv"
+            csv.write_text("step_time_s\n" + "\n".join(repr(float(t)) for t in lg.times_s))
+            csvs.append(csv)
+        out[gpus] = (path, job, logs, csvs)
+    fit = calibrate_to_logs(
+        out[16][1], out[16][2], n_resamples=400, check_body=False, shape="within-run"
+    )
+    overlay = tmp / "fit.toml"
+    overlay.write_text(fit.to_toml())
+    return out, fit, overlay
+
+
+def _table(sizes, overlay: dict) -> dict:
+    out, _, _ = sizes
+    cases = [SizeCase(merge_config(job, overlay), job, logs) for _, job, logs, _ in out.values()]
+    return transfer_table(cases[0], cases[1:])
+
+
+def test_overlay_fitted_at_one_size_transfers_to_another(sizes):
+    out, fit, _ = sizes
+    # the 32-GPU step is about half the 16-GPU one: seconds would not carry
+    assert out[32][2][0].times_s.mean() < 0.7 * out[16][2][0].times_s.mean()
+    table = _table(sizes, fit.overlay())
+    ref, other = table["rows"]
+    assert ref["in_sample"] and not other["in_sample"] and other["gpus"] == 32
+    assert abs(other["median_error"]) <= 0.03
+    assert abs(other["p90_over_p50_error"]) <= 0.01
+    assert abs(other["median_error"]) <= abs(other["ratio_median_error"]) + 0.005
+    assert other["passes"] and table["all_pass"]
+    assert "32" in transfer_text(table) and "pass" in transfer_text(table)
+
+
+def test_jitter_in_seconds_would_not_transfer(sizes):
+    """The same fit with its jitter frozen in seconds widens the shorter step too much."""
+    out, fit, _ = sizes
+    overlay = fit.overlay()
+    rel = overlay["variability"]["temporal"]["step_jitter_rel"]
+    tuned16 = merge_config(out[16][1], overlay)
+    seconds = rel * step_time(tuned16).step_s
+    overlay["variability"]["temporal"] = {"step_jitter_s": seconds, "step_jitter_rel": 0.0}
+    other = _table(sizes, overlay)["rows"][1]
+    assert abs(other["p90_over_p50_error"]) > 0.01 and not other["passes"]
+
+
+def test_check_prints_and_returns_the_transfer_table(sizes, capsys):
+    out, _, overlay = sizes
+    path16, _, _, csv16 = out[16]
+    path32, _, _, csv32 = out[32]
+    args = ["calibrate", "--check", "--config", str(path16), "--overlay", str(overlay)]
+    args += ["--steps", *map(str, csv16), "--drop-first", "0"]
+    args += ["--size", str(path32), *map(str, csv32), "--json"]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    rows = report["transfer"]["rows"]
+    assert [r["gpus"] for r in rows] == [16, 32] and rows[1]["passes"]
+    # Job.check is what the command calls: the same table
+    res = Job.from_args(None, None, path16, overlay).check(
+        csv16, drop_first=0, sizes=[(path32, csv32)]
+    )
+    assert res.to_dict()["transfer"]["rows"][1]["median_error"] == rows[1]["median_error"]
+    assert "ratio err" in res.summary()
+
+
+def test_transfer_needs_an_overlay_and_another_size(sizes, tmp_path):
+    out, _, overlay = sizes
+    path16, job16, logs16, csv16 = out[16]
+    with pytest.raises(ValueError, match="no overlay"):
+        Job.from_args(None, None, path16).check(csv16, drop_first=0, sizes=[(path16, csv16)])
+    with pytest.raises(ValueError, match=r"sizes\[0\]"):
+        Job.from_args(None, None, path16, overlay).check(csv16, drop_first=0, sizes=[path16])
+    case = SizeCase(job16, job16, logs16)
+    with pytest.raises(CalibrationError, match="second size"):
+        transfer_table(case, [])
+    with pytest.raises(CalibrationError, match="repeat"):
+        transfer_table(case, [case])
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--size", "job.toml", "log.csv"], "--size JOB LOG... is for --check"),
+        (["--check", "--size", "job.toml"], "give a job file and at least one step log"),
+    ],
+)
+def test_size_option_errors(extra, message, tmp_path, capsys):
+    args = ["calibrate", "--preset", "llama3-8b", "--gpus", "8", "--steps", "x.csv", *extra]
+    assert main(args) != 0
+    assert message in capsys.readouterr().err
+
+
+def test_stall_size_is_reported_relative_to_the_step(sizes):
+    """The stall is also given as a fraction of the step; written where the config has it."""
+    out, fit, _ = sizes
+    params = {p.key: p for p in fit.parameters}
+    size_s, rel = params["variability.hiccups.size_s"], params["variability.hiccups.size_rel"]
+    core = step_time(merge_config(out[16][1], fit.overlay())).step_s
+    assert rel.value == pytest.approx(size_s.value / core)
+    assert rel.written != size_s.written  # exactly one of the two forms is in the overlay
+    hiccups = fit.overlay()["variability"]["hiccups"]
+    assert set(hiccups) >= {"probability"} and ("size_rel" in hiccups) == rel.written
