@@ -30,7 +30,7 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize
 
 from .renewal import expected_run, log_expected_segment
 
@@ -43,7 +43,6 @@ __all__ = [
     "optimal_interval",
     "young_interval",
     "expected_wall",
-    "compound_poisson_pmf",
     "expected_interruptions",
     "failslow_loss",
 ]
@@ -187,46 +186,3 @@ def optimal_interval(
     k = float(ks[int(np.argmin(cost))])
     # just above work / k, so that the last segment needs no checkpoint after it
     return math.inf if k == 1 else float(np.nextafter(work / k, math.inf) * (1 + 1e-12))
-
-
-def compound_poisson_pmf(
-    h: float, cells: int, events: list[tuple[float, np.ndarray]]
-) -> np.ndarray:
-    """Lattice pmf of a compound Poisson sum, by FFT.
-
-    Parameters
-    ----------
-    h : float
-        Lattice spacing.
-    cells : int
-        Lattice length (the sum must fit: mean plus many standard deviations).
-    events : list of (mean count, jump pmf on the lattice)
-        Independent event types.
-    """
-    n = 1 << int(math.ceil(math.log2(max(cells, 2))))
-    log_phi = np.zeros(n // 2 + 1, dtype=complex)
-    for mean_count, jump in events:
-        if mean_count <= 0:
-            continue
-        jp = np.zeros(n)
-        jp[: min(jump.size, n)] = jump[:n]
-        log_phi += mean_count * (np.fft.rfft(jp) - 1.0)
-    pmf = np.fft.irfft(np.exp(log_phi), n)[:cells]
-    return np.clip(pmf, 0.0, None)
-
-
-def interruption_events(
-    h: float, cells: int, interval_s: float, intr: Interruptions, gpus: int, wall_s: float
-) -> list[tuple[float, np.ndarray]]:
-    """The event types of :func:`compound_poisson_pmf` for a run of expected wall ``wall_s``."""
-    x = np.arange(cells + 1) * h
-    out = []
-    lam = intr.failure_rate * gpus / 3600.0
-    if lam > 0:
-        lost = stats.uniform(intr.restart_s, interval_s + intr.checkpoint_cost_s)
-        out.append((lam * wall_s, np.diff(lost.cdf(x - 0.5 * h))))
-    eta = intr.failslow_rate * gpus / 3600.0
-    if eta > 0 and intr.failslow_factor > 1:
-        extra = stats.expon(scale=intr.failslow_duration_s * (1 - 1 / intr.failslow_factor))
-        out.append((eta * wall_s, np.diff(extra.cdf(x - 0.5 * h))))
-    return out
