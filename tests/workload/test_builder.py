@@ -36,7 +36,7 @@ from prism_analytic.workload.step_estimate import step_time
 _QUIET = TierNoise(sigma=0.0, tail_prob=0.0, tail_factor=1.0)
 NO_NOISE = VariabilityConfig(
     spatial=SpatialVariability(cv=0.0, slow_fraction=0.0, slow_factor=1.0),
-    temporal=TemporalVariability(kernel_cv=0.0),
+    temporal=TemporalVariability(kernel_cv=0.0, step_jitter_rel=0.0),
     network=NetworkVariability(intra_node=_QUIET, inter_node=_QUIET, cross_dc=_QUIET),
     hiccups=HiccupConfig(probability=0.0, size_s=0.0),
 )
@@ -68,6 +68,9 @@ def test_graph_size_does_not_grow_with_gpus(name):
 
 def test_graph_structure_llama3_405b():
     job = preset_job("llama3-405b", 16384)
+    # slow GPUs on (the default has none: validation/fit_variability.py), to see the mixture
+    spatial = dataclasses.replace(job.variability.spatial, slow_fraction=0.01)
+    job = job.replace(variability=dataclasses.replace(job.variability, spatial=spatial))
     g = build_step_graph(job)
     p = job.parallelism
     body = g.node("replicas")["body"]
