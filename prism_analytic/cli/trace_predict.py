@@ -18,6 +18,7 @@ def _cmd(args: argparse.Namespace) -> int:
     from ..traces.readers import read_trace
 
     warmup = "auto" if args.warmup == "auto" else _warmup(args.warmup)
+    layout = _layout(args)
     table = read_trace(args.trace)
     if "rows_sorted" in table.meta:
         print(f"prism trace-predict: note: {table.meta['rows_sorted']}", file=sys.stderr)
@@ -29,8 +30,12 @@ def _cmd(args: argparse.Namespace) -> int:
         seed=args.seed,
         warmup=warmup,
         analytic=args.analytic,
+        layout=layout,
+        replay_threshold=args.replay_threshold,
     )
     if args.json:
+        for line in result.problems:  # the JSON says validated: false; say why where it shows
+            print(line, file=sys.stderr)
         print(json.dumps(jsonable(result.to_dict()), indent=2))
     else:
         print(result.summary())
@@ -46,6 +51,26 @@ def _cmd(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"plot written to {target}")
     return 0
+
+
+def _layout(args: argparse.Namespace):
+    """``--layout`` parsed, else the trace's ``meta-<name>.yaml``, else None."""
+    from ..traces.layout import find_layout_meta, parse_layout, read_layout_meta
+
+    if args.layout is not None:
+        return parse_layout(args.layout, source="--layout")
+    meta = find_layout_meta(args.trace)
+    return read_layout_meta(meta) if meta is not None else None
+
+
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), e.g. 0.03; got {text!r}")
+    return value
 
 
 def _warmup(text: str) -> int:
@@ -97,6 +122,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="auto",
         help="also compute the step law with the analytic engine and cross-check it with "
         "Monte Carlo (auto: for graphs up to 400 units)",
+    )
+    p.add_argument(
+        "--layout",
+        metavar="dp=N,pp=N,...",
+        help="the job's layout (keys dp, pp, tp, cp, sp, ep, vpp; missing ones are 1); "
+        "overrides meta-<name>.yaml beside the trace; the recovered process groups are "
+        "checked against it",
+    )
+    p.add_argument(
+        "--replay-threshold",
+        type=_threshold,
+        default=0.03,
+        help="largest relative error of the fit steps replayed through the recovered "
+        "structure before the prediction is labelled not validated (default 0.03)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--plot", metavar="FILE", help="save predicted vs measured CDFs")

@@ -3,6 +3,12 @@
 :func:`predict_trace` reads a trace, recovers the step structure, drops detected warm-up
 steps, fits the model on one half of the remaining steps (``fit_steps``) and predicts the
 other half, which it never saw; ``"all"`` fits and predicts every step (in-sample, flagged).
+
+Before anything is fitted, the structure is proven: the fit steps' measured values are
+replayed through it (:func:`~prism_analytic.traces.replay_check.replay_check`) and the
+recovered process groups are checked against the job's layout when it is known
+(:mod:`~prism_analytic.traces.layout`). A prediction whose structure fails either check is
+still made but labelled not validated, with one line naming the likely cause.
 """
 
 from __future__ import annotations
@@ -14,9 +20,17 @@ import numpy as np
 
 from prism_analytic.traces.compare import compare_steps, describe
 from prism_analytic.traces.effects import rank_effects, warmup_steps
+from prism_analytic.traces.layout import (
+    Layout,
+    check_layout,
+    find_layout_meta,
+    parse_layout,
+    read_layout_meta,
+)
 from prism_analytic.traces.library import fit_signatures, otsu_split
 from prism_analytic.traces.model import TraceModel, fit_trace_model
 from prism_analytic.traces.readers import read_step_series, read_trace
+from prism_analytic.traces.replay_check import DEFAULT_THRESHOLD, replay_check
 from prism_analytic.traces.structure import recover_structure, replay, unit_values
 from prism_analytic.traces.table import EventTable
 from prism_analytic.traces.typical import typical_step_by_type, typical_step_per_rank
@@ -56,6 +70,13 @@ class TracePrediction:
         The analytic engine's law and its Monte Carlo cross-checks (or why it was skipped).
     latency_library : list
         A fitted law per op signature (:func:`~prism_analytic.traces.library.fit_signatures`).
+    replay : dict
+        The fit steps replayed through the structure
+        (:meth:`~prism_analytic.traces.replay_check.ReplayCheck.to_dict`).
+    layout : dict or None
+        The layout used for the check and its contradictions, or None when unknown.
+    problems : list of str
+        One line per failed check (``REPLAY FAILED: ...``, ``LAYOUT CONTRADICTION: ...``).
     """
 
     source: str
@@ -71,6 +92,14 @@ class TracePrediction:
     model: TraceModel = field(repr=False)
     analytic: dict | None = None
     latency_library: list = field(default_factory=list, repr=False)
+    replay: dict = field(default_factory=dict)
+    layout: dict | None = None
+    problems: list = field(default_factory=list)
+
+    @property
+    def validated(self) -> bool:
+        """Whether the structure reproduced the measured steps and fits the layout."""
+        return not self.problems
 
     def to_dict(self) -> dict:
         """JSON-ready result (the keys of ``prism trace-predict --json``)."""
@@ -81,6 +110,10 @@ class TracePrediction:
             "predicted_steps": self.predicted_steps,
             "warmup_steps_excluded": self.warmup_steps,
             "out_of_sample": self.fit_steps != self.predicted_steps,
+            "validated": self.validated,
+            "problems": list(self.problems),
+            "replay": self.replay,
+            "layout": self.layout,
             "predicted": m["predicted"],
             "measured": m["measured"],
         }
@@ -112,10 +145,19 @@ class TracePrediction:
     def summary(self) -> str:
         """A short table of predicted vs measured."""
         p, m = self.metrics["predicted"], self.metrics["measured"]
-        lines = [
+        r = self.replay
+        lines = list(self.problems) + [
             f"trace {self.source}: fit on {len(self.fit_steps)} steps, predicted "
             f"{len(self.predicted_steps)} held-out steps"
             + (f" ({len(self.warmup_steps)} warm-up steps left out)" if self.warmup_steps else ""),
+            (
+                f"structure validated: fit steps replayed within median "
+                f"{r['median_rel_err']:.2%}, max {r['max_rel_err']:.2%}"
+                + (f"; layout {self.layout['layout']} agrees" if self.layout else "")
+                if self.validated
+                else "prediction NOT VALIDATED (see above): the structure does not explain "
+                "the trace"
+            ),
             f"{'':10}{'mean':>10}{'std':>10}{'p50':>10}{'p90':>10}{'p95':>10}",
         ]
         for label, d in (("predicted", p), ("measured", m)):
@@ -188,6 +230,8 @@ def predict_trace(
     warmup: str | int = "auto",
     analytic: str = "auto",
     library: bool = True,
+    layout: Layout | str | None = None,
+    replay_threshold: float = DEFAULT_THRESHOLD,
 ) -> TracePrediction:
     """Fit on some steps of a trace and predict the others.
 
@@ -213,6 +257,12 @@ def predict_trace(
         (the engine takes seconds per state on graphs of thousands of nodes).
     library : bool
         Also fit a latency law per op signature (the latency library; a few seconds).
+    layout : Layout, str or None
+        The job's layout: a :class:`~prism_analytic.traces.layout.Layout`, a
+        ``dp=..,pp=..`` string, or None to read ``meta-<name>.yaml`` beside a trace file
+        (no check when there is none).
+    replay_threshold : float
+        Largest replay error (per step, relative) of a validated structure.
 
     Returns
     -------
@@ -224,6 +274,13 @@ def predict_trace(
         raise ValueError(f"fit_steps must be one of {FIT_STEPS}, got {fit_steps!r}")
     if not isinstance(samples, (int, np.integer)) or samples < 100:
         raise ValueError(f"samples must be an integer >= 100, got {samples!r}")
+    if isinstance(layout, str):
+        layout = parse_layout(layout)
+    elif layout is None and not isinstance(trace, EventTable):
+        meta = find_layout_meta(trace)
+        layout = read_layout_meta(meta) if meta is not None else None
+    elif layout is not None and not isinstance(layout, Layout):
+        raise ValueError(f"layout must be a Layout, a 'dp=..,pp=..' string or None, got {layout!r}")
     table = trace if isinstance(trace, EventTable) else read_trace(trace)
     structure = recover_structure(table)
     steps = structure.steps
@@ -255,6 +312,23 @@ def predict_trace(
             f"{table.source}: {len(steps) - n_warm} usable steps; need at least 8 to fit and 4 "
             "to predict"
         )
+    check = replay_check(structure, fit_rows, threshold=replay_threshold)
+    problems = [check.failure_line()] if not check.passed else []
+    layout_out = None
+    if layout is not None:
+        wrong = check_layout(layout, structure)
+        layout_out = {
+            "layout": layout.describe(),
+            "source": layout.source,
+            "sizes": layout.to_dict(),
+            "contradictions": wrong,
+        }
+        if wrong:
+            more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
+            problems.append(
+                f"LAYOUT CONTRADICTION: {wrong[0]}{more}; layout {layout.describe()} from "
+                f"{layout.source}; the prediction is not validated"
+            )
     model = fit_trace_model(structure, fit_rows, rng=seed)
     draws = model.sample(samples, seed)
     metrics = compare_steps(draws, times[pred_rows], rng=seed)
@@ -306,4 +380,7 @@ def predict_trace(
         model=model,
         analytic=analytic_out,
         latency_library=library_out,
+        replay=check.to_dict(),
+        layout=layout_out,
+        problems=problems,
     )

@@ -5,14 +5,11 @@ The structure is learnt from the data, not from a schedule template:
 * **rank chains**: on each rank, an op waits for the op that ended last before it started
   (the mode over steps, so one odd step does not change the structure); ops recorded with the
   same start and duration on one rank (batched send/recv) are one op;
-* **pipeline hand-offs**: a ``forward-send`` of stage s pairs with the ``forward-recv`` of
-  stage s+1 that ends at the same time (a rendezvous; ``backward-*`` the other way, modulo the
-  stage count so that interleaved schedules wrap), within one data-parallel rank; sends or
-  receives with no such partner (no-op records) stay single ops and are counted;
-* **collectives**: for each op name and sequence number, the coarsest of the candidate
-  process groups (all ranks, same data-parallel rank, same stage, same data-parallel rank and
-  stage: the ranks of a context- or tensor-parallel group) whose members *end together
-  while starting apart* (end spread <= max(50 us, start spread / 4)) in at least 80% of steps.
+* **communication units** (:mod:`~prism_analytic.traces.structure_groups`): p2p pairs
+  (a ``X-send`` and the ``X-recv`` on another rank that end together: pipeline hand-offs,
+  context-parallel rings) and collective instances (the ranks that end together while
+  starting apart, any group size and stride), both found from the timing alone; sends or
+  receives with no partner (no-op records) stay single ops and are counted.
 
 A unit is one rank op, or one communication instance (all its members): it starts when the
 last member is ready and takes one duration for all. :func:`replay` evaluates the structure
@@ -26,12 +23,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from prism_analytic.traces.errors import TraceFormatError, require_pandas
+from prism_analytic.traces.structure_groups import (
+    AGREE,
+    EPS,
+    collective_instances,
+    is_communication,
+    p2p_pairs,
+    p2p_prefixes,
+)
 from prism_analytic.traces.table import EventTable
 
-__all__ = ["StepStructure", "recover_structure", "replay", "unit_values"]
+__all__ = ["StepStructure", "recover_structure", "replay", "structure_edges", "unit_values"]
 
-_EPS = 5e-5  # seconds: timestamp tolerance (float32 times of ~50 s resolve ~4 us)
-_AGREE = 0.8  # fraction of steps that must show a pattern before it becomes structure
+_EPS = EPS
+_AGREE = AGREE
 
 
 @dataclass
@@ -58,6 +63,9 @@ class StepStructure:
         Counts of what the recovery merged, matched or could not use.
     chunk : numpy.ndarray or None
         Model chunk (virtual stage) of each rank op, -1 when unknown.
+    groups : list of list of int
+        Rank ops of each recovered communication unit (a p2p pair or a collective
+        instance) before units that share ops are merged.
     """
 
     keys: list
@@ -74,6 +82,7 @@ class StepStructure:
     end: np.ndarray
     diagnostics: dict = field(default_factory=dict)
     chunk: np.ndarray | None = None
+    groups: list = field(default_factory=list)
 
     @property
     def n_units(self) -> int:
@@ -93,12 +102,15 @@ class StepStructure:
 
 
 def _pivot(frame, keys, steps, col):
+    """(steps, keys) matrix of ``col``; NaN where a step did not record a key."""
     pd = require_pandas()
     idx = pd.MultiIndex.from_tuples(keys, names=["rank", "name", "seq_id"])
-    p = frame.pivot_table(
-        index="step", columns=["rank", "name", "seq_id"], values=col, aggfunc="first"
-    )
-    return p.reindex(index=steps, columns=idx).to_numpy(dtype=float)
+    col_of = idx.get_indexer(pd.MultiIndex.from_frame(frame[["rank", "name", "seq_id"]]))
+    row_of = pd.Index(steps).get_indexer(frame["step"])
+    ok = (col_of >= 0) & (row_of >= 0)
+    out = np.full((len(steps), len(keys)), np.nan)
+    out[row_of[ok], col_of[ok]] = frame[col].to_numpy(dtype=float)[ok]
+    return out
 
 
 def recover_structure(table: EventTable) -> StepStructure:
@@ -170,8 +182,9 @@ def recover_structure(table: EventTable) -> StepStructure:
     sub = dict(ranks=ranks[keep_idx], dp=dp[keep_idx], stage=stage[keep_idx], mb=mb[keep_idx])
     chunk = info["chunk"].to_numpy()[keep_idx]
     pred = _rank_predecessors(sub["ranks"], start, end)
-    groups = _p2p_groups(keys_all, names, dp, stage, bundle_of, remap, start_all, end_all, diag)
-    groups += _collective_groups(keys, sub, start, end, pred, diag)
+    groups = _p2p_and_collectives(
+        keys_all, names, dp, stage, bundle_of, remap, start_all, end_all, diag
+    )
     units, unit_of = _units(len(keys), groups, pred, diag, table.source, start)
     return StepStructure(
         keys=keys,
@@ -188,6 +201,7 @@ def recover_structure(table: EventTable) -> StepStructure:
         end=end,
         diagnostics=diag,
         chunk=chunk,
+        groups=groups,
     )
 
 
@@ -195,16 +209,13 @@ def _bundles(ranks, start, end, diag):
     """Ops of one rank with the same start and end in most steps are one (batched) op."""
     n = len(ranks)
     bundle_of = np.arange(n)
-    for r in np.unique(ranks):
-        idx = np.flatnonzero(ranks == r)
-        med = np.nanmedian(start[:, idx], axis=0)
-        order = idx[np.argsort(med)]
-        for a, b in zip(order[:-1], order[1:]):
-            same = (np.abs(start[:, a] - start[:, b]) < 1e-6) & (
-                np.abs(end[:, a] - end[:, b]) < 1e-6
-            )
-            if np.mean(same) >= _AGREE:
-                bundle_of[b] = bundle_of[a]
+    med = np.nanmedian(start, axis=0)
+    order = np.lexsort((med, ranks))
+    a, b = order[:-1], order[1:]
+    same = (np.abs(start[:, a] - start[:, b]) < 1e-6) & (np.abs(end[:, a] - end[:, b]) < 1e-6)
+    merge = (ranks[a] == ranks[b]) & (np.mean(same, axis=0) >= _AGREE)
+    for k in np.flatnonzero(merge):  # runs of merged neighbours take their first op
+        bundle_of[b[k]] = bundle_of[a[k]]
     merged = int(np.sum(bundle_of != np.arange(n)))
     if merged:
         diag["batched ops merged"] = merged
@@ -213,6 +224,8 @@ def _bundles(ranks, start, end, diag):
 
 def _rank_predecessors(ranks, start, end):
     """In-rank predecessor: the op that ended last before this one started (mode over steps)."""
+    from scipy.stats import mode
+
     n = len(ranks)
     pred = np.full(n, -1)
     for r in np.unique(ranks):
@@ -221,117 +234,67 @@ def _rank_predecessors(ranks, start, end):
         # only ops that typically start earlier can be predecessors: an order that flips
         # between steps (kernels on several streams) must not make a cycle
         rank_order = np.argsort(np.argsort(np.nanmedian(s, axis=0), kind="stable"), kind="stable")
-        votes = []
-        for j in range(len(idx)):
-            ok = (e <= s[:, [j]] + _EPS) & (rank_order < rank_order[j])[None, :]
-            cand = np.where(ok, e, -np.inf)
-            best = np.argmax(cand, axis=1)
-            has = np.isfinite(cand.max(axis=1))
-            best = np.where(has, best, -1)
-            vals, cnt = np.unique(best, return_counts=True)
-            votes.append(vals[np.argmax(cnt)])
-        pred[idx] = [idx[v] if v >= 0 else -1 for v in votes]
+        earlier = rank_order[None, :] < rank_order[:, None]  # [j, i]: i may precede j
+        ok = (e[:, None, :] <= s[:, :, None] + _EPS) & earlier[None, :, :]
+        cand = np.where(ok, e[:, None, :], -np.inf)
+        best = np.argmax(cand, axis=2)
+        best = np.where(np.isfinite(cand.max(axis=2)), best, -1)
+        votes = mode(best, axis=0, keepdims=False).mode
+        pred[idx] = np.where(votes >= 0, idx[np.clip(votes, 0, None)], -1)
     return pred
 
 
-def _p2p_groups(keys_all, names, dp, stage, bundle_of, remap, start, end, diag):
-    """Pair pipeline sends with receives of the peer stage by their common end time.
-
-    A send and its receive are one rendezvous, so they end together (within
-    :func:`_p2p_tolerance`); pairing by time rather
-    than by count keeps the pairing right when a schedule records extra no-op sends or
-    receives (interleaved schedules do), which are then left unpaired and counted.
-    """
-    pp = int(stage.max()) + 1 if len(stage) else 1
-    directions = {"forward": 1, "backward": -1}
-    med_end = np.nanmedian(end, axis=0)
-    groups, paired = [], set()
-    by = {}
-    for i in range(len(keys_all)):
-        by.setdefault((int(dp[i]), int(stage[i]), str(names[i])), []).append(i)
-    for word, delta in directions.items():
-        for (d, s_, name), sends in by.items():
-            if name != f"{word}-send":
-                continue
-            recvs = by.get((d, (s_ + delta) % pp, f"{word}-recv"), [])
-            sends = sorted(sends, key=lambda i: med_end[i])
-            recvs = sorted(recvs, key=lambda i: med_end[i])
-            tol = _p2p_tolerance(med_end[sends], med_end[recvs])
-            a = b = 0
-            while a < len(sends) and b < len(recvs):
-                i, j = sends[a], recvs[b]
-                gap = np.nanmedian(end[:, i] - end[:, j])
-                if abs(gap) <= tol:
-                    groups.append([remap[int(bundle_of[i])], remap[int(bundle_of[j])]])
-                    paired.update((i, j))
-                    a, b = a + 1, b + 1
-                elif gap < 0:
-                    a += 1
-                else:
-                    b += 1
-    p2p = [i for i, n in enumerate(names) if str(n).endswith(("-send", "-recv"))]
-    unmatched = sum(1 for i in p2p if i not in paired)
-    if unmatched:
-        diag["pipeline send/recv without a peer (kept as single ops)"] = int(unmatched)
-    if groups:
-        diag["pipeline hand-offs"] = len(groups)
+def _p2p_and_collectives(keys_all, names, dp, stage, bundle_of, remap, start, end, diag):
+    """Communication units (column indices after bundling) and their per-name description."""
+    ranks = np.array([k[0] for k in keys_all])
+    seqs = np.array([k[2] for k in keys_all])
+    raw = p2p_pairs(ranks, names, end, diag)
+    prefixes = p2p_prefixes(names)
+    p2p_names = {f"{x}-send" for x in prefixes} | {f"{x}-recv" for x in prefixes}
+    found: dict = {}
+    pd = require_pandas()
+    frame = pd.DataFrame({"name": names, "seq": seqs})
+    candidates = []
+    for (name, _seq), grp in frame.groupby(["name", "seq"], sort=True):
+        if name in p2p_names or len(grp) < 2:
+            continue
+        parts = collective_instances(grp.index.to_numpy(), start, end)
+        candidates.extend((name, p, w) for p, w in parts)
+    # a name is a collective once its members are seen waiting for each other somewhere, or
+    # when it names communication; its instances then only need to end together (members
+    # that arrived together show no wait)
+    collective = {name for name, _, waited in candidates if waited or is_communication(name)}
+    for name, p, _ in candidates:
+        if name in collective:
+            raw.append(list(map(int, p)))
+            found.setdefault(name, []).append(p)
+    if found:
+        diag["collective groups"] = {
+            n: _describe_groups(p, ranks, dp, stage) for n, p in sorted(found.items())
+        }
+    groups = []
+    for g in raw:
+        mapped = sorted({remap[int(bundle_of[i])] for i in g})
+        if len(mapped) > 1:
+            groups.append(mapped)
     return groups
 
 
-def _p2p_tolerance(send_ends, recv_ends) -> float:
-    """How far apart a send's and its receive's ends may be (seconds).
-
-    The two sides of one rendezvous end within tens to hundreds of microseconds of each
-    other (each side's kernel finishes on its own GPU); consecutive hand-offs are a microbatch
-    apart. A tenth of that spacing, between 50 us and 5 ms, separates the two.
-    """
-    spacing = [np.median(np.diff(x)) for x in (send_ends, recv_ends) if len(x) >= 2]
-    if not spacing:
-        return 1e-3
-    return float(np.clip(0.1 * min(spacing), _EPS, 5e-3))
-
-
-def _collective_groups(keys, sub, start, end, pred, diag):
-    """Collective instances: the coarsest candidate group whose members end together."""
-    pd = require_pandas()
-    frame = pd.DataFrame(
-        {"i": np.arange(len(keys)), "name": [k[1] for k in keys], "seq": [k[2] for k in keys]}
-    )
-    frame["dp"], frame["stage"] = sub["dp"], sub["stage"]
-    out, found = [], {}
-    skip = {"forward-send", "forward-recv", "backward-send", "backward-recv"}
-    for (name, _seq), grp in frame.groupby(["name", "seq"]):
-        if name in skip or len(grp) < 2:
-            continue
-        dur = np.nanmedian(end[:, grp["i"]] - start[:, grp["i"]])
-        if not dur > 0:
-            continue
-        candidates = [("all ranks", [grp["i"].to_numpy()])]
-        for by, label in (
-            ("dp", "same data-parallel rank"),
-            ("stage", "same stage"),
-            (["dp", "stage"], "same data-parallel rank and stage"),  # e.g. context parallel
-        ):
-            parts = [g["i"].to_numpy() for _, g in grp.groupby(by) if len(g) > 1]
-            if parts and len(parts) < len(grp):
-                candidates.append((label, parts))
-        for label, parts in candidates:
-            if all(_ends_together(start[:, p], end[:, p], dur) for p in parts):
-                out.extend([list(map(int, p)) for p in parts])
-                found[name] = label
-                break
-    if found:
-        diag["collective groups"] = dict(sorted(found.items()))
-    return out
-
-
-def _ends_together(s, e, typical):
-    end_spread = np.nanmax(e, axis=1) - np.nanmin(e, axis=1)
-    start_spread = np.nanmax(s, axis=1) - np.nanmin(s, axis=1)
-    # members that waited for each other end within a small fraction of the op's typical
-    # duration, and far closer together than they started
-    ok = end_spread <= np.maximum(_EPS, np.minimum(0.25 * start_spread, 0.05 * typical))
-    return np.mean(ok) >= _AGREE
+def _describe_groups(parts, ranks, dp, stage) -> str:
+    """How a collective's instances relate to the ``dp_rank`` / ``stage`` columns."""
+    all_ranks = set(np.unique(ranks).tolist())
+    if len(parts) == 1 and set(ranks[parts[0]].tolist()) == all_ranks:
+        return "all ranks"
+    dp_var = any(len(set(dp[p].tolist())) > 1 for p in parts)
+    st_var = any(len(set(stage[p].tolist())) > 1 for p in parts)
+    sizes = sorted({len(p) for p in parts})
+    if dp_var and not st_var:
+        return "same stage"
+    if st_var and not dp_var:
+        return "same data-parallel rank"
+    if not dp_var and not st_var:
+        return "same data-parallel rank and stage"
+    return "groups of " + "/".join(map(str, sizes)) + " ranks"
 
 
 def _units(n, groups, pred, diag, source, start):
@@ -379,6 +342,27 @@ def _units(n, groups, pred, diag, source, start):
         units[unit_of[i]].append(i)
     diag["units"] = len(units)
     return units, unit_of
+
+
+def structure_edges(structure: StepStructure) -> dict:
+    """The recovered dependency edges, in the shape of a synthetic trace's ground truth.
+
+    Parameters
+    ----------
+    structure : StepStructure
+        From :func:`recover_structure`.
+
+    Returns
+    -------
+    dict
+        ``"chain"``: set of ``(key_before, key_after)`` in-rank predecessor pairs;
+        ``"groups"``: set of frozensets of keys, one per communication unit (a collective
+        instance's members, a p2p send and receive). A key is ``(rank, optype, seq_id)``.
+    """
+    keys = [(int(r), str(n), int(q)) for r, n, q in structure.keys]
+    chain = {(keys[p], keys[i]) for i, p in enumerate(structure.pred) if p >= 0}
+    groups = {frozenset(keys[i] for i in g) for g in structure.groups if len(g) > 1}
+    return {"chain": chain, "groups": groups}
 
 
 def unit_values(structure: StepStructure):
