@@ -689,7 +689,7 @@ class Job:
             from .calibration.transfer import transfer_table, transfer_text
 
             ref, others = self._transfer_cases(measured, sizes, drop_first)
-            report["transfer"] = transfer_table(ref, others, seed=seed)
+            report["transfer"] = transfer_table(ref, others)
             text += "\n" + transfer_text(report["transfer"])
         return Result("check", report, text=text, data=report)
 

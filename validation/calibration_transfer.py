@@ -84,7 +84,7 @@ def system_table(sizes: list[Size], *, drop_first: int = 2, seed: int = 0) -> di
         if fit is None:  # what `prism calibrate --config JOB --steps LOG... --out fit.toml` does
             fit = calibrate_to_logs(job, logs, n_resamples=400, seed=seed, check_body=False)
         cases.append(SizeCase(merge_config(job, fit.overlay()), job, logs))
-    table = transfer_table(cases[0], cases[1:], seed=seed)
+    table = transfer_table(cases[0], cases[1:])
     table["overlay"] = fit.overlay()
     return table
 
