@@ -156,13 +156,14 @@ def simulate(job: SynthJob | dict, steps: int, seed: int | None = 0) -> SynthTra
     sim = run_steps(job, prog, steps, np.random.default_rng(seed), record=True)
     n = prog.n_ops
     start = sim.start + sim.step_start[None, :]
+    names, codes = np.unique(prog.label.astype(str), return_inverse=True)
     frame = pd.DataFrame(
         {
             "dp_rank": np.tile(prog.dp_rank, steps),
             "stage": np.tile(prog.stage, steps),
             "rank": np.tile(prog.rank, steps),
             "step": np.repeat(np.arange(steps), n),
-            "optype": pd.Categorical(np.tile(prog.label, steps)),
+            "optype": pd.Categorical.from_codes(np.tile(codes, steps), categories=names),
             "start_ts": start.T.ravel(),
             "duration": (sim.end - sim.start).T.ravel(),
             "seq_id": np.tile(prog.seq_id, steps),
