@@ -415,3 +415,15 @@ def test_every_acceptance_job_is_consistent_with_its_edges():
         for group in edges["groups"]:
             ends = np.array([times[k][1] for k in group])
             assert np.ptp(ends, axis=0).max() < 1e-12, (job.name, group)
+
+
+def test_the_documented_job_file_is_a_valid_job(tmp_path):
+    import re
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "synthetic_traces.md"
+    (block,) = re.findall(r"```text\n# job.toml\n(.*?)```", doc.read_text(), flags=re.S)
+    (tmp_path / "job.toml").write_text(block)
+    job = SynthJob.from_toml(tmp_path / "job.toml")
+    assert (job.dp, job.pp, job.tp, job.vpp, job.schedule) == (4, 2, 2, 2, "interleaved")
+    assert job.slow_ranks == {5: 1.3} and job.law("tp-all-reduce").family == "gamma"
