@@ -62,6 +62,8 @@ __all__ = [
     "NO_VARIABILITY",
     "PRIOR_DEFAULTS",
     "apply_defaults",
+    "decompose",
+    "decompose_table",
     "fit",
     "fit_jitter_rel",
     "fit_slow_fraction",
@@ -70,6 +72,7 @@ __all__ = [
     "load_cases",
     "loso_table",
     "max_normal_var",
+    "measured_table",
     "network_sigma",
     "table",
 ]
@@ -517,6 +520,76 @@ def loso_table(cases: Sequence[Case], data_dir: str | Path | None = None) -> str
     return _fmt(loso_rows(cases, data_dir)[0])
 
 
+def measured_table(cases: Iterable[Case], skip: int = 30) -> str:
+    """Markdown table of what the logs show: spreads within and between runs, by case.
+
+    ``skip``: the p90/p50 with each run's first ``skip`` steps also left out (a warm-up
+    transient that the step law does not model).
+    """
+    lines = [
+        "| case | GPUs | runs | steps | median (s) | p90/p50 | within-run robust sd"
+        f" | run-median CV | p90/p50 without {skip} first steps |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in cases:
+        w = np.concatenate([np.log(r / np.median(r)) for r in c.runs])
+        meds = np.array([np.median(r) for r in c.runs])
+        late = np.concatenate([r[skip:] for r in c.runs])
+        lines.append(
+            f"| {c.name} | {c.gpus} | {len(c.runs)} | {len(c.pooled)} | {c.median_s:.4f} |"
+            f" {c.p90_over_p50:.4f} | {_robust_sd(w):.4f} | {meds.std() / meds.mean():.4f} |"
+            f" {np.quantile(late, 0.9) / np.median(late):.4f} |"
+        )
+    return "\n".join(lines)
+
+
+#: One term of the variability each, switched off (``decompose``).
+TERMS: dict[str, dict[str, Any]] = {
+    "spatial body": {"variability": {"spatial": {"cv": 0.0}}},
+    "slow GPUs": {"variability": {"spatial": {"slow_fraction": 0.0}}},
+    "kernel noise": {"variability": {"temporal": {"kernel_cv": 0.0}}},
+    "step jitter": {"variability": {"temporal": {"step_jitter_s": 0.0, "step_jitter_rel": 0.0}}},
+    "network": {"variability": {"network": NO_VARIABILITY["variability"]["network"]}},
+    "hiccups": {"variability": {"hiccups": {"probability": 0.0}}},
+}
+
+
+def decompose(case: Case, defaults: Mapping[str, Any] | None) -> dict[str, float]:
+    """Points of median widening (p50 / core - 1, in %) each term adds, by switching it off.
+
+    Returns ``{"total": ..., term: p50 with everything - p50 without the term (% of the
+    core)}``; terms interact (a max of sums), so the parts need not add up to the total.
+    """
+    from prism_analytic.workload.jobs import load_config, merge_config
+    from prism_analytic.workload.prediction import predict_job
+
+    if case.config is None:
+        raise ValueError(f"{case.name}: no config")
+    job = load_config(case.config, check_layout=False)
+    if defaults:
+        job = apply_defaults(job, defaults)
+    p50, _, core = _predict(job)
+    out = {"total": 100 * (p50 / core - 1)}
+    for name, off in TERMS.items():
+        q = float(predict_job(merge_config(job, off, check_layout=False))[0].quantile(0.5))
+        out[name] = 100 * (p50 - q) / core
+    return out
+
+
+def decompose_table(cases: Iterable[Case], defaults: Mapping[str, Any] | None) -> str:
+    """Markdown table of :func:`decompose` for ``cases``."""
+    lines = [
+        "| case | widening (%) | " + " | ".join(TERMS) + " |",
+        "|---|---|" + "---|" * len(TERMS),
+    ]
+    for c in cases:
+        d = decompose(c, defaults)
+        lines.append(
+            f"| {c.name} | {d['total']:.2f} | " + " | ".join(f"{d[t]:.2f}" for t in TERMS) + " |"
+        )
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------------------
 # Command line
 # --------------------------------------------------------------------------------------
@@ -557,9 +630,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data", default=None, help="shared data folder (default: ../shared/data)")
     ap.add_argument("--out", default=None, help="also write the report to this markdown file")
     ap.add_argument("--skip-prior", action="store_true", help="no table of the prior defaults")
+    ap.add_argument(
+        "--decompose",
+        nargs="*",
+        default=[],
+        metavar="CASE",
+        help="cases whose median widening is split by term (e.g. mlperf50_carina_405b_512)",
+    )
     args = ap.parse_args(argv)
     cases = load_cases(args.data)
-    parts = ["## Fitted on every system", _defaults_text(fit(cases, args.data))]
+    parts = ["## Measured", measured_table(cases)]
+    parts += ["## Fitted on every system", _defaults_text(fit(cases, args.data))]
     lo, folds = loso_rows(cases, args.data)
     parts += ["## Folds (fitted without the named system)"]
     for s, d in folds.items():
@@ -569,6 +650,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.skip_prior:
         pr = rows(cases, PRIOR_DEFAULTS)
         parts += ["## The prior defaults", _summary(pr), "", _fmt(pr)]
+    if args.decompose:
+        pick = [c for c in cases if c.name in args.decompose and c.config is not None]
+        parts += [
+            "## What widens the median (points of the core; prior defaults)",
+            decompose_table(pick, PRIOR_DEFAULTS),
+            "## What widens the median (the code's defaults)",
+            decompose_table(pick, None),
+        ]
     text = "\n\n".join(parts) + "\n"
     print(text)
     if args.out:
