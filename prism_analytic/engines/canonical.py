@@ -130,40 +130,6 @@ class CanonicalResult:
         out = self.mean + self.std * z if self.std > 0 else np.full_like(qa, self.mean)
         return out if np.ndim(out) else float(out)
 
-    def to_dict(self) -> dict[str, object]:
-        """Plain-dict form (JSON-friendly)."""
-        return {
-            "mean": self.mean,
-            "std": self.std,
-            "method": self.method,
-            "window": self.window,
-            "n_ops": self.n_ops,
-            "n_max": self.n_max,
-        }
-
-    def summary(self) -> str:
-        """One-line human-readable summary."""
-        win = f", window {self.window}" if self.window is not None else ""
-        return (
-            f"makespan ~ N({self.mean:.6g}, {self.std:.4g}^2) [{self.method}{win}; "
-            f"{self.n_ops} ops, {self.n_max} maxima]; p50 {self.quantile(0.5):.6g}, "
-            f"p99 {self.quantile(0.99):.6g}"
-        )
-
-    def plot(self, ax=None):  # matplotlib is imported lazily
-        """Plot the approximate CDF on ``ax`` (a new figure if None); returns the axes."""
-        import matplotlib.pyplot as plt
-
-        if ax is None:
-            _, ax = plt.subplots()
-        s = self.std if self.std > 0 else max(abs(self.mean), 1.0) * 1e-3
-        x = np.linspace(self.mean - 4 * s, self.mean + 4 * s, 400)
-        ax.plot(x, self.cdf(x), label=f"{self.method}")
-        ax.set_xlabel("makespan")
-        ax.set_ylabel("CDF")
-        ax.legend()
-        return ax
-
 
 def _check_levels(q: float | np.ndarray) -> np.ndarray:
     qa = np.asarray(q, dtype=float)
