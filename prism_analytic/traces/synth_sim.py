@@ -7,8 +7,9 @@ later: a compute op its own duration, a collective or a send/receive pair one tr
 drawn once per instance. Each member records its own ready time as its start, so a
 collective's recorded duration includes its wait for the last member.
 
-The loop runs over units in topological order, each step a lane of a numpy array, so the
-cost is one pass over the units whatever the number of steps. Steps are laid back to back:
+The loop runs over generations of units (no two units of a generation share a rank), each
+step a lane of a numpy array, so the cost is one vectorised update per generation whatever
+the number of ranks and steps. Steps are laid back to back:
 step ``j + 1`` starts when the last op of step ``j`` ends.
 """
 
@@ -66,7 +67,10 @@ def run_steps(
 ) -> SimResult:
     """Simulate ``steps`` steps of ``job`` (see the module docstring)."""
     b = block_size(prog)
-    parts = [_run_block(job, prog, min(b, steps - i), rng, record) for i in range(0, steps, b)]
+    plan = waves(prog)
+    parts = [
+        _run_block(job, prog, min(b, steps - i), rng, record, plan) for i in range(0, steps, b)
+    ]
     last_end = np.concatenate([p["last_end"] for p in parts])
     step_start = np.concatenate([[0.0], np.cumsum(last_end)[:-1]])
     return SimResult(
@@ -102,29 +106,63 @@ def _durations(job, prog, k, rng):
     return dur, step_f, mb_f
 
 
-def _run_block(job, prog, k, rng, record):
+@dataclass
+class _Wave:
+    """Units that can run together: no two share a rank (see :func:`waves`)."""
+
+    units: np.ndarray  # unit ids
+    ops: np.ndarray  # their member ops, unit after unit
+    ranks: np.ndarray  # the ranks of those ops (all distinct)
+    offsets: np.ndarray  # where each unit's members begin in ``ops``
+    sizes: np.ndarray  # members per unit
+
+
+def waves(prog: Program) -> list[_Wave]:
+    """The units grouped by topological generation.
+
+    A unit's generation is one more than the latest generation among its members' previous
+    ops, so a rank has at most one op per generation and the units of a generation depend
+    only on earlier ones: each generation is one vectorised update of the rank clocks.
+    """
+    unit_of = np.empty(prog.n_ops, dtype=np.int64)
+    for u, members in enumerate(prog.units):
+        unit_of[members] = u
+    prev = np.full(prog.n_ops, -1)
+    for ops in prog.rank_ops:
+        prev[ops[1:]] = ops[:-1]
+    gen = np.zeros(len(prog.units), dtype=np.int64)
+    for u, members in enumerate(prog.units):  # units are in topological order
+        p = prev[members]
+        p = p[p >= 0]
+        if len(p):
+            gen[u] = gen[unit_of[p]].max() + 1
+    out = []
+    order = np.argsort(gen, kind="stable")
+    bounds = np.flatnonzero(np.diff(gen[order])) + 1
+    for us in np.split(order, bounds):
+        members = [prog.units[u] for u in us]
+        sizes = np.array([len(m) for m in members])
+        ops = np.concatenate(members)
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        out.append(_Wave(us, ops, prog.rank[ops], offsets, sizes))
+    return out
+
+
+def _run_block(job, prog, k, rng, record, plan):
     dur, step_f, mb_f = _durations(job, prog, k, rng)
     gaps = job.gap.draw(rng, (prog.n_ops, k))
     clock = np.zeros((job.world_size, k))
     start = np.empty((prog.n_ops, k)) if record else None
     end = np.empty((prog.n_ops, k)) if record else None
-    rank = prog.rank
-    for u, members in enumerate(prog.units):
-        if len(members) == 1:
-            op = members[0]
-            r = rank[op]
-            ready = clock[r] + gaps[op]
-            done = ready + dur[u]
-            clock[r] = done
-        else:
-            rs = rank[members]
-            ready = clock[rs] + gaps[members]
-            done = ready.max(axis=0) + dur[u]
-            clock[rs] = done
-            op = members
+    for w in plan:
+        ready = clock[w.ranks] + gaps[w.ops]
+        # a unit starts when its last member is ready; all members end together
+        go = ready if len(w.ops) == len(w.units) else np.maximum.reduceat(ready, w.offsets)
+        done = np.repeat(go + dur[w.units], w.sizes, axis=0)
+        clock[w.ranks] = done
         if record:
-            start[op] = ready
-            end[op] = done
+            start[w.ops] = ready
+            end[w.ops] = done
     first = np.array([ops[0] for ops in prog.rank_ops])
     t0 = gaps[first].min(axis=0)  # each rank's first op starts at its gap
     last_end = clock.max(axis=0)
