@@ -427,3 +427,17 @@ def test_the_documented_job_file_is_a_valid_job(tmp_path):
     job = SynthJob.from_toml(tmp_path / "job.toml")
     assert (job.dp, job.pp, job.tp, job.vpp, job.schedule) == (4, 2, 2, 2, "interleaved")
     assert job.slow_ranks == {5: 1.3} and job.law("tp-all-reduce").family == "gamma"
+
+
+def test_meta_is_read_by_the_layout_reader_and_no_op_is_batched(tmp_path):
+    from prism_analytic.traces.layout import read_layout_meta
+
+    job = SynthJob(dp=2, pp=2, sp=2, ep=4, vpp=2, schedule="interleaved", microbatches=2)
+    trace = simulate(job, steps=2, seed=0)
+    layout = read_layout_meta(write_trace(trace, tmp_path, "m")[1])
+    sizes = (layout.dp, layout.pp, layout.tp, layout.cp, layout.sp, layout.ep, layout.vpp)
+    assert sizes == (2, 2, 1, 1, 2, 4, 2)
+    assert layout.schedule == "interleaved" and layout.microbatches == 2
+    # the contract: never two ops of one rank with the same start and duration
+    f = trace.frame
+    assert not f.duplicated(["step", "rank", "start_ts", "duration"]).any()
