@@ -11,7 +11,8 @@ Cost model (one GPU of the slowest pipeline stage):
 
 * compute op: ``max(flops / (peak * eff_class), bytes / (hbm * eff_memory))`` — a
   roofline with achieved efficiencies per op class; GEMMs use the training precision's
-  peak (FP8 or BF16), attention the BF16 peak.
+  peak (FP8 or BF16), attention the peak of ``training.attention_precision`` (BF16 unless
+  FP8 attention is set).
 * communication: alpha-beta times of :mod:`.collectives` on the tier(s) the group
   spans; exposed part ``max(0, c - f * w)`` with overlap efficiency ``f`` from
   ``parallelism.overlap`` and window ``w`` = the compute it can hide behind: the
@@ -217,7 +218,7 @@ def _compute(job: JobConfig, op: OpCost, phase: str) -> OpMean:
         prec = job.training.precision
         flop_s = flops / (hw.peak_flops.for_dtype(prec) * eff.for_precision(prec))
     elif op.op_class == "attention":
-        flop_s = flops / (hw.peak_flops.bf16 * eff.attention)
+        flop_s = flops / (hw.peak_flops.for_dtype(job.training.attention_precision) * eff.attention)
     else:
         flop_s = 0.0
     s = max(flop_s, mem_s)

@@ -4,9 +4,11 @@ Model architectures are the published ones (sources next to each entry). Hardwar
 peaks are dense (no 2:4 sparsity) datasheet numbers; network bandwidths are the
 achievable NCCL bus bandwidth (about 80-90% of the nominal per-direction link rate,
 as nccl-tests reports on these systems), not the marketing bidirectional figure.
-The achieved GEMM efficiencies per precision (:data:`GEMM_EFFICIENCY` for BF16, ``gemm_fp8``,
-``gemm_fp4``) are public GEMM benchmark figures (sources in ``config/sections.py``), not fits;
-attention and memory efficiencies are a-priori estimates from public kernel benchmarks.
+The achieved GEMM efficiencies per precision (``gemm_fp8``, ``gemm_fp4``; BF16's
+:data:`GEMM_EFFICIENCY` follows FP8 by a GEMM benchmark's ratio) and the data-parallel overlap
+are fitted on public MLPerf step logs by ``validation/fit_defaults.py`` (sources and intervals
+in ``config/sections.py``); attention and memory efficiencies are a-priori estimates from
+public kernel benchmarks. :data:`HARDWARE_SOURCES` names each preset's datasheet.
 
 Layout policy (:func:`default_layout`): each model preset fixes tp, pp, cp, ep, the
 schedule and a *target global batch in tokens*; dp = gpus / (tp * pp * cp). The

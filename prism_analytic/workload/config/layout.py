@@ -98,6 +98,7 @@ def validate_layout(job: JobConfig, gpus: int | None = None) -> tuple[str, ...]:
     * ep > 1 needs model.moe; ep divides model.moe.experts and dp * cp;
     * datacenters > 1: dp divisible by hardware.datacenters (datacenters split dp);
     * training.precision needs the peak it runs at (fp8/mxfp8: peak_flops.fp8, nvfp4: fp4);
+    * training.attention_precision "fp8" needs peak_flops.fp8;
     * warnings: tp > nvlink_domain, tp * cp > nvlink_domain, sequence_parallel with tp 1,
       ZeRO/FSDP sharding with dp * cp == 1.
 
@@ -192,6 +193,11 @@ def validate_layout(job: JobConfig, gpus: int | None = None) -> tuple[str, ...]:
         raise ConfigError(
             "training.precision",
             f"{t.precision!r} needs hardware.peak_flops.{peak_key} (not set for {h.name})",
+        )
+    if t.attention_precision == "fp8" and h.peak_flops.fp8 is None:
+        raise ConfigError(
+            "training.attention_precision",
+            f"'fp8' needs hardware.peak_flops.fp8 (not set for {h.name}); allowed here: 'bf16'",
         )
     if p.tp > h.nvlink_domain:
         warns.append(

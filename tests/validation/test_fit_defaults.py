@@ -1,0 +1,81 @@
+"""validation/fit_defaults.py: the fitting procedure recovers efficiencies it did not see."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from prism_analytic.workload.jobs import load_config
+
+ROOT = Path(__file__).parents[2]
+CONFIGS = ROOT / "validation" / "configs"
+
+
+def _load(name: str):
+    full = f"validation.{name}"
+    if full in sys.modules:
+        return sys.modules[full]
+    spec = importlib.util.spec_from_file_location(full, ROOT / "validation" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[full] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# FP8 and FP4 405B jobs, FP8 8B jobs whose data-parallel traffic is large against the step
+SYNTH = (
+    "mlperf_gb200_1024",
+    "mlperf51_hipergator_b200_405b_256",
+    "mlperf51_tyche_gb200_405b_512",
+    "mlperf51_theia_gb300_405b_512",
+    "mlperf51_tyche_gb200_8b_72",
+    "mlperf51_theia_gb300_8b_512",
+)
+
+
+def test_fit_recovers_known_efficiencies_from_measurements_the_model_generated():
+    _load("mlperf_cases")
+    fd = _load("fit_defaults")
+    jobs = [load_config(CONFIGS / f"{n}.toml") for n in SYNTH]
+    truth = {"gemm_fp8": 0.44, "gemm_fp4": 0.37, "overlap_dp": 0.3}
+    measured = [fd.core_s(j, truth) for j in jobs]
+    # the start (shipped defaults) is away from the truth: the fit has something to find
+    start = fd._shipped()
+    assert all(abs(start[k] - v) > 0.02 for k, v in truth.items())
+    got = fd.fit(jobs, measured, [1.0] * len(jobs), [1.0] * len(jobs), tuple(truth))
+    for k, v in truth.items():
+        assert got[k] == pytest.approx(v, abs=2e-3), k
+
+
+def test_a_variability_factor_scales_the_target_not_the_efficiency():
+    fd = _load("fit_defaults")
+    jobs = [load_config(CONFIGS / f"{n}.toml") for n in SYNTH[:2]]
+    truth = {"gemm_fp8": 0.47}
+    factors = [1.1, 1.2]  # medians above the core by a known variability factor
+    measured = [fd.core_s(j, truth) * f for j, f in zip(jobs, factors, strict=True)]
+    got = fd.fit(jobs, measured, factors, [1.0, 1.0], ("gemm_fp8",))
+    assert got["gemm_fp8"] == pytest.approx(0.47, abs=2e-3)
+
+
+def test_a_parameter_no_training_case_uses_keeps_its_start_value():
+    fd = _load("fit_defaults")
+    jobs = [load_config(CONFIGS / "mlperf_gb200_1024.toml")]  # FP8 only: no FP4 GEMM
+    got = fd.fit(jobs, [8.0], [1.0], [1.0], ("gemm_fp8", "gemm_fp4"))
+    assert got["gemm_fp4"] == fd._shipped()["gemm_fp4"]
+    assert got["gemm_fp8"] != fd._shipped()["gemm_fp8"]
+
+
+def test_bf16_follows_fp8_by_the_benchmarks_ratio():
+    fd = _load("fit_defaults")
+    out = fd.with_bf16({"gemm_fp8": 0.40})
+    assert out["gemm"] == pytest.approx(0.40 * 0.697 / 0.501)
+
+
+def test_unknown_parameter_is_refused_by_name(capsys):
+    fd = _load("fit_defaults")
+    with pytest.raises(SystemExit):
+        fd.main(["--params", "gemm_fp8,bogus"])
+    assert "bogus" in capsys.readouterr().err
