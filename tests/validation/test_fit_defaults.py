@@ -40,7 +40,7 @@ def test_fit_recovers_known_efficiencies_from_measurements_the_model_generated()
     _load("mlperf_cases")
     fd = _load("fit_defaults")
     jobs = [load_config(CONFIGS / f"{n}.toml") for n in SYNTH]
-    truth = {"gemm_fp8": 0.44, "gemm_fp4": 0.37, "overlap_dp": 0.3}
+    truth = {"gemm_fp8": 0.55, "gemm_fp4": 0.28, "overlap_dp": 0.6}
     measured = [fd.core_s(j, truth) for j in jobs]
     # the start (shipped defaults) is away from the truth: the fit has something to find
     start = fd._shipped()
@@ -53,11 +53,11 @@ def test_fit_recovers_known_efficiencies_from_measurements_the_model_generated()
 def test_a_variability_factor_scales_the_target_not_the_efficiency():
     fd = _load("fit_defaults")
     jobs = [load_config(CONFIGS / f"{n}.toml") for n in SYNTH[:2]]
-    truth = {"gemm_fp8": 0.47}
+    truth = {"gemm_fp8": 0.52}
     factors = [1.1, 1.2]  # medians above the core by a known variability factor
     measured = [fd.core_s(j, truth) * f for j, f in zip(jobs, factors, strict=True)]
     got = fd.fit(jobs, measured, factors, [1.0, 1.0], ("gemm_fp8",))
-    assert got["gemm_fp8"] == pytest.approx(0.47, abs=2e-3)
+    assert got["gemm_fp8"] == pytest.approx(0.52, abs=2e-3)
 
 
 def test_a_parameter_no_training_case_uses_keeps_its_start_value():
