@@ -40,6 +40,7 @@ __all__ = [
     "parse_layout",
 ]
 
+_RECEIVES = ("forward-recv", "backward-recv")
 #: Column order of the written per-op table.
 COLUMNS = (
     "dp_rank",
@@ -118,7 +119,8 @@ class SynthTrace:
 def _truth(job: SynthJob, prog: Program, sim) -> dict:
     present = sorted(set(prog.optype.tolist()))
     return {
-        "laws": {job.label(o): job.law(o).params() for o in present},
+        # a receive has no law of its own: its transfer is drawn from the send's law
+        "laws": {job.label(o): job.law(o).params() for o in present if o not in _RECEIVES},
         "gap": job.gap.params(),
         "slow_ranks": dict(job.slow_ranks),
         "step_factor": job.step_factor.params(),

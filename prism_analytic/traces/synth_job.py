@@ -148,10 +148,9 @@ DEFAULT_LAWS: dict[str, Law] = {
     "forward-compute": Law(0.010, 0.03),
     "backward-compute": Law(0.020, 0.03),
     "optimizer": Law(0.004, 0.05, "gamma"),
+    # a send and its receive are one transfer: its time is the send's law
     "forward-send": Law(3e-4, 0.1),
-    "forward-recv": Law(3e-4, 0.1),
     "backward-send": Law(3e-4, 0.1),
-    "backward-recv": Law(3e-4, 0.1),
     "tp-all-reduce": Law(5e-4, 0.1),
     "tp-all-gather": Law(3e-4, 0.1),
     "tp-reduce-scatter": Law(3e-4, 0.1),
@@ -269,6 +268,12 @@ class SynthJob:
             )
         if not isinstance(self.laws, dict):
             raise ValueError(f"SynthJob.laws must be a table by optype, got {self.laws!r}")
+        recv = sorted(k for k in self.laws if k in ("forward-recv", "backward-recv"))
+        if recv:
+            raise ValueError(
+                f"SynthJob.laws: {recv}: a send and its receive are one transfer; give its "
+                "law under the send's name ('forward-send', 'backward-send')"
+            )
         unknown = sorted(set(self.laws) - set(DEFAULT_LAWS))
         if unknown:
             raise ValueError(
@@ -295,15 +300,16 @@ class SynthJob:
         names = self.optype_names
         if not isinstance(names, dict):
             raise ValueError(f"SynthJob.optype_names must be a table, got {names!r}")
-        unknown = sorted(set(names) - set(DEFAULT_LAWS))
+        allowed = COMPUTE_OPTYPES + COMM_OPTYPES
+        unknown = sorted(set(names) - set(allowed))
         if unknown:
             raise ValueError(
-                f"SynthJob.optype_names: unknown optypes {unknown}; allowed: {sorted(DEFAULT_LAWS)}"
+                f"SynthJob.optype_names: unknown optypes {unknown}; allowed: {sorted(allowed)}"
             )
         for old, new in names.items():
             if not isinstance(new, str) or not new.strip():
                 raise ValueError(f"SynthJob.optype_names[{old!r}] must be a name, got {new!r}")
-        written = [names.get(o, o) for o in DEFAULT_LAWS]
+        written = [names.get(o, o) for o in allowed]
         clash = sorted({n for n in written if written.count(n) > 1})
         if clash:
             raise ValueError(

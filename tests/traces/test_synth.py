@@ -144,7 +144,7 @@ def _deterministic(**layout):
         "grads-reduce-scatter": 0.004,
         "params-all-gather": 0.002,
     }
-    for name in ("forward-send", "forward-recv", "backward-send", "backward-recv"):
+    for name in ("forward-send", "backward-send"):
         laws[name] = 1e-12
     return SynthJob(laws=laws, gap=Law(0.0), **layout)
 
@@ -288,6 +288,7 @@ def test_plain_dp_pp_edges_are_recovered_by_the_existing_structure_recovery(tmp_
         (dict(dp=0), "dp must be a positive integer"),
         (dict(tp=True), "tp must be a positive integer"),
         (dict(laws={"fwd": 1.0}), "unknown optypes"),
+        (dict(laws={"forward-recv": 1.0}), "under the send's name"),
         (dict(laws={"forward-compute": {"mean": 0.01, "cv": -1}}), "cv must be finite"),
         (
             dict(laws={"forward-compute": {"mean": 0.01, "family": "weibull"}}),
@@ -441,3 +442,61 @@ def test_meta_is_read_by_the_layout_reader_and_no_op_is_batched(tmp_path):
     # the contract: never two ops of one rank with the same start and duration
     f = trace.frame
     assert not f.duplicated(["step", "rank", "start_ts", "duration"]).any()
+
+
+def test_a_unit_starts_when_its_last_member_is_ready():
+    # deterministic transfers: every instance lasts exactly its law's mean after its last
+    # member is ready, however long the members waited for each other
+    comm = {
+        "tp-all-reduce": 0.0005,
+        "forward-send": 0.0003,
+        "backward-send": 0.0004,
+        "grads-reduce-scatter": 0.002,
+        "params-all-gather": 0.001,
+    }
+    laws = {**comm, "forward-compute": {"mean": 0.01, "cv": 0.2}}
+    job = SynthJob(dp=2, pp=3, tp=2, microbatches=3, laws=laws)
+    trace = simulate(job, steps=3, seed=8)
+    times = _by_key(trace)
+    for group in trace.edges()["groups"]:
+        name = next(iter(group))[1]
+        starts = np.array([times[k][0] for k in group])
+        ends = np.array([times[k][1] for k in group])
+        want = comm[name.replace("-recv", "-send")]
+        np.testing.assert_allclose(ends[0] - starts.max(axis=0), want, rtol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_small_layouts_run_and_keep_their_invariants(seed):
+    rng = np.random.default_rng(seed)
+    pp = int(rng.integers(1, 5))
+    vpp = int(rng.integers(2, 4)) if pp > 1 and rng.random() < 0.5 else 1
+    m = pp * int(rng.integers(1, 3)) if vpp > 1 else int(rng.integers(1, 6))
+    cx = int(rng.choice([1, 2, 3]))
+    ring = rng.random() < 0.5
+    dp = int(rng.integers(1, 4))
+    ep = int(rng.choice([e for e in (1, 2, 3, 4) if (dp * cx) % e == 0]))
+    job = SynthJob(
+        dp=dp,
+        pp=pp,
+        tp=int(rng.choice([1, 2])),
+        cp=cx if ring else 1,
+        sp=1 if ring else cx,
+        ep=ep,
+        vpp=vpp,
+        schedule="interleaved" if vpp > 1 else "1f1b",
+        microbatches=m,
+        gap=Law(1e-5, 1.0, "gamma"),
+    )
+    trace = simulate(job, steps=2, seed=seed)
+    times = _by_key(trace)
+    edges = trace.edges()
+    for before, after in edges["chain"]:
+        assert (times[before][1] <= times[after][0] + 1e-12).all(), (job, before, after)
+    for group in edges["groups"]:
+        ends = np.array([times[k][1] for k in group])
+        assert np.ptp(ends, axis=0).max() < 1e-12, (job, group)
+    f = trace.frame
+    span = (f["start_ts"] + f["duration"]).groupby(f["step"]).max()
+    span -= f.groupby("step")["start_ts"].min()
+    np.testing.assert_allclose(span.to_numpy(), trace.step_times, atol=1e-12)
