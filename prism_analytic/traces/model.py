@@ -13,7 +13,10 @@ What varies, and how each part is modelled (all fitted on the fit steps only):
   state and the waits it causes go together (13-22 fit steps are too few to fit a law for a
   vector of per-rank levels).
 * **communication units** (one draw per instance, shared by its members): a ratio to the
-  instance's typical duration is fitted per signature (op names, stages).
+  instance's typical duration is fitted per signature (op names, stages). A send, receive or
+  collective recorded alone (its partners not found) counts as one too: its recorded duration
+  includes waits that the graph cannot reproduce, which independent draws would add up
+  instead of letting them compensate (counted in ``info["lone_communication_ops"]``).
 * **host gaps, hidden-dependency lags, and (by default) communication durations**: resampled
   jointly from one fit step (the empirical law, keeping whatever correlation they have within
   a step: congestion shared by the step's collectives, waits that compensate each other).
@@ -32,13 +35,44 @@ from prism_analytic.traces.fitting import LatencyFit, fit_latency
 from prism_analytic.traces.hidden import find_hidden_dependencies
 from prism_analytic.traces.structure import StepStructure, replay, unit_values
 
-__all__ = ["TraceModel", "fit_trace_model"]
+__all__ = ["TraceModel", "fit_trace_model", "is_communication"]
 
 # Families for log-scale factors and noise: light to moderate tails. A Student t fitted to a
 # few dozen log residuals can come out with under 2 degrees of freedom, whose draws exp() turns
 # into absurd durations; heavy tails of the durations themselves come from the mixture of
 # factors and from the empirical fallback.
 _LOG_FAMILIES = ("normal", "laplace", "logistic")
+
+# Words of communication op names (the shared traces' optypes, NCCL kernel names): a
+# single-member unit with such a name is a send, receive or collective whose partners were not
+# found, so its recorded duration includes waiting for them.
+_COMM_WORDS = (
+    "send",
+    "recv",
+    "all-reduce",
+    "all-gather",
+    "reduce-scatter",
+    "all-to-all",
+    "allreduce",
+    "allgather",
+    "reducescatter",
+    "alltoall",
+    "broadcast",
+    "barrier",
+    "nccl",
+)
+
+
+def is_communication(name: str) -> bool:
+    """Whether an op name is a communication op (send/receive or collective).
+
+    Examples
+    --------
+    >>> is_communication("grads-reduce-scatter"), is_communication("forward-compute")
+    (True, False)
+    """
+    low = str(name).lower()
+    return any(w in low for w in _COMM_WORDS)
 
 
 @dataclass
@@ -84,6 +118,11 @@ class TraceModel:
         :class:`~prism_analytic.traces.hidden.HiddenDependency` found.
     info : dict
         Sizes of the detected effects.
+    decomposition : dict
+        The fit steps' log-scale parts of the per-microbatch work, for intervals
+        (:mod:`~prism_analytic.traces.law_intervals`): ``a`` (steps,) step levels, ``b``
+        (steps, microbatch groups) microbatch effects, ``e`` (steps, per-microbatch op units)
+        noise, ``dof_scale`` (degrees of freedom of ``e`` per value).
     """
 
     structure: StepStructure
@@ -109,6 +148,7 @@ class TraceModel:
     comm_durations: np.ndarray
     comm_sampling: str = "joint"
     info: dict = field(default_factory=dict)
+    decomposition: dict = field(default_factory=dict, repr=False)
 
     def typical_durations(self) -> np.ndarray:
         """Every unit at its typical value (op units: exp(base); comm: typical)."""
@@ -222,13 +262,22 @@ def fit_trace_model(
     hidden = find_hidden_dependencies(s, gap_all, dur_all, rows, max(1e-3, 1e-3 * step_scale))
     end_hidden = {h.unit for h in hidden if h.at == "end"}
     sizes = np.array([len(m) for m in s.units])
-    op_units = np.flatnonzero(sizes == 1)
-    comm_units = np.array([u for u in np.flatnonzero(sizes > 1) if u not in end_hidden], dtype=int)
+    # a send, receive or collective recorded alone (no partner found) holds waiting that the
+    # graph cannot reproduce: drawn independently per op it would add up instead of
+    # compensating, so it is resampled with its step like a communication instance
+    lone_comm = np.array(
+        [sizes[u] == 1 and is_communication(s.names[s.units[u][0]]) for u in range(s.n_units)],
+        dtype=bool,
+    )
+    op_units = np.flatnonzero((sizes == 1) & ~lone_comm)
+    comm_units = np.array(
+        [u for u in np.flatnonzero((sizes > 1) | lone_comm) if u not in end_hidden], dtype=int
+    )
     first = np.array([s.units[u][0] for u in op_units])
     names = np.array([str(s.names[i]) for i in first], dtype=object)
     is_mb = s.microbatch[first] >= 0
     logd = np.log(np.maximum(dur[:, op_units], 1e-9))
-    log_base, resid, info = _op_bases(s, first, names, is_mb, logd)
+    log_base, resid, info, p_base = _op_bases(s, first, names, is_mb, logd)
     mb_cols = np.flatnonzero(is_mb)
     step_fit = mb_fit = None
     b_shrink = 0.0
@@ -236,6 +285,7 @@ def fit_trace_model(
     mb_group_dp = np.zeros(1, dtype=int)
     rank_level = np.zeros((rows.size, 0))
     mb_rank = np.zeros(mb_cols.size, dtype=int)
+    decomposition: dict = {}
     if mb_cols.size:
         r = resid[:, mb_cols]
         col_rank = s.ranks[first[mb_cols]]
@@ -252,29 +302,56 @@ def fit_trace_model(
         r1 = r - level[:, mb_rank]
         b = np.stack([np.bincount(mb_group, weights=row) / counts for row in r1])
         e = r1 - b[:, mb_group]
-        dof = max(r.size - b.size - level.size, 1)
+        # free parameters behind e: the bases (fitted over all fit steps) and, per step, the
+        # rank levels and microbatch effects less their overlap (one per connected block of
+        # ranks and microbatch groups); the per-step effects' mean over steps is in the bases
+        k = r.shape[0]
+        p_step = level.shape[1] + b.shape[1] - _components(mb_rank, mb_group)
+        dof = max(r.size - p_base - (k - 1) * p_step, 1)
+        dof_level = max(r.size - p_base - (k - 1) * level.shape[1], 1)
         var_e = float(np.sum(e**2) / dof)
-        var_b = max(b.var() - var_e / counts.mean(), 0.0)
+        # the rank levels hold each data-parallel replica's mean microbatch effect, so b is
+        # centred within a replica: its variance is (M - 1) / M of the factor's (M groups
+        # per replica), noise included
+        m_dp = float(np.mean(np.bincount(mb_group_dp)))
+        centring = m_dp / (m_dp - 1) if m_dp > 1 else 1.0
+        var_b = max(b.var() * centring - var_e / counts.mean(), 0.0)
         dev = level - a[:, None]
         var_dev = max(dev.var() - var_e / n_r.mean(), 0.0)
-        var_a = max(a.var(ddof=1) - var_e / r.shape[1], 0.0)
+        var_a = max(a.var(ddof=1) - var_e / r.shape[1] - var_b / b.shape[1], 0.0)
         shrink = np.sqrt(var_dev / dev.var()) if dev.var() > 0 else 0.0
         rank_level = a[:, None] + shrink * dev
         info.update(_factor_info(a, b, e, var_a, var_b, var_e, var_dev, mb_group))
+        decomposition = {
+            "a": a,
+            "b": b,
+            "e": e,
+            "dof_scale": dof / r.size,
+            "counts": counts,
+            "centring": centring,
+        }
         if a.size >= 8 and np.ptp(a) > 0:
             step_fit = fit_latency(a - a.mean(), families=_LOG_FAMILIES, rng=rng)
         if var_b > 0 and info["microbatch_factor"]["significant"]:
             mb_fit = fit_latency(b.ravel(), families=_LOG_FAMILIES, rng=rng)
             b_shrink = float(np.sqrt(var_b / max(b.var(), 1e-300)))
-            resid[:, mb_cols] = e
+            # the raw residuals are shrunk by the effects fitted to them; rescale them so
+            # that their variance is the unbiased noise variance
+            resid[:, mb_cols] = e * np.sqrt(r.size / dof)
         else:
-            resid[:, mb_cols] = r1
+            resid[:, mb_cols] = r1 * np.sqrt(r.size / dof_level)
+    other = np.flatnonzero(~is_mb)
+    if other.size and rows.size > 1:
+        # single-rank ops not per microbatch: each op's base is its own median over the fit
+        # steps, which takes one degree of freedom per op
+        resid[:, other] *= np.sqrt(rows.size / (rows.size - 1))
     residual = {}
     for name in sorted(set(names)):
         cols = np.flatnonzero(names == name)
         x = resid[:, cols].ravel()
         residual[name] = fit_latency(x - np.median(x), families=_LOG_FAMILIES, rng=rng)
         log_base[cols] += np.median(x)
+    info["lone_communication_ops"] = int(np.sum(lone_comm))
     comm_typical = np.median(dur[:, comm_units], axis=0) if comm_units.size else np.zeros(0)
     comm_sig = [s.unit_signature(u) for u in comm_units]
     comm_ratio = {}
@@ -306,11 +383,18 @@ def fit_trace_model(
         comm_durations=dur[:, comm_units],
         comm_sampling=comm_sampling,
         info=info,
+        decomposition=decomposition,
     )
 
 
 def _op_bases(s, first, names, is_mb, logd):
-    """Typical log durations: per (rank, name) median plus a pooled position offset."""
+    """Typical log durations: per (rank, name) median plus a pooled position offset.
+
+    Returns the bases, the residuals, an (empty) info dict and the number of free base
+    parameters of the per-microbatch ops (rank-name levels plus positions, less one per
+    connected (name, stage) block, where the two overlap), for the residuals' degrees of
+    freedom.
+    """
     base = np.median(logd, axis=0)
     resid = logd - base
     ranks, stages, seqs = s.ranks[first], s.stage[first], np.array([s.keys[i][2] for i in first])
@@ -327,7 +411,30 @@ def _op_bases(s, first, names, is_mb, logd):
         offset = np.median(logd[:, cols] - base[cols])
         base[cols] += offset
     resid = logd - base
-    return base, resid, {}
+    mb = np.flatnonzero(is_mb)
+    rn_id = {k: i for i, k in enumerate(rank_name)}
+    pos_id = {k: i for i, k in enumerate(pos)}
+    rn_of = [rn_id[(ranks[j], names[j])] for j in mb]
+    pos_of = [pos_id[(names[j], stages[j], seqs[j])] for j in mb]
+    p_base = len(rank_name) + len(pos) - _components(rn_of, pos_of)
+    return base, resid, {}, p_base
+
+
+def _components(a, b) -> int:
+    """Connected components of the bipartite graph with an edge (a[i], b[i]) per i.
+
+    Two sets of indicator effects fitted together have (levels of a) + (levels of b) -
+    (components) free parameters.
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    a, b = np.asarray(a, dtype=int), np.asarray(b, dtype=int)
+    if a.size == 0:
+        return 0
+    na, nb = int(a.max()) + 1, int(b.max()) + 1
+    graph = coo_matrix((np.ones(a.size), (a, na + b)), shape=(na + nb, na + nb))
+    return int(connected_components(graph, directed=False)[0])
 
 
 def _factor_info(a, b, e, var_a, var_b, var_e, var_dev, mb_group):
