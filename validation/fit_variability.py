@@ -571,7 +571,10 @@ def decompose(case: Case, defaults: Mapping[str, Any] | None) -> dict[str, float
     p50, _, core = _predict(job)
     out = {"total": 100 * (p50 / core - 1)}
     for name, off in TERMS.items():
-        q = float(predict_job(merge_config(job, off, check_layout=False))[0].quantile(0.5))
+        try:
+            q = float(predict_job(merge_config(job, off, check_layout=False))[0].quantile(0.5))
+        except ZeroDivisionError:  # an engine failure on near-deterministic ops: shown as nan
+            q = math.nan
         out[name] = 100 * (p50 - q) / core
     return out
 
