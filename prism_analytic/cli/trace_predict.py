@@ -32,6 +32,7 @@ def _cmd(args: argparse.Namespace) -> int:
         analytic=args.analytic,
         layout=layout,
         replay_threshold=args.replay_threshold,
+        library=not args.no_library,
     )
     if args.json:
         for line in result.problems:  # the JSON says validated: false; say why where it shows
@@ -136,6 +137,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=0.03,
         help="largest relative error of the fit steps replayed through the recovered "
         "structure before the prediction is labelled not validated (default 0.03)",
+    )
+    p.add_argument(
+        "--no-library",
+        action="store_true",
+        help="skip the latency library (a law fitted per op signature; the slowest part on "
+        "small traces)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--plot", metavar="FILE", help="save predicted vs measured CDFs")

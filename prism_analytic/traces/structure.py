@@ -18,6 +18,7 @@ with measured values and must give back the measured step times (a test checks i
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -222,6 +223,11 @@ def _bundles(ranks, start, end, diag):
     return bundle_of
 
 
+#: How many ops back (in the rank's typical order) a predecessor is looked for: an op that
+#: ended after this many later ops started would be a long asynchronous op.
+_PRED_WINDOW = 64
+
+
 def _rank_predecessors(ranks, start, end):
     """In-rank predecessor: the op that ended last before this one started (mode over steps)."""
     from scipy.stats import mode
@@ -230,15 +236,19 @@ def _rank_predecessors(ranks, start, end):
     pred = np.full(n, -1)
     for r in np.unique(ranks):
         idx = np.flatnonzero(ranks == r)
-        s, e = start[:, idx], end[:, idx]
         # only ops that typically start earlier can be predecessors: an order that flips
         # between steps (kernels on several streams) must not make a cycle
-        rank_order = np.argsort(np.argsort(np.nanmedian(s, axis=0), kind="stable"), kind="stable")
-        earlier = rank_order[None, :] < rank_order[:, None]  # [j, i]: i may precede j
-        ok = (e[:, None, :] <= s[:, :, None] + _EPS) & earlier[None, :, :]
-        cand = np.where(ok, e[:, None, :], -np.inf)
-        best = np.argmax(cand, axis=2)
-        best = np.where(np.isfinite(cand.max(axis=2)), best, -1)
+        pos = np.argsort(np.nanmedian(start[:, idx], axis=0), kind="stable")
+        idx = idx[pos]
+        s, e = start[:, idx], end[:, idx]
+        best = np.full(s.shape, -1)
+        best_end = np.full(s.shape, -np.inf)
+        for d in range(1, min(_PRED_WINDOW, idx.size - 1) + 1):
+            cand = np.full(s.shape, np.nan)
+            cand[:, d:] = e[:, :-d]
+            ok = (cand <= s + _EPS) & (cand > best_end)
+            best = np.where(ok, np.arange(idx.size)[None, :] - d, best)
+            best_end = np.where(ok, cand, best_end)
         votes = mode(best, axis=0, keepdims=False).mode
         pred[idx] = np.where(votes >= 0, idx[np.clip(votes, 0, None)], -1)
     return pred
@@ -381,9 +391,12 @@ def unit_values(structure: StepStructure):
     k = s.shape[0]
     u_end = np.empty((k, structure.n_units))
     u_start = np.empty((k, structure.n_units))
-    for u, members in enumerate(structure.units):
-        u_end[:, u] = np.nanmax(e[:, members], axis=1)
-        u_start[:, u] = np.nanmax(s[:, members], axis=1)
+    with warnings.catch_warnings():
+        # a unit none of whose ops a step recorded is NaN there, and counted as such below
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for u, members in enumerate(structure.units):
+            u_end[:, u] = np.nanmax(e[:, members], axis=1)
+            u_start[:, u] = np.nanmax(s[:, members], axis=1)
     pred_end = np.zeros_like(s)
     has = structure.pred >= 0
     pred_end[:, has] = u_end[:, structure.unit_of[structure.pred[has]]]

@@ -175,7 +175,9 @@ def _refine(idx, s, e, tol):
     parts = [p for p in _consensus(idx, e, tol) if p.size >= 2]
     out = []
     for p in parts:
-        finer = tol / 10.0
+        # no scale above the members' largest end spread can split them
+        spread = float(np.nanmax(np.nanmax(e[:, p], axis=1) - np.nanmin(e[:, p], axis=1)))
+        finer = min(tol / 10.0, spread)
         split = None
         while finer >= _FINEST:
             sub = _consensus(p, e, finer)
@@ -227,16 +229,34 @@ def _consensus(idx, e, tol):
     labels = np.empty_like(labels_sorted)
     np.put_along_axis(labels, order, labels_sorted, axis=1)
     labels = np.where(np.isnan(x), -1 - np.arange(m)[None, :], labels)
-    same = np.zeros((m, m))
-    for k in range(n_steps):
-        lab = labels[k]
-        same += lab[:, None] == lab[None, :]
-    agree = same >= AGREE * n_steps
-    np.fill_diagonal(agree, False)
-    rows, cols = np.nonzero(agree)
-    graph = coo_matrix((np.ones(rows.size), (rows, cols)), shape=(m, m))
+    same_partition = _same_partition(labels)
+    if same_partition is not None:  # every step clusters alike: that is the consensus
+        return [idx[same_partition == c] for c in np.unique(same_partition)]
+    # co-membership counts over steps: (keys x clusters of all steps) indicator, times itself
+    cluster = (labels - labels.min(axis=1, keepdims=True)) + (
+        np.arange(n_steps)[:, None] * (2 * m + 2)
+    )
+    ind = coo_matrix(
+        (np.ones(n_steps * m), (np.tile(np.arange(m), n_steps), cluster.ravel())),
+        shape=(m, n_steps * (2 * m + 2)),
+    ).tocsr()
+    same = (ind @ ind.T).tocoo()
+    keep = (same.data >= AGREE * n_steps) & (same.row != same.col)
+    graph = coo_matrix((np.ones(keep.sum()), (same.row[keep], same.col[keep])), shape=(m, m))
     n_comp, comp = connected_components(graph, directed=False)
     return [idx[comp == c] for c in range(n_comp)]
+
+
+def _same_partition(labels):
+    """The common partition (labels of the first step) when every step's is the same."""
+    first = labels[0]
+    _, inv0 = np.unique(first, return_inverse=True)
+    n0 = inv0.max() + 1
+    for lab in labels[1:]:
+        _, inv = np.unique(lab, return_inverse=True)
+        if inv.max() + 1 != n0 or np.unique(inv0 * n0 + inv).size != n0:
+            return None
+    return inv0
 
 
 def _waited(s, e) -> bool:
