@@ -12,6 +12,7 @@ p90/p50 there: the test can fail.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -167,3 +168,33 @@ def test_stall_size_is_reported_relative_to_the_step(sizes):
     assert rel.written != size_s.written  # exactly one of the two forms is in the overlay
     hiccups = fit.overlay()["variability"]["hiccups"]
     assert set(hiccups) >= {"probability"} and ("size_rel" in hiccups) == rel.written
+
+
+# --------------------------------------------------------------------------------------
+# The public MLPerf logs (slow: a calibration and two predictions per size)
+# --------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_mlperf_calibration_never_worse_than_ratio_scaling(shared_data, monkeypatch):
+    """Calibrated at each system's smallest size: the median no worse than ratio scaling.
+
+    The 3% / 0.01 targets are measured, not asserted here: where the uncalibrated model
+    misses a size (8B from 8 to 72 GPUs) or a slow mode appears only at the larger sizes
+    (Carina at 2,496 GPUs), the calibration at the smallest size cannot know it
+    (``validation/results/calibration_transfer.md``). What the overlay must do is carry its
+    fit at least as well as the one number of ratio scaling.
+    """
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "validation"))
+    import calibration_transfer as study
+
+    monkeypatch.setattr(study, "DATA", shared_data)
+    systems = study.multi_size_systems()
+    assert systems, "no multi-size system found in the shared data"
+    for name, sizes in systems.items():
+        table = study.system_table(sizes)
+        ref, *others = table["rows"]
+        assert abs(ref["median_error"]) < 1e-3, name  # the fit itself
+        for row in others:
+            worse = abs(row["median_error"]) - abs(row["ratio_median_error"])
+            assert worse <= 0.005, f"{name} at {row['gpus']} GPUs: {worse:+.2%}"
