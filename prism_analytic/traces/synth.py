@@ -219,7 +219,8 @@ def write_trace(
         Output folder (created).
     name : str, optional
         File stem: ``trace-<name>.<fmt>``, ``meta-<name>.yaml``, ``result-<name>.json``
-        (``step_t_base``: step time by step id). Default: the job's name.
+        (``step_t_base``: step time by step id), ``truth-<name>.json`` (:attr:`SynthTrace.truth`).
+        Default: the job's name.
     fmt : {"parquet", "csv"}
         Table format.
     kineto : bool
@@ -247,7 +248,11 @@ def write_trace(
     result = folder / f"result-{name}.json"
     steps = {str(i): float(t) for i, t in enumerate(trace.step_times)}
     result.write_text(json.dumps({"job_meta": trace.meta, "step_t_base": steps}, indent=1))
-    written = [table, meta, result]
+    truth = folder / f"truth-{name}.json"
+    known = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in trace.truth.items()}
+    known["slow_ranks"] = {str(r): f for r, f in known["slow_ranks"].items()}
+    truth.write_text(json.dumps(known, indent=1))
+    written = [table, meta, result, truth]
     if kineto:
         from prism_analytic.traces.synth_kineto import write_kineto
 

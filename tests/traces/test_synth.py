@@ -111,6 +111,7 @@ def test_written_table_reads_back_with_meta_and_result(tmp_path):
             f"trace-small.{fmt}",
             "meta-small.yaml",
             "result-small.json",
+            "truth-small.json",
         ]
         table = read_op_table(paths[0])
         assert len(table.frame) == len(trace.frame)
@@ -134,6 +135,9 @@ def test_written_table_reads_back_with_meta_and_result(tmp_path):
 
     result = json.loads((tmp_path / "csv" / "result-small.json").read_text())
     np.testing.assert_allclose(list(result["step_t_base"].values()), trace.step_times)
+    truth = json.loads((tmp_path / "csv" / "truth-small.json").read_text())
+    assert truth["laws"]["forward-compute"] == trace.truth["laws"]["forward-compute"]
+    assert len(truth["step_factors"]) == 4
 
 
 def _deterministic(**layout):
