@@ -504,3 +504,33 @@ def test_random_small_layouts_run_and_keep_their_invariants(seed):
     span = (f["start_ts"] + f["duration"]).groupby(f["step"]).max()
     span -= f.groupby("step")["start_ts"].min()
     np.testing.assert_allclose(span.to_numpy(), trace.step_times, atol=1e-12)
+
+
+@pytest.mark.parametrize("schedule,pp,m,vpp", [("1f1b", 3, 5, 1), ("interleaved", 2, 4, 2)])
+def test_compute_respects_the_schedule_dag(schedule, pp, m, vpp):
+    # independent reference: schedules.pipeline_dag. Every compute op starts after its
+    # predecessors end, so the compute span is at least the DAG's longest path over the
+    # recorded durations (blocking rendezvous may only add waits)
+    laws = {
+        "forward-compute": {"mean": 0.01, "cv": 0.3},
+        "backward-compute": {"mean": 0.02, "cv": 0.3},
+    }
+    job = SynthJob(pp=pp, microbatches=m, schedule=schedule, vpp=vpp, laws=laws, gap=Law(0.0))
+    trace = simulate(job, steps=10, seed=2)
+    f = trace.frame[trace.frame.optype.isin(["forward-compute", "backward-compute"])]
+    phase = np.where(f.optype == "forward-compute", "F", "B")
+    cols = (f.stage, f.mb_id, f.mc, f.step, f.start_ts, f.duration)
+    op = {(p, int(s), int(b), int(c), int(t)): (a, d) for p, s, b, c, t, a, d in zip(phase, *cols)}
+    g = pipeline_dag(pp, m, schedule, vpp)
+    order = list(nx.topological_sort(g))
+    for step in range(10):
+        for q, n in g.edges:
+            (s_q, d_q), (s_n, _) = op[(*q, step)], op[(*n, step)]
+            assert s_n >= s_q + d_q - 1e-12, (step, q, n)
+        finish = {}
+        for n in order:
+            ready = max((finish[q] for q in g.predecessors(n)), default=0.0)
+            finish[n] = ready + op[(*n, step)][1]
+        starts, durs = zip(*(op[(*n, step)] for n in order), strict=True)
+        span = max(np.add(starts, durs)) - min(starts)
+        assert span >= max(finish.values()) - 1e-12
