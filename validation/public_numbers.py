@@ -1,7 +1,8 @@
 """Check the mean model and the uncalibrated stochastic model against published numbers.
 
-The shipped GEMM efficiencies are public measurements, not fits (per precision:
-``workload/config/sections.py``, NVIDIA Transformer Engine's GEMM benchmark). Two checks:
+The shipped GEMM efficiencies are fitted on public MLPerf step logs by
+``validation/fit_defaults.py`` (per precision, sources in ``workload/config/sections.py``);
+the Llama 3 numbers below are not in that fit. Two checks:
 
 * ``--stochastic``: the *uncalibrated stochastic* model at the shipped defaults: the mean
   step's MFU of Llama 3 405B at 16,384 and 8,192 H100s (published 41% and 43%) and the
