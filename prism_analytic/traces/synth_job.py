@@ -16,6 +16,7 @@ Examples
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -87,10 +88,11 @@ class Law:
             raise ValueError(f"law family must be one of {FAMILIES}, got {self.family!r}")
         for name in ("mean", "cv"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise ValueError(f"law {name} must be a number, got {value!r}")
             if not math.isfinite(value) or value < 0:
                 raise ValueError(f"law {name} must be finite and >= 0, got {value!r}")
+            object.__setattr__(self, name, float(value))
         if self.family == "const" and self.cv != 0:
             raise ValueError(f"law family 'const' needs cv = 0, got cv={self.cv!r}")
 
@@ -125,7 +127,7 @@ class Law:
         """A law from a Law, a number (deterministic) or a mapping ``{mean, cv, family}``."""
         if isinstance(value, Law):
             return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
             return cls(float(value), 0.0, "const")
         if isinstance(value, dict):
             unknown = set(value) - {"mean", "cv", "family"}
@@ -336,7 +338,7 @@ class SynthJob:
                 raise ValueError(f"SynthJob.slow_ranks: rank {rank} outside [0, {self.world_size})")
             if (
                 isinstance(factor, bool)
-                or not isinstance(factor, (int, float))
+                or not isinstance(factor, numbers.Real)
                 or not (math.isfinite(factor) and factor > 0)
             ):
                 raise ValueError(
