@@ -1,9 +1,13 @@
 """``prism optimize``: the best parallel layout of a job under variability.
 
-``prism optimize --preset llama3-405b --gpus 16384 --objective p95`` evaluates every candidate
-layout (tp, pp, vpp, cp, recompute, sharding, micro-batch size; the global batch held fixed)
-that is valid and fits the per-GPU memory estimate, and reports the best by the mean and the
-best by the objective side by side with what each loses on the other's objective.
+``prism optimize --preset llama3-405b --gpus 16384 --objective p95`` searches the candidate
+layouts (tp, pp, vpp, cp, ep, recompute, sharding, micro-batch size, rank order, global batch,
+hardware) that are valid and fit the per-GPU memory estimate. For a quantile objective the
+default ``--search bnb`` is branch and bound on guaranteed bounds: it reports the winner, the
+layouts the bounds cannot separate from it (the tie set) and, for every other layout, the bound
+that eliminated it (``--json``). ``--search sweep`` (the only search for ``mean`` and
+``runtime``, which have no guaranteed bounds) evaluates every layout with the full engine and
+reports the best by the mean and the best by the objective side by side.
 """
 
 from __future__ import annotations
@@ -47,6 +51,22 @@ def _plot(result, target) -> None:
     save_figure(fig, target)
 
 
+def _search_mode(args: argparse.Namespace) -> str:
+    """``--search``, defaulted and checked against the objective."""
+    from ..sweep.guaranteed import has_guaranteed_bounds
+
+    bounded = has_guaranteed_bounds(args.objective)
+    mode = args.search or ("bnb" if bounded else "sweep")
+    if mode != "sweep" and not bounded:
+        raise ValueError(
+            f"--search {mode}: --objective {args.objective} has no guaranteed bounds to prune"
+            " on (quantiles only: p50, p90, p95, p99, p999); use --search sweep"
+        )
+    if mode != "sweep" and args.plot:
+        raise ValueError("--plot: only with --search sweep (it plots every layout's values)")
+    return mode
+
+
 def _cmd_optimize(args: argparse.Namespace) -> int:
     from ..sweep.executor import open_executor
     from ..sweep.layouts import LayoutSpace
@@ -55,7 +75,17 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 
     plot = check_plot_path(args.plot)
     objective_column(args.objective)
-    settings = settings_from_args(args, global_batch=args.global_batch)
+    mode = _search_mode(args)
+    if args.rank_order:
+        from ..workload.config.sections import RANK_ORDERS
+
+        bad = [o for o in args.rank_order if o not in RANK_ORDERS]
+        if bad:
+            raise ValueError(f"--rank-order: {bad[0]!r}; allowed: {', '.join(RANK_ORDERS)}")
+    # one global batch or hardware is a setting (as before); several are a search axis
+    batches = args.global_batch or []
+    hardware = args.hardware or []
+    settings = settings_from_args(args, global_batch=batches[0] if len(batches) == 1 else None)
     out = check_out_path(check_output(args.out)) if args.out else None
     space = LayoutSpace(
         tp=tuple(args.tp) if args.tp else None,
@@ -65,10 +95,17 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         recompute=tuple(args.recompute),
         sharding=tuple(args.sharding) if args.sharding else None,
         micro_batch_size=tuple(args.mbs),
+        ep=tuple(args.ep) if args.ep else None,
+        rank_order=tuple(args.rank_order) if args.rank_order else None,
+        global_batch=tuple(batches) if len(batches) > 1 else None,
+        hardware=tuple(hardware) if len(hardware) > 1 else None,
     )
+    one_hw = hardware[0] if len(hardware) == 1 else None
     base = read_base(args.config)
     if args.objective == "runtime" and args.steps is None:
         raise ValueError("--objective runtime needs --steps M (and --probability p)")
+    if mode != "sweep":
+        return _run_search(args, mode, space, settings, one_hw, base, out)
     with open_executor(args.scheduler, args.workers) as executor:
         result = optimize(
             args.preset,
@@ -76,7 +113,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
             args.objective,
             space,
             settings=settings,
-            hardware=args.hardware,
+            hardware=one_hw,
             base=base,
             out=out,
             executor=executor,
@@ -97,6 +134,36 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_search(args, mode, space, settings, hardware, base, out) -> int:
+    """``--search bnb`` / ``exhaustive``: the search with proofs, printed or as JSON."""
+    from ..sweep.executor import open_executor
+    from ..sweep.optimize import search
+
+    with open_executor(args.scheduler, args.workers) as executor:
+        result = search(
+            args.preset,
+            args.gpus,
+            args.objective,
+            space,
+            mode=mode,
+            settings=settings,
+            hardware=hardware,
+            base=base,
+            out=out,
+            executor=executor,
+            progress=progress_printer("optimize", "tasks"),
+        )
+    if args.json:
+        payload = {"preset": args.preset, "gpus": args.gpus, **result.to_dict()}
+        payload["out"] = str(out) if out else None
+        print(json.dumps(jsonable(payload), indent=2))
+        return 0
+    print(result.summary(top=args.top))
+    if out is not None:
+        print(f"every candidate written to {out}")
+    return 0
+
+
 def _choices(allowed: tuple[str, ...]):
     def parse(text: str) -> list[str]:
         values = _names(text)
@@ -110,17 +177,25 @@ def _choices(allowed: tuple[str, ...]):
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``prism optimize`` to the command's subparsers."""
-    from ..sweep.optimize import OBJECTIVES
+    from ..sweep.optimize import OBJECTIVES, SEARCHES
 
     p = subparsers.add_parser(
         "optimize",
+        # the table of commands in cli/__init__.py repeats this line (startup without imports)
         help="best layout by mean vs by p95 (or a run-time guarantee) over valid layouts",
-        description="Evaluate the valid, memory-feasible layouts of a model on N GPUs (global"
-        " batch fixed) and report the best by mean and the best by the objective side by side.",
+        description="Search the valid, memory-feasible layouts of a model on N GPUs: for a"
+        " quantile objective by branch and bound on guaranteed bounds (the winner, its tie set"
+        " and the bound that eliminated every other layout); with --search sweep, every"
+        " layout's full-engine law, best by mean and by the objective side by side.",
     )
     p.add_argument("--preset", required=True, metavar="NAME", help="model preset")
     p.add_argument("--gpus", required=True, type=positive_int, metavar="N", help="GPU count")
-    p.add_argument("--hardware", metavar="NAME", help="hardware preset (default: the model's)")
+    p.add_argument(
+        "--hardware",
+        type=_names,
+        metavar="NAMES",
+        help="hardware preset, or a comma-separated list to search over (default: the model's)",
+    )
     p.add_argument(
         "--objective",
         choices=tuple(OBJECTIVES),
@@ -143,11 +218,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="sharding candidates (default: the preset's)",
     )
     p.add_argument("--mbs", type=int_list, default=[1], help="micro-batch sizes (default 1)")
+    p.add_argument("--ep", type=int_list, help="expert-parallel sizes (default: the preset's)")
+    p.add_argument(
+        "--rank-order",
+        type=_names,
+        metavar="ORDERS",
+        help="rank orders (default: the preset's; tp-cp-dp-pp, tp-cp-pp-dp)",
+    )
     p.add_argument(
         "--global-batch",
-        type=positive_int,
+        type=int_list,
         metavar="SEQ",
-        help="global batch in sequences (default: the preset's at this GPU count)",
+        help="global batch in sequences, or a list to search over (default: the preset's at"
+        " this GPU count)",
+    )
+    p.add_argument(
+        "--search",
+        choices=SEARCHES + ("sweep",),
+        help="bnb: branch and bound on guaranteed bounds (default for quantile objectives);"
+        " exhaustive: every bound and the full engine on every layout, the same rule; sweep:"
+        " the full engine on every layout, best by mean and by the objective side by side"
+        " (default, and the only search, for mean and runtime)",
     )
     p.add_argument("--config", metavar="FILE", help="TOML overrides under every layout")
     p.add_argument("--out", metavar="FILE", help="write every candidate to a table (resumable)")

@@ -26,6 +26,7 @@ __all__ = [
     "LAYOUT_COLUMNS",
     "row_columns",
     "int_columns",
+    "screen_point",
 ]
 
 #: Layout columns (resolved from the built job; empty for invalid layouts).
@@ -226,11 +227,21 @@ def _one_blas_thread() -> Any:
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _evaluate(point: SweepPoint, settings: EvalSettings) -> dict[str, Any]:
+def screen_point(point: SweepPoint, settings: EvalSettings) -> tuple[dict[str, Any], Any]:
+    """The cheap part of :func:`evaluate_point`: build the job, check it and its memory.
+
+    Returns
+    -------
+    row : dict
+        The row so far (layout, memory); ``status`` is ``"ok"`` when the layout is valid and
+        (with ``skip_infeasible``) fits, else ``"invalid"``, ``"infeasible"`` or ``"error"``
+        with the reason in ``error``.
+    job : JobConfig or None
+        The job when ``status`` is ``"ok"`` (None otherwise).
+    """
     from ..workload.builder import layout_dict
     from ..workload.config import ConfigError
     from ..workload.jobs import load_config
-    from ..workload.prediction import predict_job as run_prediction
     from .memory import memory_estimate
 
     start = time.perf_counter()
@@ -257,7 +268,7 @@ def _evaluate(point: SweepPoint, settings: EvalSettings) -> dict[str, Any]:
         except ConfigError as exc:
             row.update(status="invalid", error=str(exc))
             row["compute_time_s"] = time.perf_counter() - start
-            return row
+            return row, None
     row["warnings"] = "; ".join(sorted({str(w.message) for w in caught})) or None
     layout = layout_dict(job)
     row["hardware"] = job.hardware.name
@@ -274,7 +285,7 @@ def _evaluate(point: SweepPoint, settings: EvalSettings) -> dict[str, Any]:
         if settings.skip_infeasible:
             row.update(status="error", error=str(exc))
             row["compute_time_s"] = time.perf_counter() - start
-            return row
+            return row, None
     if settings.skip_infeasible and mem is not None and not mem.fits:
         row.update(
             status="infeasible",
@@ -283,6 +294,17 @@ def _evaluate(point: SweepPoint, settings: EvalSettings) -> dict[str, Any]:
             f" {(mem.weights + mem.grads + mem.optimizer) / 1e9:.1f} GB)",
         )
         row["compute_time_s"] = time.perf_counter() - start
+        return row, None
+    row["compute_time_s"] = time.perf_counter() - start
+    return row, job
+
+
+def _evaluate(point: SweepPoint, settings: EvalSettings) -> dict[str, Any]:
+    from ..workload.prediction import predict_job as run_prediction
+
+    start = time.perf_counter()
+    row, job = screen_point(point, settings)
+    if job is None:
         return row
     try:
         with warnings.catch_warnings():

@@ -1,5 +1,10 @@
 """The best layout under variability: search the valid, memory-feasible layouts of a job.
 
+:func:`search` is the default: branch and bound on guaranteed bounds
+(:mod:`~prism_analytic.sweep.bounds_search`), which evaluates the full engine only on the
+candidates the bounds cannot eliminate and states, for every other one, the bound that
+eliminated it. :func:`optimize` is the exhaustive evaluation described below.
+
 Deterministic planners pick the layout with the smallest mean step. :func:`optimize` evaluates
 every candidate layout's step-time *distribution* (the sweep machinery, on any executor) and
 reports the best by the mean and the best by the chosen objective (a quantile such as p95, or
@@ -21,7 +26,10 @@ from .layouts import LayoutSpace, layout_spec
 from .runner import run_sweep
 from .spec import SweepError
 
-__all__ = ["OBJECTIVES", "OptimizeResult", "optimize", "objective_column"]
+__all__ = ["OBJECTIVES", "OptimizeResult", "optimize", "objective_column", "search", "SEARCHES"]
+
+#: Search modes of :func:`search`.
+SEARCHES = ("bnb", "exhaustive")
 
 #: Objectives and the table column each minimises.
 OBJECTIVES = {
@@ -280,3 +288,70 @@ def optimize(
         settings=settings,
         lost=outcome.lost,
     )
+
+
+def search(
+    preset: str,
+    gpus: int,
+    objective: str = "p95",
+    space: LayoutSpace | None = None,
+    *,
+    mode: str = "bnb",
+    settings: EvalSettings | None = None,
+    hardware: str | None = None,
+    base: dict[str, Any] | None = None,
+    out: str | Path | None = None,
+    executor: Executor | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Any:
+    """The best layout by a quantile objective, with a proof for every eliminated layout.
+
+    Parameters
+    ----------
+    preset, gpus, space, settings, hardware, base, executor, progress
+        As for :func:`optimize`.
+    objective : {"p50", "p90", "p95", "p99", "p999"}
+        Objectives with guaranteed bounds (the mean and the run time have none: use
+        :func:`optimize`).
+    mode : {"bnb", "exhaustive"}
+        ``bnb``: branch and bound; ``exhaustive``: every bound and the full engine on every
+        candidate, the same rule (the reference the pruned search agrees with).
+    out : path, optional
+        Table of every candidate (CSV or Parquet: status, reason, bounds, proof, full-engine
+        values). Finished bounds and full-engine rows are journalled next to it
+        (``OUT.bounds.jsonl``) and read back by a rerun with the same ``out``.
+
+    Returns
+    -------
+    SearchResult
+    """
+    from .bounds_search import branch_and_bound, candidate_table, exhaustive_search
+    from .table import check_output
+
+    objective_column(objective)
+    if mode not in SEARCHES:
+        raise SweepError(f"--search: {mode!r}; allowed: {', '.join(SEARCHES)}")
+    path = check_output(out) if out is not None else None
+    spec, counts = layout_spec(preset, gpus, space, hardware=hardware, base=base)
+    if mode == "bnb":
+        journal = None if path is None else path.with_name(path.name + ".bounds.jsonl")
+        result = branch_and_bound(
+            spec,
+            counts,
+            objective,
+            settings=settings,
+            executor=executor,
+            progress=progress,
+            journal=journal,
+        )
+    else:
+        result = exhaustive_search(
+            spec, counts, objective, settings=settings, executor=executor, progress=progress
+        )
+    if path is not None:
+        table = candidate_table(result)
+        if path.suffix.lower() == ".csv":
+            table.to_csv(path, index=False)
+        else:
+            table.to_parquet(path, index=False)
+    return result

@@ -102,6 +102,8 @@ def test_cli_optimize_json(tmp_path, capsys):
         "1",
         "--workers",
         "1",
+        "--search",
+        "sweep",
         "--json",
         "--out",
         str(tmp_path / "o.csv"),
