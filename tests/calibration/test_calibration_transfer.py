@@ -170,6 +170,25 @@ def test_stall_size_is_reported_relative_to_the_step(sizes):
     assert set(hiccups) >= {"probability"} and ("size_rel" in hiccups) == rel.written
 
 
+def test_overlay_writes_the_relative_stall_where_the_config_has_it(sizes, monkeypatch):
+    """With ``variability.hiccups.size_rel`` in the config: it is written, the seconds 0."""
+    from prism_analytic.calibration import fit as fit_module
+    from prism_analytic.calibration.result import CalibrationResult, FittedParameter
+
+    out, _, _ = sizes
+    job = out[16][1]
+    size = FittedParameter("variability.hiccups.size_s", 0.05, (0.04, 0.06), True, "test")
+    for supported in (True, False):
+        monkeypatch.setattr(fit_module, "hiccup_size_rel_supported", lambda s=supported: s)
+        params = fit_module._stall_relative([size], job)
+        overlay = CalibrationResult("j", {}, params, {}, {}).overlay()["variability"]["hiccups"]
+        core = step_time(job).step_s
+        if supported:
+            assert overlay == {"size_rel": pytest.approx(0.05 / core), "size_s": 0.0}
+        else:
+            assert overlay == {"size_s": 0.05}
+
+
 # --------------------------------------------------------------------------------------
 # The public MLPerf logs (slow: a calibration and two predictions per size)
 # --------------------------------------------------------------------------------------
