@@ -241,20 +241,6 @@ class TailPool:
         """Number of draws in the pool."""
         return int(self.values.size)
 
-    def quantile_of_max(self, count: int, v: np.ndarray) -> np.ndarray:
-        """The max of ``count`` copies at survival level ``v`` (an array in (0, 1])."""
-        with np.errstate(divide="ignore"):
-            t = -np.expm1(np.log1p(-np.minimum(v, 1.0)) / count)
-        idx = np.searchsorted(-self.surv, -t, side="left")
-        return self.values[np.minimum(idx, self.size - 1)]
-
-    def max_tail(self, count: int, u: np.ndarray) -> np.ndarray:
-        """The max of ``count`` copies at CDF level ``u`` (plain sampling: U ~ uniform)."""
-        with np.errstate(divide="ignore"):
-            t = -np.expm1(np.log(u) / count)
-        idx = np.searchsorted(-self.surv, -t, side="left")
-        return self.values[np.minimum(idx, self.size - 1)]
-
     def ks_error(self, count: int) -> float:
         """Estimated KS distance between the sampled and the true law of the max of ``count``."""
         delta = Z_BAND * self.se + self.gap

@@ -70,16 +70,6 @@ class PairedKs:
     outcome: str
     resamples: int
 
-    def as_dict(self) -> dict[str, float | str | int]:
-        """The fields as a JSON-ready dict."""
-        return {
-            "diff": self.diff,
-            "low": self.low,
-            "high": self.high,
-            "outcome": self.outcome,
-            "resamples": self.resamples,
-        }
-
 
 def _ks(cdf_at: np.ndarray, cum: np.ndarray, counts: np.ndarray, n: int) -> np.ndarray:
     """KS distance of the CDF values at the sorted points against the resamples' ECDFs.
