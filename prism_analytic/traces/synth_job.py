@@ -54,6 +54,7 @@ COMM_OPTYPES = (
     "sp-all-to-all",
     "ep-dispatch-all-to-all",
     "ep-combine-all-to-all",
+    "embedding-grads-all-reduce",
     "grads-reduce-scatter",
     "params-all-gather",
 )
@@ -160,6 +161,7 @@ DEFAULT_LAWS: dict[str, Law] = {
     "sp-all-to-all": Law(4e-4, 0.1),
     "ep-dispatch-all-to-all": Law(8e-4, 0.15),
     "ep-combine-all-to-all": Law(8e-4, 0.15),
+    "embedding-grads-all-reduce": Law(0.002, 0.1, "gamma"),
     "grads-reduce-scatter": Law(0.006, 0.05, "gamma"),
     "params-all-gather": Law(0.004, 0.05, "gamma"),
 }
@@ -200,6 +202,10 @@ class SynthJob:
     sequence_parallel : bool
         Megatron sequence parallelism: ``tp-all-gather`` before and ``tp-reduce-scatter`` after
         each layer's compute instead of one ``tp-all-reduce``.
+    tied_embeddings : bool
+        Input and output embeddings shared: an ``embedding-grads-all-reduce`` between the
+        first and the last stage (same tp, cp/sp, dp indices) before the gradient
+        reduce-scatter, when ``pp > 1``.
     laws : dict
         Op laws by optype (:class:`Law`, a number, or ``{mean, cv, family}``), merged over
         :data:`DEFAULT_LAWS`. Compute laws are per op; communication laws are the transfer
@@ -230,6 +236,7 @@ class SynthJob:
     microbatches: int = 4
     layers: int = 1
     sequence_parallel: bool = False
+    tied_embeddings: bool = False
     laws: dict = field(default_factory=dict)
     gap: Law = Law(2e-5, 0.5)
     slow_ranks: dict = field(default_factory=dict)
@@ -264,10 +271,9 @@ class SynthJob:
             raise ValueError(
                 f"SynthJob: world size dp*pp*tp*cp*sp = {self.world_size} exceeds {MAX_RANKS}"
             )
-        if not isinstance(self.sequence_parallel, bool):
-            raise ValueError(
-                f"SynthJob.sequence_parallel must be true or false, got {self.sequence_parallel!r}"
-            )
+        for f in ("sequence_parallel", "tied_embeddings"):
+            if not isinstance(getattr(self, f), bool):
+                raise ValueError(f"SynthJob.{f} must be true or false, got {getattr(self, f)!r}")
         if not isinstance(self.laws, dict):
             raise ValueError(f"SynthJob.laws must be a table by optype, got {self.laws!r}")
         recv = sorted(k for k in self.laws if k in ("forward-recv", "backward-recv"))
@@ -418,7 +424,7 @@ def parse_layout(text: str) -> dict:
     >>> parse_layout("dp=4,pp=2,schedule=interleaved,vpp=2")
     {'dp': 4, 'pp': 2, 'schedule': 'interleaved', 'vpp': 2}
     """
-    allowed = (*_LAYOUT_INTS, "schedule", "sequence_parallel", "name")
+    allowed = (*_LAYOUT_INTS, "schedule", "sequence_parallel", "tied_embeddings", "name")
     out: dict = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, eq, value = part.partition("=")
@@ -430,11 +436,9 @@ def parse_layout(text: str) -> dict:
                 out[key] = int(value)
             except ValueError:
                 raise ValueError(f"--layout: {key} must be an integer, got {value!r}") from None
-        elif key == "sequence_parallel":
+        elif key in ("sequence_parallel", "tied_embeddings"):
             if value.lower() not in ("true", "false", "1", "0"):
-                raise ValueError(
-                    f"--layout: sequence_parallel must be true or false, got {value!r}"
-                )
+                raise ValueError(f"--layout: {key} must be true or false, got {value!r}")
             out[key] = value.lower() in ("true", "1")
         else:
             out[key] = value

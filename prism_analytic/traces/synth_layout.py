@@ -118,7 +118,8 @@ def _layer_ops(job: SynthJob, phase: str) -> list[tuple[str, str | None]]:
 def _stage_templates(job: SynthJob) -> list[list[tuple]]:
     """Per stage: entries ``(optype, group_kind, mb, chunk, link)``.
 
-    ``group_kind`` is "tp", "cx", "ep", "dp" for collectives, "p2p" for sends/receives (then
+    ``group_kind`` is "tp", "cx", "ep", "dp", "emb" (first and last stage) for collectives,
+    "p2p" for sends/receives (then
     ``link`` identifies the transfer: (producer node, consumer node)), None for compute.
     """
     g = pipeline_dag(job.pp, job.microbatches, job.schedule, job.vpp)
@@ -167,6 +168,8 @@ def _stage_templates(job: SynthJob) -> list[list[tuple]]:
             for _ in range(job.layers):
                 for optype, kind in layer[phase]:
                     out.append((optype, kind, mb if kind is None else -1, chunk, None))
+        if job.tied_embeddings and job.pp > 1 and s in (0, job.pp - 1):
+            out.append(("embedding-grads-all-reduce", "emb", -1, -1, None))
         if dp_group:
             out.append(("grads-reduce-scatter", "dp", -1, -1, None))
         out.append(("optimizer", None, -1, -1, None))
@@ -210,7 +213,12 @@ def build_program(job: SynthJob) -> Program:
                 units.append([op])
                 compute.append(True)
                 continue
-            key = ("p2p", link, r % stride) if kind == "p2p" else (kind, pos, group_id[kind])
+            if kind == "p2p":
+                key = ("p2p", link, r % stride)
+            elif kind == "emb":  # first and last stage: their templates differ in position
+                key = ("emb", r % stride)
+            else:
+                key = (kind, pos, group_id[kind])
             members = unit_of_key.get(key)
             if members is None:
                 members = unit_of_key[key] = [op]

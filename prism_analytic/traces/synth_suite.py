@@ -1,16 +1,17 @@
 """A suite of synthetic jobs covering the layouts the trace tools must handle.
 
-:func:`acceptance_jobs` returns 32 jobs: data parallel 1-64, pipeline 1-8 (1F1B and
+:func:`acceptance_jobs` returns 34 jobs: data parallel 1-64, pipeline 1-8 (1F1B and
 interleaved with 2-4 chunks per stage), tensor parallel 1-8 (with and without sequence
 parallelism), ring context parallel and Ulysses sequence parallel 2-4, expert parallel 2-8
-(MoE layers), from 2 to 512 ranks; some with slow ranks, shared per-step and per-microbatch
+(MoE layers), tied embeddings (an all-reduce between the first and last stage), from 2
+to 512 ranks; some with slow ranks, shared per-step and per-microbatch
 factors. Structure recovery, replay and prediction are checked on every one of them.
 
 Examples
 --------
 >>> jobs = acceptance_jobs()
 >>> len(jobs), min(j.world_size for j in jobs), max(j.world_size for j in jobs)
-(32, 2, 512)
+(34, 2, 512)
 """
 
 from __future__ import annotations
@@ -55,6 +56,11 @@ ACCEPTANCE_LAYOUTS: tuple[tuple[str, dict], ...] = (
     ("dp16-pp2-tp2-ep8-l2", dict(dp=16, pp=2, tp=2, ep=8, layers=2, microbatches=4)),
     ("dp2-pp8-tp2-vpp4", dict(dp=2, pp=8, tp=2, vpp=4, microbatches=8, **_IL)),
     ("dp32-pp4-tp4", dict(dp=32, pp=4, tp=4, microbatches=4)),
+    ("dp4-pp4-tied", dict(dp=4, pp=4, tied_embeddings=True, microbatches=4)),
+    (
+        "dp2-pp2-tp2-vpp2-tied",
+        dict(dp=2, pp=2, tp=2, vpp=2, tied_embeddings=True, microbatches=4, **_IL),
+    ),
 )
 
 

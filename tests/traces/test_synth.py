@@ -534,3 +534,20 @@ def test_compute_respects_the_schedule_dag(schedule, pp, m, vpp):
         starts, durs = zip(*(op[(*n, step)] for n in order), strict=True)
         span = max(np.add(starts, durs)) - min(starts)
         assert span >= max(finish.values()) - 1e-12
+
+
+def test_tied_embeddings_join_the_first_and_last_stage():
+    job = SynthJob(dp=2, pp=3, tp=2, microbatches=3, tied_embeddings=True)
+    trace = simulate(job, steps=2, seed=5)
+    groups = [
+        g for g in trace.edges()["groups"] if next(iter(g))[1] == "embedding-grads-all-reduce"
+    ]
+    stride = job.dp * job.tp  # ranks per stage
+    assert len(groups) == stride
+    for g in groups:
+        ranks = sorted(k[0] for k in g)
+        assert len(ranks) == 2 and ranks[0] < stride and ranks[1] == ranks[0] + 2 * stride
+    middle = trace.frame[trace.frame.stage == 1]
+    assert "embedding-grads-all-reduce" not in set(middle.optype.astype(str))
+    one_stage = simulate(SynthJob(dp=2, tied_embeddings=True), steps=1).frame
+    assert "embedding-grads-all-reduce" not in set(one_stage.optype.astype(str))
