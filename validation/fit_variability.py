@@ -59,6 +59,7 @@ CONFIGS = ROOT / "validation" / "configs"
 
 __all__ = [
     "Case",
+    "as_case",
     "NO_VARIABILITY",
     "PRIOR_DEFAULTS",
     "apply_defaults",
@@ -158,6 +159,25 @@ def _config(round_: str, system: str, model: str, gpus: int) -> Path | None:
         hits = sorted(CONFIGS.glob(f"mlperf{round_}_{system}_*_{model}_{gpus}.toml"))
         p = hits[0] if hits else CONFIGS / "missing"
     return p if p.is_file() else None
+
+
+def as_case(obj: Any, data_dir: str | Path | None = None) -> Case:
+    """``obj`` as a :class:`Case`.
+
+    A Case is returned as is; any other object needs ``name``, ``system``, ``gpus``,
+    ``config`` and ``logs`` (paths under the shared data folder), such as
+    ``validation/mlperf_cases.py``'s cases, whose runs are read here (post-evaluation steps
+    out).
+    """
+    if isinstance(obj, Case):
+        return obj
+    from prism_analytic.calibration.logs import read_step_log, without_pauses
+    from prism_analytic.datasets import data_root
+
+    root = data_root(data_dir)
+    logs = without_pauses([read_step_log(root / rel) for rel in obj.logs])
+    runs = tuple(lg.times_s for lg in logs if lg.n)
+    return Case(obj.name, str(obj.system).lower(), int(obj.gpus), runs, obj.config)
 
 
 def load_cases(data_dir: str | Path | None = None) -> list[Case]:
@@ -375,13 +395,13 @@ def fit(cases: Sequence[Case], data_dir: str | Path | None = None) -> dict[str, 
     Parameters
     ----------
     cases : sequence of Case
-        The fitting cases (leave a system out by leaving its cases out). Any object with
-        ``system``, ``gpus`` and ``runs`` (per-run step-time arrays) works.
+        The fitting cases (leave a system out by leaving its cases out); other case objects
+        are read by :func:`as_case`.
     data_dir : str or Path, optional
         The shared data folder, for ``collective_latency`` (the network body is left out of
-        the result when it is absent).
+        the result when it is absent) and the logs of cases given by path.
     """
-    cases = list(cases)
+    cases = [as_case(c, data_dir) for c in cases]
     systems = sorted({c.system for c in cases})
     where = f"MLPerf step logs of {', '.join(systems)} ({len(cases)} cases)"
     out: dict[str, dict[str, Any]] = {}
@@ -507,6 +527,7 @@ def loso_rows(
     cases: Sequence[Case], data_dir: str | Path | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, dict[str, Any]]]]:
     """Each system's cases predicted with the defaults fitted on the other systems."""
+    cases = [as_case(c, data_dir) for c in cases]
     folds, out = {}, []
     for system in sorted({c.system for c in cases}):
         defaults = fit([c for c in cases if c.system != system], data_dir)

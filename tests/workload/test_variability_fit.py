@@ -101,3 +101,15 @@ def test_held_out_system_p90_over_p50_within_001(cases):
     row = fv.rows(held, defaults)[0]
     assert row["p90_p50"] == pytest.approx(row["measured_p90_p50"], abs=0.01)
     assert row["widening"] < 1.06  # the median stays near the deterministic core
+
+
+@needs_data
+def test_cases_of_mlperf_cases_module_are_read_alike(cases):
+    # validation/fit_defaults.py passes validation/mlperf_cases.py's cases (logs by path)
+    mc = pytest.importorskip("mlperf_cases")
+    theirs = next(c for c in mc.case_specs() if c.name == "mlperf_gb200_512")
+    got = fv.as_case(theirs, DATA)
+    mine = next(c for c in cases if c.name == "mlperf50_carina_405b_512")
+    assert got.system == mine.system and got.gpus == mine.gpus and got.config == mine.config
+    assert [len(r) for r in got.runs] == [len(r) for r in mine.runs]
+    assert got.p90_over_p50 == mine.p90_over_p50
