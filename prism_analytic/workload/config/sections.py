@@ -105,7 +105,7 @@ class ModelConfig(_Section):
 # Parallelism
 # --------------------------------------------------------------------------------------
 #: Data-parallel overlap efficiency (``parallelism.overlap.dp``): fitted 0.144
-#: (leave-one-system-out 0.141-0.216) by ``python -m validation.fit_defaults`` on the 17
+#: (leave-one-system-out 0.141-0.203) by ``python -m validation.fit_defaults`` on the 17
 #: public MLPerf cases (sources above GEMM_EFFICIENCY_FP8). The Llama 3.1 8B jobs set it: one
 #: microbatch per step, where gradient reduce-scatter and parameter all-gather are a large
 #: part of the step; in the 405B jobs (32-144 microbatches) it barely matters.
@@ -299,14 +299,14 @@ TE_GEMM_FP8 = round(_TE_LAYER_TFLOP / 8.507e-3 / 4.5e3, 3)  # 0.501
 # step, each system x benchmark weighted equally; the interval is the range of the four
 # leave-one-system-out fits. Results and held-out errors: validation/results/fit_defaults.md.
 #: Achieved FP8/MXFP8 GEMM efficiency (fraction of the FP8 dense peak), quantization included:
-#: fitted 0.447 (leave-one-system-out 0.433-0.457).
-GEMM_EFFICIENCY_FP8 = 0.447
+#: fitted 0.446 (leave-one-system-out 0.433-0.456).
+GEMM_EFFICIENCY_FP8 = 0.446
 #: Achieved NVFP4 GEMM efficiency (fraction of the FP4 dense peak): fitted 0.365 (0.347-0.426;
 #: only Tyche GB200 and Theia GB300 ran NVFP4).
 GEMM_EFFICIENCY_FP4 = 0.365
 #: Achieved BF16 GEMM efficiency (fraction of the BF16 dense peak). The public set has no BF16
 #: GEMM: the fitted FP8 fraction times the benchmark's BF16/FP8 ratio (0.697 / 0.501).
-GEMM_EFFICIENCY = round(GEMM_EFFICIENCY_FP8 * TE_GEMM_BF16 / TE_GEMM_FP8, 3)  # 0.622
+GEMM_EFFICIENCY = round(GEMM_EFFICIENCY_FP8 * TE_GEMM_BF16 / TE_GEMM_FP8, 3)  # 0.620
 
 
 @dataclass(frozen=True)
@@ -314,10 +314,10 @@ class Efficiency(_Section):
     """Achieved fraction of peak, per op class.
 
     gemm : fraction of the BF16 tensor peak reached by the model's BF16 GEMMs (default
-        :data:`GEMM_EFFICIENCY`, 0.622: the fitted FP8 fraction times Transformer Engine's
+        :data:`GEMM_EFFICIENCY`, 0.620: the fitted FP8 fraction times Transformer Engine's
         benchmark BF16/FP8 ratio; the public MLPerf set has no BF16 job).
     gemm_fp8, gemm_fp4 : fractions of their own peaks reached by FP8/MXFP8 and NVFP4 GEMMs,
-        quantization kernels included (defaults :data:`GEMM_EFFICIENCY_FP8` 0.447 and
+        quantization kernels included (defaults :data:`GEMM_EFFICIENCY_FP8` 0.446 and
         :data:`GEMM_EFFICIENCY_FP4` 0.365, fitted by ``validation/fit_defaults.py`` on the
         public MLPerf step logs); ``None`` (Python API) falls back to ``gemm``.
         Low-precision GEMMs reach a smaller fraction of their (higher) peak.
