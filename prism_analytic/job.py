@@ -686,10 +686,11 @@ class Job:
         )
         text = "\n".join(f"{k}: {v}" for k, v in report.items())
         if sizes is not None:
-            from .calibration.transfer import transfer_table, transfer_text
+            from .calibration.transfer import seconds_notes, transfer_table, transfer_text
 
             ref, others = self._transfer_cases(measured, sizes, drop_first)
-            report["transfer"] = transfer_table(ref, others)
+            notes = seconds_notes(self._overlays)
+            report["transfer"] = transfer_table(ref, others, notes=notes)
             text += "\n" + transfer_text(report["transfer"])
         return Result("check", report, text=text, data=report)
 

@@ -19,8 +19,10 @@ factor leaves quantile ratios alone). The acceptance rule it states
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,7 +32,7 @@ from .log_job import check_logs_match_job
 from .logs import StepLog, per_run_normalised, pool_logs, without_pauses
 from .result import CalibrationError, PredictedLaw
 
-__all__ = ["TARGETS", "SizeCase", "transfer_table", "transfer_text"]
+__all__ = ["TARGETS", "SizeCase", "seconds_notes", "transfer_table", "transfer_text"]
 
 #: The acceptance rule of a transfer: |median error| <= 3%, |p90/p50 error| <= 0.01, and
 #: |median error| at most 0.5 percentage points above ratio scaling's.
@@ -54,6 +56,52 @@ class SizeCase:
     calibrated: Any
     uncalibrated: Any
     logs: list[StepLog]
+
+
+def seconds_notes(overlays: Sequence[Any]) -> list[str]:
+    """What in the overlays is frozen in seconds and so does not scale with the step.
+
+    An overlay written before the relative forms (or by hand) may give the jitter as
+    ``variability.temporal.step_jitter_s`` (which replaces the relative jitter) or, where the
+    config has ``variability.hiccups.size_rel``, the stall as ``size_s``: still readable,
+    but carried unchanged to a size whose step is shorter or longer. Each note names the
+    key and says to refit.
+
+    Parameters
+    ----------
+    overlays : sequence of path or mapping
+        The overlay files (or parsed mappings) merged on top of the job.
+    """
+    from .fit import hiccup_size_rel_supported
+
+    notes = []
+    for source in overlays:
+        if isinstance(source, Mapping):
+            data = dict(source)
+        else:
+            try:
+                data = tomllib.loads(Path(source).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue  # an unreadable file was refused when the job was built
+        var = data.get("variability", {}) if isinstance(data, Mapping) else {}
+        temporal, hiccups = var.get("temporal", {}), var.get("hiccups", {})
+        if isinstance(temporal, Mapping) and (temporal.get("step_jitter_s") or 0) > 0:
+            notes.append(
+                f"{source}: variability.temporal.step_jitter_s is in seconds and does not"
+                " scale with the step; refit with prism calibrate, which writes"
+                " step_jitter_rel"
+            )
+        if (
+            hiccup_size_rel_supported()
+            and isinstance(hiccups, Mapping)
+            and (hiccups.get("size_s") or 0) > 0
+            and not (hiccups.get("size_rel") or 0) > 0
+        ):
+            notes.append(
+                f"{source}: variability.hiccups.size_s is in seconds and does not scale with"
+                " the step; refit with prism calibrate, which writes size_rel"
+            )
+    return notes
 
 
 def _row(case: SizeCase, evaluate: Callable[[Any], PredictedLaw]) -> dict:
@@ -82,6 +130,7 @@ def transfer_table(
     reference: SizeCase,
     others: Sequence[SizeCase],
     *,
+    notes: Sequence[str] = (),
     evaluate: Callable[[Any], PredictedLaw] = predicted_law,
 ) -> dict:
     """The transfer error table of a calibration fitted at ``reference``'s size.
@@ -92,6 +141,8 @@ def transfer_table(
         The calibration size (its row is in-sample; it fixes ratio scaling's factor).
     others : sequence of SizeCase
         The other sizes (out of sample).
+    notes : sequence of str
+        Printed under the table (e.g. :func:`seconds_notes` of the overlays).
     evaluate : callable
         ``job -> PredictedLaw`` (the analytic engine by default).
 
@@ -141,6 +192,7 @@ def transfer_table(
         "targets": dict(TARGETS),
         "rows": rows,
         "all_pass": all(r["passes"] for r in rows if not r["in_sample"]),
+        "notes": list(notes),
     }
 
 
@@ -165,4 +217,5 @@ def transfer_text(table: dict) -> str:
             f" {r['measured_p90_over_p50']:>12.4f} {r['predicted_p90_over_p50']:>7.4f}"
             f" {r['p90_over_p50_error']:>+7.4f} {r['ratio_p90_over_p50_error']:>+9.4f}  {verdict}"
         )
+    lines += [f"note: {n}" for n in table.get("notes", ())]
     return "\n".join(lines)

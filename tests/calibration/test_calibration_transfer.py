@@ -189,6 +189,19 @@ def test_overlay_writes_the_relative_stall_where_the_config_has_it(sizes, monkey
             assert overlay == {"size_s": 0.05}
 
 
+def test_an_overlay_in_seconds_is_named_with_the_key_to_refit(tmp_path):
+    """Old overlays stay readable; the table says which of their keys do not scale."""
+    from prism_analytic.calibration.transfer import seconds_notes
+
+    old = tmp_path / "old_fit.toml"
+    old.write_text("[variability.temporal]\nstep_jitter_s = 0.05\n")
+    notes = seconds_notes([old, {"variability": {"temporal": {"step_jitter_rel": 0.004}}}])
+    assert len(notes) == 1 and "step_jitter_s" in notes[0] and "refit" in notes[0]
+    assert seconds_notes([{"variability": {"temporal": {"step_jitter_s": 0.0}}}]) == []
+    table = {"calibration_gpus": 8, "ratio_factor": 1.0, "rows": [], "notes": notes}
+    assert "note: " in transfer_text(table)
+
+
 # --------------------------------------------------------------------------------------
 # The public MLPerf logs (slow: a calibration and two predictions per size)
 # --------------------------------------------------------------------------------------
