@@ -79,8 +79,8 @@ class SynthTrace:
         Per step: last op end minus first op start.
     truth : dict
         ``laws`` (family parameters per optype present, by the name written), ``gap``,
-        ``slow_ranks``, ``step_factor`` and ``mb_factor`` laws and their drawn values
-        ``step_factors`` (steps,) and ``mb_factors`` (steps, dp, microbatches).
+        ``slow_ranks``, ``stage_scale``, ``step_factor`` and ``mb_factor`` laws and their
+        drawn values ``step_factors`` (steps,) and ``mb_factors`` (steps, dp, microbatches).
     program : Program
         The static per-rank programs and units.
     step_start : numpy.ndarray
@@ -123,13 +123,15 @@ def _truth(job: SynthJob, prog: Program, sim) -> dict:
         "laws": {job.label(o): job.law(o).params() for o in present if o not in _RECEIVES},
         "gap": job.gap.params(),
         "slow_ranks": dict(job.slow_ranks),
+        "stage_scale": dict(job.stage_scale),
         "step_factor": job.step_factor.params(),
         "mb_factor": job.mb_factor.params(),
         "step_factors": sim.step_factors,
         "mb_factors": sim.mb_factors,
         "compute_optypes": [job.label(o) for o in COMPUTE_OPTYPES],
         "scaling": (
-            "compute duration = law draw x slow-rank factor x step factor x microbatch factor "
+            "compute duration = law draw x slow-rank factor x stage scale x step factor x "
+            "microbatch factor "
             "(optimizer: no microbatch factor); communication: one law draw per instance"
         ),
     }
@@ -250,7 +252,8 @@ def write_trace(
     result.write_text(json.dumps({"job_meta": trace.meta, "step_t_base": steps}, indent=1))
     truth = folder / f"truth-{name}.json"
     known = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in trace.truth.items()}
-    known["slow_ranks"] = {str(r): f for r, f in known["slow_ranks"].items()}
+    for key in ("slow_ranks", "stage_scale"):
+        known[key] = {str(r): f for r, f in known[key].items()}
     truth.write_text(json.dumps(known, indent=1))
     written = [table, meta, result, truth]
     if kineto:

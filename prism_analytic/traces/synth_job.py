@@ -214,6 +214,9 @@ class SynthJob:
         Host gap before every op (from the rank's previous op end, or the step start).
     slow_ranks : dict
         ``{rank: factor}`` multiplying that rank's compute durations.
+    stage_scale : dict
+        ``{stage: factor}`` multiplying the compute of every rank of that stage (e.g. the last
+        stage's loss and output layer).
     step_factor, mb_factor : Law
         Shared multiplicative factors on compute: one per step (all ranks), one per
         (step, data-parallel replica, microbatch) (all ranks processing that microbatch).
@@ -240,6 +243,7 @@ class SynthJob:
     laws: dict = field(default_factory=dict)
     gap: Law = Law(2e-5, 0.5)
     slow_ranks: dict = field(default_factory=dict)
+    stage_scale: dict = field(default_factory=dict)
     step_factor: Law = Law(1.0, 0.0)
     mb_factor: Law = Law(1.0, 0.0)
     name: str = "synth"
@@ -297,7 +301,7 @@ class SynthJob:
         for f in ("step_factor", "mb_factor"):
             if getattr(self, f).mean <= 0:
                 raise ValueError(f"SynthJob.{f}: mean must be > 0, got {getattr(self, f).mean}")
-        self._check_slow_ranks()
+        self._check_factor_tables()
         self._check_optype_names()
         if not isinstance(self.name, str) or not self.name or "/" in self.name:
             raise ValueError(
@@ -329,29 +333,12 @@ class SynthJob:
         """The name an optype is written under."""
         return self.optype_names.get(optype, optype)
 
-    def _check_slow_ranks(self) -> None:
-        if not isinstance(self.slow_ranks, dict):
-            raise ValueError(
-                f"SynthJob.slow_ranks must be a table {{rank: factor}}, got {self.slow_ranks!r}"
-            )
-        out = {}
-        for key, factor in self.slow_ranks.items():
-            try:
-                rank = int(key)
-            except (TypeError, ValueError):
-                raise ValueError(f"SynthJob.slow_ranks: rank {key!r} is not an integer") from None
-            if not 0 <= rank < self.world_size:
-                raise ValueError(f"SynthJob.slow_ranks: rank {rank} outside [0, {self.world_size})")
-            if (
-                isinstance(factor, bool)
-                or not isinstance(factor, numbers.Real)
-                or not (math.isfinite(factor) and factor > 0)
-            ):
-                raise ValueError(
-                    f"SynthJob.slow_ranks[{rank}]: factor must be a positive number, got {factor!r}"
-                )
-            out[rank] = float(factor)
-        object.__setattr__(self, "slow_ranks", out)
+    def _check_factor_tables(self) -> None:
+        for f, what, n in (
+            ("slow_ranks", "rank", self.world_size),
+            ("stage_scale", "stage", self.pp),
+        ):
+            object.__setattr__(self, f, _factor_table(f"SynthJob.{f}", what, getattr(self, f), n))
 
     @property
     def cx(self) -> int:
@@ -411,6 +398,28 @@ class SynthJob:
             "schedule": self.schedule,
             "microbatches": self.microbatches,
         }
+
+
+def _factor_table(name: str, what: str, table, n: int) -> dict[int, float]:
+    """``{index: factor}`` with integer indices in ``[0, n)`` and positive finite factors."""
+    if not isinstance(table, dict):
+        raise ValueError(f"{name} must be a table {{{what}: factor}}, got {table!r}")
+    out = {}
+    for key, factor in table.items():
+        try:
+            index = int(key)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: {what} {key!r} is not an integer") from None
+        if not 0 <= index < n:
+            raise ValueError(f"{name}: {what} {index} outside [0, {n})")
+        if (
+            isinstance(factor, bool)
+            or not isinstance(factor, numbers.Real)
+            or not (math.isfinite(factor) and factor > 0)
+        ):
+            raise ValueError(f"{name}[{index}]: factor must be a positive number, got {factor!r}")
+        out[index] = float(factor)
+    return out
 
 
 _LAYOUT_INTS = ("dp", "pp", "tp", "cp", "sp", "ep", "vpp", "microbatches", "layers")

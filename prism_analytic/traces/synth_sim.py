@@ -98,6 +98,9 @@ def _durations(job, prog, k, rng):
     slow = np.ones(job.world_size)
     for r, f in job.slow_ranks.items():
         slow[r] = f
+    stride = job.world_size // job.pp  # ranks per stage (stage-major rank order)
+    for s, f in job.stage_scale.items():
+        slow[s * stride : (s + 1) * stride] *= f
     scale = slow[prog.rank[op]][:, None] * step_f[None, :]
     mb = prog.mb[op]
     has_mb = mb >= 0

@@ -56,10 +56,20 @@ ACCEPTANCE_LAYOUTS: tuple[tuple[str, dict], ...] = (
     ("dp16-pp2-tp2-ep8-l2", dict(dp=16, pp=2, tp=2, ep=8, layers=2, microbatches=4)),
     ("dp2-pp8-tp2-vpp4", dict(dp=2, pp=8, tp=2, vpp=4, microbatches=8, **_IL)),
     ("dp32-pp4-tp4", dict(dp=32, pp=4, tp=4, microbatches=4)),
-    ("dp4-pp4-tied", dict(dp=4, pp=4, tied_embeddings=True, microbatches=4)),
+    # tied embeddings, and a last stage with the loss and output layer (1.2x compute)
+    ("dp4-pp4-tied", dict(dp=4, pp=4, tied_embeddings=True, stage_scale={3: 1.2}, microbatches=4)),
     (
         "dp2-pp2-tp2-vpp2-tied",
-        dict(dp=2, pp=2, tp=2, vpp=2, tied_embeddings=True, microbatches=4, **_IL),
+        dict(
+            dp=2,
+            pp=2,
+            tp=2,
+            vpp=2,
+            tied_embeddings=True,
+            stage_scale={1: 1.2},
+            microbatches=4,
+            **_IL,
+        ),
     ),
 )
 

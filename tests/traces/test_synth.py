@@ -225,6 +225,10 @@ def test_slow_rank_and_factors_scale_compute():
     slow = simulate(SynthJob(laws=laws, slow_ranks={1: 1.5}, **base), steps=1).frame
     fwd = slow[slow.optype == "forward-compute"].groupby("rank")["duration"].mean()
     assert fwd[0] == pytest.approx(0.01) and fwd[1] == pytest.approx(0.015)
+    staged = SynthJob(laws=laws, stage_scale={1: 1.2}, slow_ranks={3: 2.0}, pp=2, **base)
+    f = simulate(staged, steps=1).frame
+    fwd = f[f.optype == "forward-compute"].groupby("rank")["duration"].mean()
+    np.testing.assert_allclose(fwd.to_numpy(), [0.01, 0.01, 0.012, 0.024])
     trace = simulate(
         SynthJob(
             laws=laws,
@@ -301,6 +305,8 @@ def test_plain_dp_pp_edges_are_recovered_by_the_existing_structure_recovery(tmp_
         (dict(laws={"forward-compute": 0.0}), "mean must be > 0"),
         (dict(slow_ranks={5: 2.0}), r"rank 5 outside \[0, 1\)"),
         (dict(slow_ranks={0: 0.0}), "factor must be a positive number"),
+        (dict(stage_scale={1: 1.2}), r"stage 1 outside \[0, 1\)"),
+        (dict(stage_scale={"x": 1.2}), "stage 'x' is not an integer"),
     ],
 )
 def test_bad_jobs_are_refused_with_the_field_named(fields, match):
