@@ -203,7 +203,9 @@ def fit(
     x0 = [min(max(start[n], PARAMS[n].lo), PARAMS[n].hi) for n in free]
     lo = [PARAMS[n].lo for n in free]
     hi = [PARAMS[n].hi for n in free]
-    sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=0.1, diff_step=1e-4)
+    sol = least_squares(
+        resid, x0, bounds=(lo, hi), x_scale=0.1, diff_step=1e-4, xtol=1e-8, ftol=1e-12, gtol=1e-12
+    )
     out = {n: start[n] for n in names}
     out.update({n: float(v) for n, v in zip(free, sol.x, strict=True)})
     return out
