@@ -195,6 +195,10 @@ def _check_send_before_receive(frame, source: str) -> None:
     pp = int(frame["stage"].max()) + 1
     if pp < 2:
         return
+    # pair sends with receives of the same tensor/context-parallel slot: with tp or cp > 1 a
+    # (dp rank, stage) holds several ranks, each with its own hand-offs
+    slot = frame.groupby(["dp_rank", "stage"])["rank"].rank(method="dense").astype(int)
+    frame = frame.assign(slot=slot)
     sides = []
     for word, delta in (("forward", 1), ("backward", -1)):
         send = frame[names == f"{word}-send"]
@@ -206,7 +210,7 @@ def _check_send_before_receive(frame, source: str) -> None:
     for word, send, recv in sides:
         if send.empty or recv.empty:
             continue
-        key = ["step", "dp_rank", "to"]
+        key = ["step", "dp_rank", "to", "slot"]
         send = send.sort_values([*key, "start_s"], kind="stable")
         recv = recv.sort_values([*key, "start_s"], kind="stable")
         send = send.assign(
