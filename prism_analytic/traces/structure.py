@@ -18,7 +18,6 @@ with measured values and must give back the measured step times (a test checks i
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -233,24 +232,27 @@ def _rank_predecessors(ranks, start, end):
     from scipy.stats import mode
 
     n = len(ranks)
+    # only ops that typically start earlier can be predecessors: an order that flips
+    # between steps (kernels on several streams) must not make a cycle
+    idx = np.lexsort((np.arange(n), np.nanmedian(start, axis=0), ranks))
+    r = np.asarray(ranks)[idx]
+    s, e = start[:, idx], end[:, idx]
+    best = np.full(s.shape, -1)
+    best_end = np.full(s.shape, -np.inf)
+    pos = np.arange(n)
+    for d in range(1, min(_PRED_WINDOW, n - 1) + 1):
+        cand = np.full(s.shape, np.nan)
+        cand[:, d:] = e[:, :-d]
+        same_rank = np.zeros(n, bool)
+        same_rank[d:] = r[d:] == r[:-d]
+        if not same_rank.any():
+            break
+        ok = same_rank[None, :] & (cand <= s + _EPS) & (cand > best_end)
+        best = np.where(ok, pos[None, :] - d, best)
+        best_end = np.where(ok, cand, best_end)
+    votes = mode(best, axis=0, keepdims=False).mode
     pred = np.full(n, -1)
-    for r in np.unique(ranks):
-        idx = np.flatnonzero(ranks == r)
-        # only ops that typically start earlier can be predecessors: an order that flips
-        # between steps (kernels on several streams) must not make a cycle
-        pos = np.argsort(np.nanmedian(start[:, idx], axis=0), kind="stable")
-        idx = idx[pos]
-        s, e = start[:, idx], end[:, idx]
-        best = np.full(s.shape, -1)
-        best_end = np.full(s.shape, -np.inf)
-        for d in range(1, min(_PRED_WINDOW, idx.size - 1) + 1):
-            cand = np.full(s.shape, np.nan)
-            cand[:, d:] = e[:, :-d]
-            ok = (cand <= s + _EPS) & (cand > best_end)
-            best = np.where(ok, np.arange(idx.size)[None, :] - d, best)
-            best_end = np.where(ok, cand, best_end)
-        votes = mode(best, axis=0, keepdims=False).mode
-        pred[idx] = np.where(votes >= 0, idx[np.clip(votes, 0, None)], -1)
+    pred[idx] = np.where(votes >= 0, idx[np.clip(votes, 0, None)], -1)
     return pred
 
 
@@ -308,50 +310,54 @@ def _describe_groups(parts, ranks, dp, stage) -> str:
 
 
 def _units(n, groups, pred, diag, source, start):
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    rows = [a for g in groups for a in g[1:]]
+    cols = [g[0] for g in groups for _ in g[1:]]
+    link = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n))
+    _, unit_of = connected_components(link, directed=False)
+    # a topological order that follows time (median start), so that a unit's candidate
+    # hidden anchors (earlier units) are the events that happened before it
+    med = np.nan_to_num(np.nanmedian(start, axis=0), nan=-np.inf)
+    n_units = int(unit_of.max()) + 1 if n else 0
+    u_start = np.full(n_units, -np.inf)
+    np.maximum.at(u_start, unit_of, med)
+    has = pred >= 0
+    src_u, dst_u = unit_of[pred[has]], unit_of[has]
+    cross = src_u != dst_u
+    src_u, dst_u = src_u[cross], dst_u[cross]
+    order = np.lexsort((np.arange(n_units), u_start))
+    pos = np.empty(n_units, dtype=int)
+    pos[order] = np.arange(n_units)
+    if (pos[src_u] >= pos[dst_u]).any():
+        # time order is not a topological order here: the smallest-start ready unit first
+        order = _time_topological_order(n_units, src_u, dst_u, u_start, source)
+        pos[order] = np.arange(n_units)
+    unit_of = pos[unit_of]
+    units = [[] for _ in range(n_units)]
+    for i in range(n):
+        units[unit_of[i]].append(i)
+    diag["units"] = len(units)
+    return units, unit_of
+
+
+def _time_topological_order(n_units, src_u, dst_u, u_start, source):
     import networkx as nx
 
-    parent = list(range(n))
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for g in groups:
-        for a in g[1:]:
-            ra, rb = find(g[0]), find(a)
-            if ra != rb:
-                parent[rb] = ra
-    roots = sorted({find(i) for i in range(n)})
-    rid = {r: u for u, r in enumerate(roots)}
-    unit_of = np.array([rid[find(i)] for i in range(n)])
     graph = nx.DiGraph()
-    graph.add_nodes_from(range(len(roots)))
-    for i in range(n):
-        if pred[i] >= 0 and unit_of[pred[i]] != unit_of[i]:
-            graph.add_edge(int(unit_of[pred[i]]), int(unit_of[i]))
+    graph.add_nodes_from(range(n_units))
+    graph.add_edges_from(zip(src_u.tolist(), dst_u.tolist()))
     try:
-        # a topological order that follows time (median start), so that a unit's
-        # candidate hidden anchors (earlier units) are the events that happened before it
-        med = np.nanmedian(start, axis=0)
-        u_start = {r: -np.inf for r in range(len(roots))}
-        for i in range(n):
-            u_start[unit_of[i]] = max(u_start[unit_of[i]], med[i])
-        order = list(nx.lexicographical_topological_sort(graph, key=lambda u: u_start[u]))
+        return np.array(
+            list(nx.lexicographical_topological_sort(graph, key=lambda u: (u_start[u], u)))
+        )
     except nx.NetworkXUnfeasible:
         cycle = nx.find_cycle(graph)
         raise TraceFormatError(
             f"{source}: the recovered step graph has a cycle through units {cycle[:4]}; "
             "the ops of one step are not consistently ordered"
         ) from None
-    new = {u: k for k, u in enumerate(order)}
-    unit_of = np.array([new[u] for u in unit_of])
-    units = [[] for _ in order]
-    for i in range(n):
-        units[unit_of[i]].append(i)
-    diag["units"] = len(units)
-    return units, unit_of
 
 
 def structure_edges(structure: StepStructure) -> dict:
@@ -375,6 +381,15 @@ def structure_edges(structure: StepStructure) -> dict:
     return {"chain": chain, "groups": groups}
 
 
+def _flat_units(structure: StepStructure):
+    """Members of all units in unit order, and where each unit's members begin."""
+    sizes = np.fromiter((len(m) for m in structure.units), dtype=np.int64, count=structure.n_units)
+    flat = np.fromiter(
+        (i for m in structure.units for i in m), dtype=np.int64, count=int(sizes.sum())
+    )
+    return flat, np.concatenate([[0], np.cumsum(sizes)[:-1]])
+
+
 def unit_values(structure: StepStructure):
     """Measured gaps and unit durations per step.
 
@@ -388,15 +403,10 @@ def unit_values(structure: StepStructure):
         (steps, units): last member end minus last member start.
     """
     s, e = structure.start, structure.end
-    k = s.shape[0]
-    u_end = np.empty((k, structure.n_units))
-    u_start = np.empty((k, structure.n_units))
-    with warnings.catch_warnings():
-        # a unit none of whose ops a step recorded is NaN there, and counted as such below
-        warnings.simplefilter("ignore", RuntimeWarning)
-        for u, members in enumerate(structure.units):
-            u_end[:, u] = np.nanmax(e[:, members], axis=1)
-            u_start[:, u] = np.nanmax(s[:, members], axis=1)
+    flat, first = _flat_units(structure)
+    # fmax ignores NaN (an op a step did not record); a unit with none recorded stays NaN
+    u_end = np.fmax.reduceat(e[:, flat], first, axis=1)
+    u_start = np.fmax.reduceat(s[:, flat], first, axis=1)
     pred_end = np.zeros_like(s)
     has = structure.pred >= 0
     pred_end[:, has] = u_end[:, structure.unit_of[structure.pred[has]]]
@@ -436,24 +446,26 @@ def replay(
     -------
     numpy.ndarray
         (samples,) step times: last unit end, with the step starting at 0.
+
     """
     n = gap.shape[0]
-    u_end = np.zeros((n, structure.n_units))
+    # unit ends stored unit-major: each unit's samples are contiguous to write and to read
+    u_end = np.zeros((structure.n_units, n))
     pred, unit_of = structure.pred, structure.unit_of
-    extra = {h.unit: (j, h) for j, h in enumerate(hidden)}
+    extra = {h.unit: (j, h) for j, h in enumerate(hidden)}  # one per unit: the last given
     zero = np.zeros(n)
     for u, members in enumerate(structure.units):
         ready = None
         for i in members:
-            r = gap[:, i] if pred[i] < 0 else u_end[:, unit_of[pred[i]]] + gap[:, i]
+            r = gap[:, i] if pred[i] < 0 else u_end[unit_of[pred[i]]] + gap[:, i]
             ready = r if ready is None else np.maximum(ready, r)
         if u in extra:
             j, h = extra[u]
-            release = (zero if h.anchor < 0 else u_end[:, h.anchor]) + lags[:, j]
+            release = (zero if h.anchor < 0 else u_end[h.anchor]) + lags[:, j]
             if h.at == "start":
-                u_end[:, u] = np.maximum(ready, release) + duration[:, u]
+                u_end[u] = np.maximum(ready, release) + duration[:, u]
             else:
-                u_end[:, u] = np.maximum(ready + duration[:, u], release)
+                u_end[u] = np.maximum(ready + duration[:, u], release)
         else:
-            u_end[:, u] = ready + duration[:, u]
-    return u_end.max(axis=1)
+            u_end[u] = ready + duration[:, u]
+    return u_end.max(axis=0)
