@@ -105,7 +105,7 @@ class ModelConfig(_Section):
 # Parallelism
 # --------------------------------------------------------------------------------------
 #: Data-parallel overlap efficiency (``parallelism.overlap.dp``): fitted 0.144
-#: (leave-one-system-out 0.141-0.203) by ``python -m validation.fit_defaults`` on the 17
+#: (leave-one-system-out 0.141-0.207) by ``python -m validation.fit_defaults`` on the 17
 #: public MLPerf cases (sources above GEMM_EFFICIENCY_FP8). The Llama 3.1 8B jobs set it: one
 #: microbatch per step, where gradient reduce-scatter and parameter all-gather are a large
 #: part of the step; in the 405B jobs (32-144 microbatches) it barely matters.
@@ -301,7 +301,7 @@ TE_GEMM_FP8 = round(_TE_LAYER_TFLOP / 8.507e-3 / 4.5e3, 3)  # 0.501
 #: Achieved FP8/MXFP8 GEMM efficiency (fraction of the FP8 dense peak), quantization included:
 #: fitted 0.446 (leave-one-system-out 0.433-0.456).
 GEMM_EFFICIENCY_FP8 = 0.446
-#: Achieved NVFP4 GEMM efficiency (fraction of the FP4 dense peak): fitted 0.365 (0.347-0.422;
+#: Achieved NVFP4 GEMM efficiency (fraction of the FP4 dense peak): fitted 0.365 (0.347-0.420;
 #: only Tyche GB200 and Theia GB300 ran NVFP4).
 GEMM_EFFICIENCY_FP4 = 0.365
 #: Achieved BF16 GEMM efficiency (fraction of the BF16 dense peak). The public set has no BF16
