@@ -20,6 +20,7 @@ from _gb200_fp4_job import JOB_TOML, TRUE_EFF
 
 from prism_analytic import Job
 from prism_analytic.calibration import StepLog, calibrate_to_logs, predicted_law
+from prism_analytic.calibration.fit import hiccup_size_rel_supported
 from prism_analytic.calibration.result import CalibrationError
 from prism_analytic.calibration.transfer import SizeCase, transfer_table, transfer_text
 from prism_analytic.cli import main
@@ -38,20 +39,22 @@ def _job_toml(gpus: int, microbatches: int) -> str:
     return text + "\n[variability.spatial]\ncv = 0.0\nslow_fraction = 0.0\n"
 
 
-def _truth(job):
+def _truth(job, stall_prob: float = STALL_PROB):
     """``job`` at the true efficiency, jitter and stalls (stall seconds from its own step)."""
     over = {"hardware": {"efficiency": {"gemm_fp4": TRUE_EFF}}}
     truth = merge_config(job, over)
     core = step_time(truth).step_s
     var = {
         "temporal": {"step_jitter_rel": JITTER_REL, "step_jitter_s": 0.0},
-        "hiccups": {"probability": STALL_PROB, "size_s": STALL_REL * core},
+        "hiccups": {"probability": stall_prob, "size_s": STALL_REL * core},
     }
     return merge_config(truth, {"variability": var})
 
 
-def _logs(job, seed: int, runs: int = 2, steps: int = 250) -> list[StepLog]:
-    law = predicted_law(_truth(job))
+def _logs(
+    job, seed: int, runs: int = 2, steps: int = 250, stall_prob: float = STALL_PROB
+) -> list[StepLog]:
+    law = predicted_law(_truth(job, stall_prob))
     rng = np.random.default_rng(seed)
     return [StepLog(f"synthetic-{job.gpus}-{r}", law.sample(steps, rng)) for r in range(runs)]
 
@@ -200,6 +203,34 @@ def test_an_overlay_in_seconds_is_named_with_the_key_to_refit(tmp_path):
     assert seconds_notes([{"variability": {"temporal": {"step_jitter_s": 0.0}}}]) == []
     table = {"calibration_gpus": 8, "ratio_factor": 1.0, "rows": [], "notes": notes}
     assert "note: " in transfer_text(table)
+
+
+@pytest.mark.skipif(
+    not hiccup_size_rel_supported(),
+    reason="the job config has no variability.hiccups.size_rel: stalls are carried in seconds",
+)
+def test_frequent_stalls_transfer_as_a_fraction_of_the_step(tmp_path):
+    """Stalls in 15% of steps (p90 lies among them): relative sizes carry, seconds do not."""
+    out = {}
+    for gpus, mb, seed in ((16, 4, 3), (32, 2, 4)):
+        path = tmp_path / f"job_{gpus}.toml"
+        path.write_text(_job_toml(gpus, mb))
+        job = load_config(path)
+        out[gpus] = (job, _logs(job, seed, stall_prob=0.15))
+    fit = calibrate_to_logs(*out[16], n_resamples=400, check_body=False, shape="within-run")
+    overlay = fit.overlay()
+    assert overlay["variability"]["hiccups"]["size_rel"] == pytest.approx(STALL_REL, rel=0.1)
+
+    def table(over):
+        cases = [SizeCase(merge_config(j, over), j, logs) for j, logs in out.values()]
+        return transfer_table(cases[0], cases[1:])["rows"][1]
+
+    assert table(overlay)["passes"]
+    core = step_time(merge_config(out[16][0], overlay)).step_s
+    hiccups = overlay["variability"]["hiccups"]
+    hiccups["size_s"], hiccups["size_rel"] = hiccups["size_rel"] * core, 0.0
+    frozen = table(overlay)
+    assert abs(frozen["p90_over_p50_error"]) > 0.01 and not frozen["passes"]
 
 
 # --------------------------------------------------------------------------------------
