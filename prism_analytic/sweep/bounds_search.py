@@ -440,7 +440,8 @@ class _Search:
         c.lower[out["grid"]] = max(out["lower"], c.lower.get(out["grid"], -math.inf))
         if out.get("upper") is not None:
             c.upper = out["upper"] if c.upper is None else min(c.upper, out["upper"])
-            if c.upper < self.threshold or self.holder is None:
+            # ties go to the lower index: the holder does not depend on completion order
+            if self.holder is None or (c.upper, c.index) < (self.threshold, self.holder.index):
                 self.threshold, self.holder = c.upper, c
 
     def eliminate(self) -> None:

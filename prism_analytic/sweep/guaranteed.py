@@ -60,17 +60,24 @@ class Grid:
     def __repr__(self) -> str:
         return f"Grid({self.name!r}, rel_width={self.rel_width:g}, paths={self.paths})"
 
-    def policy(self, graph: Any) -> Any:
-        """The grid policy the bounds engine evaluates ``graph`` under at this resolution."""
+    def policy(self, graph: Any, *, resolve: bool = True) -> Any:
+        """The grid policy the bounds engine evaluates ``graph`` under at this resolution.
+
+        ``resolve``: coarsen where a replica speed mixture would overflow ``max_cells``, as
+        ``predict`` does (a walk of the graph's critical path; any lattice keeps the bounds
+        guaranteed, so a lower bound on a coarse lattice may skip it: an overflow is then an
+        error, and that candidate is kept without a bound).
+        """
         from ..engines.resolution import resolve_policy
         from ..policy import DEFAULT_POLICY
 
-        # as predict(): resolved for the graph (replica mixtures within max_cells), then the
-        # adjustments of bound_distributions (tiny tails, round-off folded outwards)
-        policy = resolve_policy(graph, replace(DEFAULT_POLICY, rel_width=self.rel_width))
+        policy = replace(DEFAULT_POLICY, rel_width=self.rel_width)
+        if resolve:
+            policy = resolve_policy(graph, policy)
+        # the adjustments of bound_distributions: tiny tails, round-off folded outwards
         return replace(
             policy,
-            tail_mass=min(DEFAULT_POLICY.tail_mass, 1e-30),
+            tail_mass=min(policy.tail_mass, 1e-30),
             rel_width=max(self.rel_width, 2.5e-3),
             fold_roundoff=True,
         )
@@ -96,10 +103,24 @@ def _pipeline_lower(spec: Any, h: float, policy: Any, paths: int) -> Any:
         raise GraphError("bounds: pipelines with shared factors are not supported")
     arr = spec.arrays
     keys = arr["law_keys"]
-    ops = [_op_pmfs(spec.laws[k], h, policy.tail_mass) for k in keys]
+    # lattice pmfs only of the laws on the chosen paths (a few of the 2 p v laws)
+    ops = _Lazy(lambda j: _op_pmfs(spec.laws[keys[j]], h, policy.tail_mass))
     # one mean per distinct law (the pipeline has few laws and many ops)
     mean = np.array([float(spec.laws[k].mean()) for k in keys])[arr["law_index"]]
     return _paths_lower(arr, mean, ops, paths, h, policy.tail_mass, policy)
+
+
+class _Lazy:
+    """``ops[j]`` computed on first use (the engine's path sum reads only its paths' laws)."""
+
+    def __init__(self, make: Any) -> None:
+        self._make, self._done = make, {}
+
+    def __getitem__(self, j: Any) -> Any:
+        j = int(j)
+        if j not in self._done:
+            self._done[j] = self._make(j)
+        return self._done[j]
 
 
 def _lower_evaluator(policy: Any, paths: int) -> Any:
@@ -133,7 +154,8 @@ def lower_law(graph: Any, grid: Grid) -> Any:
 
     graph.validate()
     check_grid_size(graph, "bounds")
-    ev = _lower_evaluator(grid.policy(graph), grid.paths)
+    # the coarse grid skips the resolution walk (see Grid.policy)
+    ev = _lower_evaluator(grid.policy(graph, resolve=grid is not COARSE), grid.paths)
     states = list(graph.regime_states())
     with single_blas_thread():
         if len(states) == 1:

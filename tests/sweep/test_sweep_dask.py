@@ -77,6 +77,32 @@ def test_montecarlo_on_dask_identical_to_this_process(cluster):
     assert (here.distribution.samples == there.distribution.samples).all()
 
 
+def test_branch_and_bound_on_dask_identical_to_this_process(cluster):
+    """Winner, tie set, threshold and every proof do not depend on where tasks ran."""
+    from prism_analytic.sweep.bounds_search import branch_and_bound
+    from prism_analytic.sweep.layouts import LayoutSpace, layout_spec
+
+    space = LayoutSpace(tp=(1,), pp=(1, 2, 4), vpp=(1, 2), cp=(1,), recompute=("none", "selective"))
+    spec, counts = layout_spec("llama3-8b", 16, space)
+    settings = EvalSettings(global_batch=32)
+    here = branch_and_bound(spec, counts, "p95", settings=settings)
+    with open_executor(cluster.scheduler_address) as ex:
+        there = branch_and_bound(spec, counts, "p95", settings=settings, executor=ex)
+
+    def signature(r):
+        return (
+            r.winner.index,
+            [c.index for c in r.tie_set],
+            r.threshold,
+            {c.index: (c.lower, c.upper, c.eliminated) for c in r.candidates},
+        )
+
+    assert signature(here) == signature(there)
+    # none and selective recompute give the same step at pp 1: a tie whose holder must not
+    # depend on which finished first
+    assert here.tie_set and here.eliminated
+
+
 def test_killed_worker_mid_sweep_still_completes(cluster, local_table, tmp_path):
     out = tmp_path / "killed.csv"
     pids = [w.process.process.pid for w in cluster.workers.values()]

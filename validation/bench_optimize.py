@@ -1,0 +1,165 @@
+"""Benchmark: branch and bound vs exhaustive layout search, and one process vs dask.
+
+``issue`` (issue #26's 512 candidates): llama3-405b on 16,384 GPUs, tp {4, 8} x pp {4, 8, 16,
+32} x vpp {1, 2, 4, 8} x cp {1, 2, 4, 8} x mbs {1, 2} x recompute {selective, full}. In one
+process, one after the other on the same executor kind:
+
+1. the exhaustive evaluation (``optimize``: the full engine on every valid candidate, what
+   ``prism optimize`` did before), the baseline;
+2. the branch-and-bound search (``search(mode="bnb")``).
+
+It checks that both pick the same winner by p95, that every eliminated candidate carries a
+proof (its guaranteed lower bound above the threshold, the holder's guaranteed upper bound),
+and that the exhaustive table agrees with every proof (each eliminated candidate's full-engine
+p95 above the winner's).
+
+``knobs`` (>= 10,000 candidates over the added knobs: hardware, rank order, global batch, ep,
+sharding besides the layout axes): the branch-and-bound search in one process, then on a dask
+``LocalCluster`` of 2 single-threaded workers; the winner, tie set, threshold and every proof
+must be identical.
+
+The machine's load average is printed before and after every run: on a shared machine the
+wall times are contended, and only ratios measured in the same run mean anything.
+
+Usage::
+
+    python validation/bench_optimize.py issue --workers 2
+    python validation/bench_optimize.py knobs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from typing import Any
+
+from prism_analytic.sweep import EvalSettings
+from prism_analytic.sweep.executor import open_executor
+from prism_analytic.sweep.layouts import LayoutSpace, layout_spec
+from prism_analytic.sweep.optimize import optimize, search
+
+ISSUE = LayoutSpace(
+    tp=(4, 8),
+    pp=(4, 8, 16, 32),
+    vpp=(1, 2, 4, 8),
+    cp=(1, 2, 4, 8),
+    micro_batch_size=(1, 2),
+    recompute=("selective", "full"),
+)
+KNOBS = LayoutSpace(
+    tp=(2, 4, 8),
+    pp=(4, 8, 16, 32),
+    vpp=(1, 2, 4, 8),
+    cp=(1, 2, 4, 8),
+    micro_batch_size=(1, 2),
+    recompute=("selective", "full"),
+    sharding=("zero1", "fsdp"),
+    rank_order=("tp-cp-dp-pp", "tp-cp-pp-dp"),
+    global_batch=(1024, 2048),
+    hardware=("h100-sxm-80gb", "h200-sxm-141gb"),
+)
+
+
+def _load() -> str:
+    return "load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _signature(result: Any) -> dict[str, Any]:
+    """What must be identical across executors: winner, ties, threshold, every proof."""
+    return {
+        "winner": result.winner.index,
+        "tie_set": sorted(c.index for c in result.tie_set),
+        "threshold": result.threshold,
+        "proofs": {c.index: c.eliminated for c in result.eliminated},
+        "lower": {c.index: c.lower for c in result.candidates},
+    }
+
+
+def _check_proofs(result: Any) -> int:
+    """Number of eliminated candidates whose proof is complete and consistent."""
+    good = 0
+    for c in result.eliminated:
+        p = c.eliminated
+        if (
+            p["value_s"] > p["incumbent_value_s"]
+            and p["value_s"] == c.lower[p["grid"]]
+            and p["incumbent_value_s"] >= result.threshold
+        ):
+            good += 1
+    return good
+
+
+def bench_issue(workers: int) -> dict[str, Any]:
+    """The 512-candidate search: exhaustive baseline, then branch and bound (same process)."""
+    out: dict[str, Any] = {"workers": workers}
+    settings = EvalSettings()
+    with open_executor("local", workers) as ex:
+        out["load_before_exhaustive"] = _load()
+        t = time.perf_counter()
+        base = optimize("llama3-405b", 16384, "p95", ISSUE, settings=settings, executor=ex)
+        out["exhaustive_s"] = time.perf_counter() - t
+        out["load_before_bnb"] = _load()
+        t = time.perf_counter()
+        bnb = search("llama3-405b", 16384, "p95", ISSUE, settings=settings, executor=ex)
+        out["bnb_s"] = time.perf_counter() - t
+        out["load_after"] = _load()
+    table = base.table.set_index("index")
+    best = base.best
+    out["exhaustive_winner"] = int(best["index"])
+    out["bnb_winner"] = bnb.winner.index
+    out["same_winner"] = out["exhaustive_winner"] == out["bnb_winner"]
+    out["tie_set"] = sorted(c.index for c in bnb.tie_set)
+    out["threshold_s"] = bnb.threshold
+    out["counts"] = bnb.counts
+    out["stages"] = bnb.stages
+    out["eliminated"] = len(bnb.eliminated)
+    out["proofs_complete"] = _check_proofs(bnb)
+    # the exhaustive table agrees with every proof: each eliminated p95 is above the winner's
+    out["proofs_confirmed_by_exhaustive"] = sum(
+        float(table.loc[c.index, "p95_s"]) > best["p95_s"] for c in bnb.eliminated
+    )
+    out["outside_bracket"] = bnb.outside
+    out["speedup"] = out["exhaustive_s"] / out["bnb_s"]
+    return out
+
+
+def bench_knobs(workers: int) -> dict[str, Any]:
+    """The >= 10,000-candidate search in one process, then on a 2-worker dask cluster."""
+    spec, counts = layout_spec("llama3-405b", 16384, KNOBS)
+    out: dict[str, Any] = {"candidates": counts["candidates"], "points": len(spec.points)}
+    runs = {}
+    for name, scheduler, n in (("one process", "local", 1), ("dask", "dask", workers)):
+        with open_executor(scheduler, n) as ex:
+            out[f"load_before_{name}"] = _load()
+            t = time.perf_counter()
+            runs[name] = search("llama3-405b", 16384, "p95", KNOBS, executor=ex)
+            out[f"{name}_s"] = time.perf_counter() - t
+    out["load_after"] = _load()
+    one, dask = runs["one process"], runs["dask"]
+    out["identical"] = _signature(one) == _signature(dask)
+    out["speedup"] = out["one process_s"] / out["dask_s"]
+    out["winner"] = one._entry(one.winner)
+    out["tie_set"] = sorted(c.index for c in one.tie_set)
+    out["threshold_s"] = one.threshold
+    out["counts"] = one.counts
+    out["stages"] = one.stages
+    out["eliminated"] = len(one.eliminated)
+    out["proofs_complete"] = _check_proofs(one)
+    return out
+
+
+def main() -> None:
+    """Run one benchmark and print its JSON."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("which", choices=("issue", "knobs"))
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    os.environ.setdefault("PRISM_PROGRESS", "1")
+    res = bench_issue(args.workers) if args.which == "issue" else bench_knobs(args.workers)
+    print(json.dumps(res, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
