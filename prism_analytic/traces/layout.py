@@ -14,8 +14,8 @@ consecutive indices ``cp_i + cp * dp_i`` within one stage and tensor rank.
 collective instance must be the recorded members of one process group of the layout (a set of
 dimensions that vary while the others are fixed, an expert group, or a subset of a pipeline
 group such as the embedding group), every p2p pair must join pipeline neighbours or
-context-parallel ring neighbours, and the ``dp_rank`` / ``stage`` columns must agree with the
-rank order.
+context-parallel ring neighbours, the ``dp_rank`` / ``stage`` columns must agree with the
+rank order, and no op may be recorded in a model chunk beyond ``vpp``.
 """
 
 from __future__ import annotations
@@ -261,6 +261,14 @@ def check_layout(layout: Layout, structure) -> list[str]:
                 f"rank {int(ranks[i])} is recorded with {'dp_rank' if col == 'dp' else 'stage'} "
                 f"{int(getattr(structure, col)[i])}, the layout puts it at {dim} "
                 f"{int(c[dim][i])} ({int(bad.sum())} ops disagree)"
+            )
+    chunk = getattr(structure, "chunk", None)
+    if chunk is not None and (np.asarray(chunk) >= 0).any():
+        chunks = int(np.max(chunk)) + 1
+        if chunks > layout.vpp:
+            out.append(
+                f"ops are recorded with model chunk {chunks - 1} (column mc), the layout has "
+                f"vpp={layout.vpp} chunk(s) per stage"
             )
     rc = layout.coords(recorded)
     by_rank = {int(r): k for k, r in enumerate(recorded)}

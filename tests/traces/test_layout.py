@@ -77,3 +77,19 @@ def test_shared_meta_files(shared_data):
     ar = read_layout_meta(find_layout_meta(folder / "trace-AR.parquet"))
     assert (st.dp, st.pp, st.tp, st.world_size) == (2, 4, 1, 8)
     assert (ar.dp, ar.pp, ar.tp, ar.world_size) == (4, 4, 4, 64)
+
+
+def test_chunks_beyond_vpp_contradict():
+    from test_structure_synth import _table
+
+    from prism_analytic.traces.layout import check_layout
+    from prism_analytic.traces.structure import recover_structure
+    from prism_analytic.traces.synth import SynthJob, simulate
+
+    trace = simulate(SynthJob(pp=2, vpp=2, microbatches=4, schedule="interleaved"), 12, seed=0)
+    s = recover_structure(_table(trace))
+    assert check_layout(Layout(pp=2, vpp=2), s) == []
+    wrong = check_layout(Layout(pp=2), s)
+    assert wrong == [
+        "ops are recorded with model chunk 1 (column mc), the layout has vpp=1 chunk(s) per stage"
+    ]
