@@ -79,3 +79,16 @@ def test_unknown_parameter_is_refused_by_name(capsys):
     with pytest.raises(SystemExit):
         fd.main(["--params", "gemm_fp8,bogus"])
     assert "bogus" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_shipped_defaults_are_the_fit_on_all_systems(shared_data):
+    """Refitting on the public set gives the shipped values (a model change needs a refit)."""
+    cases = _load("mlperf_cases").cases(shared_data)
+    fd = _load("fit_defaults")
+    jobs = [load_config(c.config) for c in cases]
+    factors = [fd.variability_factor(j) for j in jobs]
+    got = fd.fit(jobs, [c.median_s for c in cases], factors, fd._weights(cases), fd.DEFAULT_FIT)
+    shipped = fd._shipped()
+    for k in fd.DEFAULT_FIT:
+        assert got[k] == pytest.approx(shipped[k], abs=2e-3), k
