@@ -76,3 +76,24 @@ def test_measured_numbers_match_the_source_tables(shared_data):
         assert got[name].median_s == pytest.approx(median, rel=2e-3), name
     assert got["mlperf_gb200_2496"].p90_over_p50 == pytest.approx(1.023, abs=1e-3)
     assert all(c.steps > 300 for c in got.values())
+
+
+def test_8b_records_are_one_in_32_steps(shared_data):
+    import json
+    from collections import Counter
+
+    for c in _mod().case_specs():
+        steps = []
+        for line in (shared_data / c.logs[0]).read_text().splitlines():
+            if ":::MLLOG" in line and "train_step_time" in line:
+                steps.append(json.loads(line.split(":::MLLOG ", 1)[1])["metadata"].get("step"))
+        steps = [x for x in steps if x is not None]
+        if c.benchmark == "llama31_8b":
+            assert len(steps) > 100, c.name  # the 8B logs do carry the step count
+        if len(steps) < 2:
+            continue
+        # the usual gap (a Carina log restarts its count once)
+        gaps = {Counter(b - a for a, b in zip(steps, steps[1:], strict=False)).most_common(1)[0][0]}
+        # metadata.step counts steps (v5.1) or samples (v5.0: one step = the global batch)
+        per_step = 1 if c.mlperf_round == "v5.1" else load_config(c.config).parallelism.global_batch
+        assert gaps == {c.log_every * per_step}, c.name
