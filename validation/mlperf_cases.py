@@ -63,10 +63,13 @@ class Case:
         Step records pooled (0 in :func:`case_specs`).
     log_every : int
         Optimizer steps per record: 32 for Llama 3.1 8B (``config_common_8b.sh``:
-        ``LOG_EVERY_N_STEPS=32``; ``metadata.step`` advances by 32), 1 for 405B. Each 8B record
-        is one step, not the interval's mean: records scatter around the interval's mean wall
-        time (time_ms difference / 32) as widely as they scatter among themselves. So the 8B
-        medians and p90/p50 are of a 1-in-32 sample of steps, and ``steps`` counts records.
+        ``LOG_EVERY_N_STEPS=32``; ``metadata.step`` advances by 32), 1 for 405B. An 8B record
+        is most likely one step, not the interval's mean: records scatter around the
+        interval's mean wall time (time_ms difference / 32) about as widely as among
+        themselves (p10-p90 of the ratio +-0.3% to +-1%, i.e. 8-55 ms of a 2.7-11 s interval,
+        more than log-timestamp jitter). So the 8B medians and p90/p50 are of a 1-in-32
+        sample of steps (if records were 32-step means, their spread would understate a
+        step's), and ``steps`` counts records.
     """
 
     name: str
