@@ -13,6 +13,8 @@
 * :mod:`.step_body`: the step body by a state-space fit (jitter, random-walk drift, trend,
   warm-up transient), each component tested for identifiability.
 * :mod:`.stall_dispersion`: run-level clustering of stalls (gamma-Poisson dispersion).
+* :mod:`.transfer`: whether an overlay fitted at one size predicts the others (the transfer
+  error table, beside ratio scaling).
 * :mod:`.intervals`: exact Poisson and negative-binomial count intervals.
 * :mod:`.collective_noise`: the scale model of collective-latency noise (slowest of N nodes).
 * :mod:`.collective_events`: rare per-node collective events (rate per node, size by fat-tree
