@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-__all__ = ["describe", "compare_steps", "out_of_sample_checks", "QUANTILES"]
+__all__ = ["describe", "compare_steps", "out_of_sample_checks", "model_check", "QUANTILES"]
 
 QUANTILES = {"p50_s": 0.5, "p90_s": 0.9, "p95_s": 0.95}
 
@@ -126,3 +126,54 @@ def out_of_sample_checks(metrics: dict) -> dict:
         "KS shape p >= 0.05": m["ks_shape_pvalue"] >= 0.05,
         "std ratio in [0.67, 1.5]": 0.67 <= m["std_ratio"] <= 1.5,
     }
+
+
+#: In-sample limits of :func:`model_check`: |mean error| and the std ratio's band. With 10 fit
+#: steps an honest model's std ratio falls below 0.5 with probability about 1% (chi-square with
+#: 9 degrees of freedom below 2.25) and above 2 with probability under 1e-4.
+MODEL_CHECK_MEAN = 0.03
+MODEL_CHECK_STD = (0.5, 2.0)
+
+
+def model_check(in_sample: dict, *, lone_communication_ops: int = 0) -> list:
+    """Problems of a fitted model seen on its own fit steps (empty when none).
+
+    A model that misses the very steps it was fitted on by more than the replay tolerance
+    (3%), or whose spread is off by 2x, has a wrong structure or a wrong decomposition; its
+    prediction must not be presented as validated.
+
+    Parameters
+    ----------
+    in_sample : dict
+        :func:`compare_steps` of the model's samples against the fit steps.
+    lone_communication_ops : int
+        Sends, receives or collectives recorded without their partners (the model's
+        ``info["lone_communication_ops"]``), named as the likely cause.
+
+    Returns
+    -------
+    list of str
+        One line per problem, each starting with ``MODEL CHECK FAILED``.
+
+    Examples
+    --------
+    >>> model_check({"mean_rel_err": 0.6, "std_ratio": 7.0}, lone_communication_ops=12)[0][:40]
+    'MODEL CHECK FAILED: on its own fit steps'
+    >>> model_check({"mean_rel_err": 0.004, "std_ratio": 1.1})
+    []
+    """
+    mean, ratio = float(in_sample["mean_rel_err"]), float(in_sample["std_ratio"])
+    lo, hi = MODEL_CHECK_STD
+    if abs(mean) <= MODEL_CHECK_MEAN and lo <= ratio <= hi:
+        return []
+    cause = (
+        f"; {lone_communication_ops} communication ops were recorded without their partners "
+        "(their waits are resampled, not explained by the structure)"
+        if lone_communication_ops
+        else ""
+    )
+    return [
+        f"MODEL CHECK FAILED: on its own fit steps the fitted model's mean is {mean:+.1%} off "
+        f"(limit {MODEL_CHECK_MEAN:.0%}) and its std {ratio:.2f}x the measured (limits "
+        f"{lo}-{hi}x){cause}; the prediction is not validated"
+    ]
