@@ -199,13 +199,32 @@ def scale_events(job: JobConfig) -> ScaleEvents:
     return ScaleEvents(tuple(delays), coll)
 
 
+def _stall_in_seconds(job: JobConfig) -> JobConfig:
+    """``job`` with a stall sized as a fraction of the step (``hiccups.size_rel``) in seconds.
+
+    The fraction is of the job's deterministic (mean-model) step, the reference of
+    ``temporal.step_jitter_rel`` too; ``job`` itself when ``size_rel`` is 0.
+    """
+    hic = job.variability.hiccups
+    if hic.size_rel <= 0:
+        return job
+    from .step_estimate import step_time
+
+    seconds = hic.seconds(step_time(job).step_s)
+    hiccups = dataclasses.replace(hic, size_s=seconds, size_rel=0.0)
+    return job.replace(variability=dataclasses.replace(job.variability, hiccups=hiccups))
+
+
 def apply_scale_variability(job: JobConfig) -> JobConfig:
     """``job`` with fleet heterogeneity folded into ``variability.spatial`` (module notes).
 
     ``population_cv`` is then reset to 0, so applying it twice changes nothing; the event
     mechanisms stay in ``variability.scale`` for :func:`scale_events` (the step builder adds
-    them as independent components). ``job`` itself when ``population_cv`` is 0.
+    them as independent components). A stall sized as a fraction of the step
+    (``hiccups.size_rel``) becomes seconds for this job here too. ``job`` itself when
+    neither applies.
     """
+    job = _stall_in_seconds(job)
     sc = job.variability.scale
     if sc.population_cv <= 0:
         return job

@@ -192,11 +192,33 @@ class HiccupConfig(_Section):
     GPUs, 4,376 steps; ``shared/data/mlperf_llama405b``): 0.39% of steps (17) exceed 1.1x
     their size's median step time, by a median 1.2 s (see
     :func:`prism_analytic.workload.variability.step_outlier_stats`).
+
+    ``size_rel``: the stall's size as a fraction of the job's deterministic (mean-model)
+    step instead of seconds (0 = off; set ``size_s = 0`` to use it), so that a size fitted
+    at one job size carries to another: the same MLPerf logs put stalls at 0.14-0.16 of the
+    step on Llama 3.1 8B (0.06 s) and 0.17-0.42 on 405B (3.7-8 s), seconds 60-140x apart
+    (``validation/results/calibration_transfer.md``); ``prism calibrate`` writes this form.
+    The step builder turns it into seconds for the job
+    (:func:`prism_analytic.workload.scale_variability.apply_scale_variability`).
     """
 
     _SECTION: ClassVar[str] = "variability.hiccups"
     probability: float = _f(0.0039, kind="float", ge=0.0, le=1.0)
     size_s: float = _f(1.2, kind="float", ge=0.0)
+    size_rel: float = _f(0.0, kind="float", ge=0.0, le=1000.0)
+
+    def _check(self) -> None:
+        if self.size_s > 0 and self.size_rel > 0:
+            raise self._err(
+                "size_rel",
+                "set size_s (seconds, default 1.2) or size_rel (fraction of the step), not"
+                f" both (got {self.size_s!r} and {self.size_rel!r}); set size_s = 0 to use"
+                " size_rel",
+            )
+
+    def seconds(self, core_step_s: float) -> float:
+        """The stall's size in seconds for a job whose deterministic step is ``core_step_s``."""
+        return self.size_s if self.size_s > 0 else self.size_rel * core_step_s
 
 
 @dataclass(frozen=True)
