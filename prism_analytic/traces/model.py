@@ -43,6 +43,10 @@ __all__ = ["TraceModel", "fit_trace_model", "is_communication"]
 # factors and from the empirical fallback.
 _LOG_FAMILIES = ("normal", "laplace", "logistic")
 
+# Cells (samples x units) of one block of model samples: 2**24 float64 is 128 MiB per array;
+# the 4000 default samples of traces up to ~4000 units are one block.
+_SAMPLE_CELLS = 1 << 24
+
 # Words of communication op names (the shared traces' optypes, NCCL kernel names): a
 # single-member unit with such a name is a send, receive or collective whose partners were not
 # found, so its recorded duration includes waiting for them.
@@ -187,6 +191,16 @@ class TraceModel:
             Step times in seconds.
         """
         rng = np.random.default_rng(rng)
+        s = self.structure
+        # blocks of samples bound the memory of the (samples, units) arrays on large traces
+        block = max(64, _SAMPLE_CELLS // max(s.n_units, len(s.keys), 1))
+        if n <= block:
+            return self._sample_block(n, rng)
+        return np.concatenate(
+            [self._sample_block(min(block, n - i), rng) for i in range(0, n, block)]
+        )
+
+    def _sample_block(self, n: int, rng: np.random.Generator) -> np.ndarray:
         s = self.structure
         dur = np.zeros((n, s.n_units))
         log_d = np.tile(self.log_base, (n, 1))
