@@ -22,7 +22,8 @@ The fitted parameters (each reported with an interval, or as not identified):
     Rare stalls: steps above ``stall_threshold`` times their run's median. Rate: count over
     steps, with the exact (Garwood) Poisson interval; size: median excess in seconds over
     the run median, with a percentile-bootstrap interval (>= 3 stalls) or the observed
-    range. No stall observed: not identified (only an upper bound on the rate is reported).
+    range. No stall observed: not identified (only an upper bound on the rate is reported),
+    unless the job's own rate is above that bound: then the estimate, 0, is written.
 Body dispersion (``variability.temporal.kernel_cv``)
     Identified only when moving it moves the predicted p90/p50 by more than the
     measured p90/p50's bootstrap interval; otherwise reported as not identified.
@@ -378,17 +379,32 @@ def calibrate_to_logs(
     overrides: dict = {}
     lo_r, hi_r = garwood(k, confidence)
     if k == 0:
-        params += [
-            FittedParameter(
-                "variability.hiccups.probability",
-                None,
-                (0.0, hi_r / n),
-                False,
-                f"no step above {stall_threshold}x its run median in {n} steps; rate <="
-                f" {hi_r / n:.3g} ({confidence:.0%} Garwood upper bound)",
-            ),
-            FittedParameter("variability.hiccups.size_s", None, None, False, "no stall observed"),
-        ]
+        why = (
+            f"no step above {stall_threshold}x its run median in {n} steps; rate <="
+            f" {hi_r / n:.3g} ({confidence:.0%} Garwood upper bound)"
+        )
+        own = float(job.variability.hiccups.probability)
+        if own > hi_r / n:
+            # the job's own stall rate (e.g. the default, measured on other logs, with a size
+            # in seconds) is refuted by these steps: the estimate, 0, is fitted and written
+            params.append(
+                FittedParameter(
+                    "variability.hiccups.probability",
+                    0.0,
+                    (0.0, hi_r / n),
+                    True,
+                    f"{why}, below the job's {own:.3g}: 0 (the estimate) written",
+                )
+            )
+            overrides = {"variability": {"hiccups": {"probability": 0.0}}}
+        else:
+            bound = (0.0, hi_r / n)
+            params.append(
+                FittedParameter("variability.hiccups.probability", None, bound, False, why)
+            )
+        params.append(
+            FittedParameter("variability.hiccups.size_s", None, None, False, "no stall observed")
+        )
     else:
         size = float(np.median(excess))
         if k >= 3:

@@ -168,6 +168,23 @@ def test_no_stall_is_not_identified(tmp_path):
     assert "hiccups" not in res.overlay().get("variability", {})
 
 
+def test_no_stall_in_enough_steps_refutes_the_jobs_stall_rate(tmp_path):
+    """2,000 steps without a stall: rate <= 0.0018 (95%), below the job's 0.0039: 0 written."""
+    t = 5.0 + 0.01 * np.sin(np.arange(2000))
+    lg = read_step_log(_write(tmp_path, "q.csv", "step_time_s\n" + "\n".join(map(str, t))))
+    job = preset_job("llama3-8b", 8)
+    assert job.variability.hiccups.probability > 3.689 / 2000  # the default, on other logs
+    res = calibrate_to_logs(
+        job, [lg], n_resamples=200, check_body=False, evaluate=_stub(a=1.0, b=2.0)
+    )
+    p = {x.key: x for x in res.parameters}
+    rate = p["variability.hiccups.probability"]
+    assert rate.identified and rate.value == 0.0
+    assert rate.interval[1] == pytest.approx(3.689 / 2000, rel=1e-3)
+    assert res.overlay()["variability"]["hiccups"] == {"probability": 0.0}
+    assert not p["variability.hiccups.size_s"].identified
+
+
 def test_poisson_intervals_against_closed_forms():
     lo, hi = garwood(0)
     assert lo == 0 and hi == pytest.approx(-math.log(0.025), rel=1e-9)  # 3.689
