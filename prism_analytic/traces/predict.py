@@ -7,8 +7,10 @@ other half, which it never saw; ``"all"`` fits and predicts every step (in-sampl
 Before anything is fitted, the structure is proven: the fit steps' measured values are
 replayed through it (:func:`~prism_analytic.traces.replay_check.replay_check`) and the
 recovered process groups are checked against the job's layout when it is known
-(:mod:`~prism_analytic.traces.layout`). A prediction whose structure fails either check is
-still made but labelled not validated, with one line naming the likely cause.
+(:mod:`~prism_analytic.traces.layout`); after fitting, the model must reproduce its own fit
+steps (:func:`~prism_analytic.traces.compare.model_check`). A prediction that fails a check
+is still made but labelled not validated, with one line per failed check naming the likely
+cause.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prism_analytic.traces.compare import compare_steps, describe
+from prism_analytic.traces.compare import compare_steps, describe, model_check
 from prism_analytic.traces.effects import rank_effects, warmup_steps
 from prism_analytic.traces.layout import (
     Layout,
@@ -76,7 +78,8 @@ class TracePrediction:
     layout : dict or None
         The layout used for the check and its contradictions, or None when unknown.
     problems : list of str
-        One line per failed check (``REPLAY FAILED: ...``, ``LAYOUT CONTRADICTION: ...``).
+        One line per failed check (``REPLAY FAILED: ...``, ``LAYOUT CONTRADICTION: ...``,
+        ``MODEL CHECK FAILED: ...``: the fitted model off its own fit steps).
     """
 
     source: str
@@ -151,12 +154,12 @@ class TracePrediction:
             f"{len(self.predicted_steps)} held-out steps"
             + (f" ({len(self.warmup_steps)} warm-up steps left out)" if self.warmup_steps else ""),
             (
-                f"structure validated: fit steps replayed within median "
+                f"validated: the structure replays the fit steps within median "
                 f"{r['median_rel_err']:.2%}, max {r['max_rel_err']:.2%}"
                 + (f"; layout {self.layout['layout']} agrees" if self.layout else "")
+                + f"; the model's mean is {self.in_sample['mean_rel_err']:+.2%} off its fit steps"
                 if self.validated
-                else "prediction NOT VALIDATED (see above): the structure does not explain "
-                "the trace"
+                else "prediction NOT VALIDATED: see the line(s) above"
             ),
             f"{'':10}{'mean':>10}{'std':>10}{'p50':>10}{'p90':>10}{'p95':>10}",
         ]
@@ -333,6 +336,9 @@ def predict_trace(
     draws = model.sample(samples, seed)
     metrics = compare_steps(draws, times[pred_rows], rng=seed)
     in_sample = compare_steps(draws, times[fit_rows], rng=seed)
+    problems += model_check(
+        in_sample, lone_communication_ops=int(model.info.get("lone_communication_ops", 0))
+    )
     typical = {
         "per_rank_s": typical_step_per_rank(structure, fit_rows),
         "per_rank_no_gaps_s": typical_step_per_rank(structure, fit_rows, gaps=False),

@@ -131,7 +131,7 @@ def test_cli_validated_with_meta(synth_files, capsys):
 
     assert main(["trace-predict", str(synth_files), *_FAST]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[1].startswith("structure validated: fit steps replayed within median")
+    assert out[1].startswith("validated: the structure replays the fit steps within median")
     assert "layout dp=2,pp=2,tp=2 agrees" in out[1]
 
 
