@@ -107,6 +107,10 @@ def test_shared_st_broken_structures_are_caught(shared_data):
     s = recover_structure(EventTable(f[~drop].reset_index(drop=True), "dropped"))
     check = replay_check(s)
     assert not check.passed and "grads-reduce-scatter #0" in check.failure_line()
+    # the world-wide clip all-reduce dropped on one rank: seven members fit no group
+    drop = (f["rank"] == 1) & (f["name"] == "optimizer-clip-main-grad")
+    wrong = check_layout(layout, recover_structure(EventTable(f[~drop], "clip dropped")))
+    assert wrong and wrong[0].startswith("optimizer-clip-main-grad: ranks [0, 2, 3, 4, 5, 6, 7]")
     # a wrong layout of the same world size
     wrong = check_layout(Layout(dp=4, pp=2), recover_structure(table))
     assert wrong and wrong[0].startswith("rank ")

@@ -178,3 +178,19 @@ def test_one_instance_with_a_systematic_end_offset_stays_one():
     e = last + 0.05 + np.array([0, 0, 1e-3, 1e-3]) + rng.normal(0, 2e-5, (steps, 4))
     parts = structure_groups.collective_instances(np.arange(4), s, e)
     assert [sorted(p.tolist()) for p, _ in parts] == [[0, 1, 2, 3]]
+
+
+def test_unknown_collective_names_are_found_from_the_data():
+    """A collective under a name no tool knows is grouped because its members waited."""
+    layout = Layout(dp=2, pp=1, tp=4)
+    frame, truth = simulate(layout, _PROGRAM)
+    renamed = {"tp-all-reduce": "op_17", "grads-reduce-scatter": "op_42"}
+    frame["name"] = frame["name"].replace(renamed)
+
+    def rename(key):
+        return (key[0], renamed.get(key[1], key[1]), key[2])
+
+    s = recover_structure(EventTable(frame, "renamed"))
+    edges = structure_edges(s)
+    assert edges["groups"] == {frozenset(map(rename, g)) for g in truth["groups"]}
+    assert check_layout(layout, s) == []
