@@ -92,3 +92,24 @@ def test_the_shipped_defaults_are_the_fit_on_all_systems(shared_data):
     shipped = fd._shipped()
     for k in fd.DEFAULT_FIT:
         assert got[k] == pytest.approx(shipped[k], abs=2e-3), k
+
+
+def test_variants_change_only_their_mechanism_and_restore_the_model():
+    """``--variant sfu`` slows GB200's FP8 attention (exp-bound) but not GB300's (doubled SFU)."""
+    fd = _load("fit_defaults")
+    from prism_analytic.workload.step_estimate import step_time
+
+    ty = load_config(CONFIGS / "mlperf51_tyche_gb200_8b_8.toml")
+    th = load_config(CONFIGS / "mlperf51_theia_gb300_8b_8.toml")
+    big = load_config(CONFIGS / "mlperf51_tyche_gb200_405b_512.toml")
+    before = [step_time(j).step_s for j in (ty, th, big)]
+    with fd.VARIANTS["sfu"]():
+        sfu = [step_time(j).step_s for j in (ty, th, big)]
+    with fd.VARIANTS["chunk_dp"]():
+        chunk = [step_time(j).step_s for j in (ty, th, big)]
+    after = [step_time(j).step_s for j in (ty, th, big)]
+    assert after == before
+    assert sfu[0] > before[0] * 1.01  # FP8 attention at 2x the exp rate's pace on GB200
+    assert sfu[1] == pytest.approx(before[1], rel=1e-9)  # GB300: tensor and exp bounds equal
+    assert chunk[:2] == before[:2]  # pp 1: untouched
+    assert chunk[2] < before[2]  # interleaved pp 8: dp exposure capped at 1/vpp
