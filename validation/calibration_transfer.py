@@ -253,8 +253,8 @@ FINDINGS = [
     " step predicts the stall counts at the larger sizes (8B: 0.9-1.4 expected, 0 seen);"
     " a rate per GPU expects 12 and 60 on 8B at 72 and 512 GPUs, where none occurred."
     " Stall sizes are 0.14-0.16 of the step on 8B (0.06 s) and 0.12-0.6 on 405B (0.7-8 s):"
-    " seconds do not carry across step lengths. The overlay reports `size_rel` and writes it"
-    " where the job config has `variability.hiccups.size_rel` (else the seconds). Stalls are"
+    " seconds do not carry across step lengths. The overlay writes"
+    " `variability.hiccups.size_rel` (the seconds are reported). Stalls are"
     " rare (< 0.4% of steps), so on these logs they move neither the median nor p90; with"
     " frequent stalls the seconds form misses p90/p50 at another size"
     " (`tests/calibration/test_calibration_transfer.py`).",

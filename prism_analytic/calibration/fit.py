@@ -645,8 +645,7 @@ def _stall_relative(params: list[FittedParameter], tuned: Any) -> list[FittedPar
     0.17-0.42 on 405B (3.7-8 s at 19 s steps), seconds 60-140x apart
     (``validation/results/calibration_transfer.md``). The relative form
     (``variability.hiccups.size_rel``, the excess over ``tuned``'s deterministic step)
-    is written instead of ``size_s`` where the job config has that key; otherwise it is
-    reported and the seconds stay written. The rate stays per step: Llama 3.1 8B on Tyche
+    is written instead of ``size_s`` (reported). The rate stays per step: Llama 3.1 8B on Tyche
     had 3 stalls in 1,053 steps at 8 GPUs and none in 455 / 333 steps at 72 / 512, where a
     rate per GPU would expect about 12 and 61.
     """
@@ -659,30 +658,16 @@ def _stall_relative(params: list[FittedParameter], tuned: Any) -> list[FittedPar
             out.append(p)
             continue
         core = step_time(tuned).step_s
-        written = hiccup_size_rel_supported()
         rel = FittedParameter(
             "variability.hiccups.size_rel",
             p.value / core,
             (p.interval[0] / core, p.interval[1] / core) if p.interval else None,
             True,
             f"{key} over the deterministic step {core:.6g} s at the fitted efficiency"
-            + (
-                " (written instead of seconds: it scales with the step across sizes)"
-                if written
-                else " (reported: this version's job config has no variability.hiccups."
-                "size_rel, so the seconds are written)"
-            ),
-            written=written,
+            " (written instead of seconds: it scales with the step across sizes)",
         )
-        out += [dataclasses.replace(p, written=not written), rel]
+        out += [dataclasses.replace(p, written=False), rel]
     return out
-
-
-def hiccup_size_rel_supported() -> bool:
-    """Whether the job config has ``variability.hiccups.size_rel`` (a stall per step size)."""
-    from ..workload.config import HiccupConfig
-
-    return "size_rel" in {f.name for f in dataclasses.fields(HiccupConfig)}
 
 
 def _body_identifiability(

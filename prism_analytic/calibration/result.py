@@ -99,7 +99,7 @@ class CalibrationResult:
             # job may give in seconds (merging both would be refused as ambiguous)
             temporal.setdefault("step_jitter_s", 0.0)
         hiccups = out.get("variability", {}).get("hiccups", {})
-        if "size_rel" in hiccups:  # the same for the stall size: seconds would take precedence
+        if "size_rel" in hiccups:  # the same for the stall size (the two are exclusive)
             hiccups.setdefault("size_s", 0.0)
         return out
 

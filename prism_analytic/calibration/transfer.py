@@ -62,9 +62,9 @@ def seconds_notes(overlays: Sequence[Any]) -> list[str]:
     """What in the overlays is frozen in seconds and so does not scale with the step.
 
     An overlay written before the relative forms (or by hand) may give the jitter as
-    ``variability.temporal.step_jitter_s`` (which replaces the relative jitter) or, where the
-    config has ``variability.hiccups.size_rel``, the stall as ``size_s``: still readable,
-    but carried unchanged to a size whose step is shorter or longer. Each note names the
+    ``variability.temporal.step_jitter_s`` (which replaces the relative jitter) or the stall
+    as ``variability.hiccups.size_s``: still readable, but carried unchanged to a size whose
+    step is shorter or longer. Each note names the
     key and says to refit.
 
     Parameters
@@ -72,8 +72,6 @@ def seconds_notes(overlays: Sequence[Any]) -> list[str]:
     overlays : sequence of path or mapping
         The overlay files (or parsed mappings) merged on top of the job.
     """
-    from .fit import hiccup_size_rel_supported
-
     notes = []
     for source in overlays:
         if isinstance(source, Mapping):
@@ -91,12 +89,7 @@ def seconds_notes(overlays: Sequence[Any]) -> list[str]:
                 " scale with the step; refit with prism calibrate, which writes"
                 " step_jitter_rel"
             )
-        if (
-            hiccup_size_rel_supported()
-            and isinstance(hiccups, Mapping)
-            and (hiccups.get("size_s") or 0) > 0
-            and not (hiccups.get("size_rel") or 0) > 0
-        ):
+        if isinstance(hiccups, Mapping) and (hiccups.get("size_s") or 0) > 0:
             notes.append(
                 f"{source}: variability.hiccups.size_s is in seconds and does not scale with"
                 " the step; refit with prism calibrate, which writes size_rel"

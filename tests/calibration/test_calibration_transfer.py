@@ -20,7 +20,6 @@ from _gb200_fp4_job import JOB_TOML, TRUE_EFF
 
 from prism_analytic import Job
 from prism_analytic.calibration import StepLog, calibrate_to_logs, predicted_law
-from prism_analytic.calibration.fit import hiccup_size_rel_supported
 from prism_analytic.calibration.result import CalibrationError
 from prism_analytic.calibration.transfer import SizeCase, transfer_table, transfer_text
 from prism_analytic.cli import main
@@ -162,34 +161,31 @@ def test_size_option_errors(extra, message, tmp_path, capsys):
 
 
 def test_stall_size_is_reported_relative_to_the_step(sizes):
-    """The stall is also given as a fraction of the step; written where the config has it."""
+    """The stall is also given as a fraction of the step, and that form is the one written."""
     out, fit, _ = sizes
     params = {p.key: p for p in fit.parameters}
     size_s, rel = params["variability.hiccups.size_s"], params["variability.hiccups.size_rel"]
     core = step_time(merge_config(out[16][1], fit.overlay())).step_s
     assert rel.value == pytest.approx(size_s.value / core)
-    assert rel.written != size_s.written  # exactly one of the two forms is in the overlay
+    assert rel.written and not size_s.written
     hiccups = fit.overlay()["variability"]["hiccups"]
-    assert set(hiccups) >= {"probability"} and ("size_rel" in hiccups) == rel.written
+    assert set(hiccups) == {"probability", "size_rel", "size_s"} and hiccups["size_s"] == 0.0
 
 
-def test_overlay_writes_the_relative_stall_where_the_config_has_it(sizes, monkeypatch):
-    """With ``variability.hiccups.size_rel`` in the config: it is written, the seconds 0."""
+def test_overlay_writes_the_relative_stall(sizes):
+    """The stall size is written as a fraction of the step, the seconds set to 0."""
     from prism_analytic.calibration import fit as fit_module
     from prism_analytic.calibration.result import CalibrationResult, FittedParameter
 
     out, _, _ = sizes
     job = out[16][1]
     size = FittedParameter("variability.hiccups.size_s", 0.05, (0.04, 0.06), True, "test")
-    for supported in (True, False):
-        monkeypatch.setattr(fit_module, "hiccup_size_rel_supported", lambda s=supported: s)
-        params = fit_module._stall_relative([size], job)
-        overlay = CalibrationResult("j", {}, params, {}, {}).overlay()["variability"]["hiccups"]
-        core = step_time(job).step_s
-        if supported:
-            assert overlay == {"size_rel": pytest.approx(0.05 / core), "size_s": 0.0}
-        else:
-            assert overlay == {"size_s": 0.05}
+    params = fit_module._stall_relative([size], job)
+    overlay = CalibrationResult("j", {}, params, {}, {}).overlay()["variability"]["hiccups"]
+    assert overlay == {"size_rel": pytest.approx(0.05 / step_time(job).step_s), "size_s": 0.0}
+    # the overlay merges (the two keys are exclusive in the config: size_s is 0)
+    merged = merge_config(job, {"variability": {"hiccups": overlay}})
+    assert merged.variability.hiccups.size_rel == overlay["size_rel"]
 
 
 def test_an_overlay_in_seconds_is_named_with_the_key_to_refit(tmp_path):
@@ -205,10 +201,6 @@ def test_an_overlay_in_seconds_is_named_with_the_key_to_refit(tmp_path):
     assert "note: " in transfer_text(table)
 
 
-@pytest.mark.skipif(
-    not hiccup_size_rel_supported(),
-    reason="the job config has no variability.hiccups.size_rel: stalls are carried in seconds",
-)
 def test_frequent_stalls_transfer_as_a_fraction_of_the_step(tmp_path):
     """Stalls in 15% of steps (p90 lies among them): relative sizes carry, seconds do not."""
     out = {}
