@@ -57,3 +57,20 @@ def test_small_layouts(name, tmp_path):
 @pytest.mark.parametrize("name", sorted(set(_JOBS) - set(_DEFAULT)))
 def test_every_acceptance_layout(name, tmp_path):
     _check(name, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["dp2-pp2-tp2", "dp4-pp2-sp4"])
+def test_clock_offsets_never_pass_silently(name):
+    """Per-rank clock offsets (20 us sd) can hide which concurrent transfers pair up; when the
+    recovery then misses units, the replay check says so instead of passing."""
+    import numpy as np
+
+    trace = simulate(_JOBS[name], steps=20, seed=1)
+    table = _table(trace)
+    offset = np.random.default_rng(0).normal(0, 2e-5, table.frame["rank"].max() + 1)
+    table.frame["start_s"] += offset[table.frame["rank"].to_numpy()]
+    s = recover_structure(table)
+    check = replay_check(s)
+    assert structure_edges(s) == trace.edges() or not check.passed
+    if not check.passed:
+        assert check.failure_line().startswith("REPLAY FAILED: ")
