@@ -973,13 +973,18 @@ def rare_stall_note(job: Any) -> str | None:
     1% of steps, so it leaves p99 alone and lifts the quantiles above ``1 - probability`` by about
     its size: without a sentence the jump from p99 to p999 reads like a numerical artefact.
     """
+    from .workload.step_estimate import step_time
+
     hic = job.variability.hiccups
-    if not (0.0 < hic.probability < 0.5 and hic.size_s > 0.0):
+    if not 0.0 < hic.probability < 0.5:
+        return None
+    size = hic.size_s if hic.size_s > 0.0 else hic.seconds(step_time(job).step_s)
+    if not size > 0.0:
         return None
     level = 100.0 * (1.0 - hic.probability)
     return (
         f"note: quantiles above ~p{level:.4g} include the rare whole-step stall"
-        f" (variability.hiccups: {100.0 * hic.probability:.3g}% of steps, +{hic.size_s:.3g} s);"
+        f" (variability.hiccups: {100.0 * hic.probability:.3g}% of steps, +{size:.3g} s);"
         " set variability.hiccups.probability = 0 to leave it out"
     )
 

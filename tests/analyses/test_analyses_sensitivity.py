@@ -21,7 +21,7 @@ from prism_analytic.distributions import from_scipy, normal, point_mass
 from prism_analytic.engines.predict import predict
 from prism_analytic.graph import StepGraph
 from prism_analytic.policy import GridPolicy
-from prism_analytic.workload.jobs import build_job
+from prism_analytic.workload.jobs import build_job, merge_config
 from prism_analytic.workload.mean_model import op_means
 
 
@@ -68,18 +68,28 @@ def test_latex_mentions_implicit_quantile():
 def test_variability_perturbation_keeps_mean_in_body():
     job = build_job("llama3-8b", 8)
     om = op_means(job)
-    g0 = perturbed_graph(job, om, "gemm", "variability", 1.0)
-    g2 = perturbed_graph(job, om, "gemm", "variability", 2.0)
-    b0 = predict(g0.node("replicas")["body"])
-    b2 = predict(g2.node("replicas")["body"])
-    assert b2.std() > 1.5 * b0.std()
-    assert b2.mean() == pytest.approx(b0.mean(), rel=1e-3)
+    bodies = [
+        predict(perturbed_graph(job, om, "gemm", "variability", f).node("replicas")["body"])
+        for f in (0.0, 1.0, 2.0)
+    ]
+    var = [b.std() ** 2 for b in bodies]
+    # the GEMM kernels' noise adds independently to a chain of sums: its variance scales as
+    # factor^2, so var(2) - var(1) = 3 (var(1) - var(0)), whatever the other terms are
+    assert var[1] > var[0]
+    assert var[2] - var[1] == pytest.approx(3.0 * (var[1] - var[0]), rel=1e-3)
+    assert bodies[2].mean() == pytest.approx(bodies[0].mean(), rel=1e-3)
     with pytest.raises(ValueError, match="kernel class"):
         perturbed_graph(job, om, "matmul", "mean", 1.1)
 
 
 def test_fsdp_ranks_reduce_scatter_and_allgather_first():
-    job = build_job("llama3-8b", 256)
+    # the whole dp communication hideable (the shipped default exposes 86% of it) on a noisy
+    # network (inter-node sigma of small messages; the default is the >= 64 MB value)
+    over = {
+        "parallelism": {"overlap": {"dp": 1.0}},
+        "variability": {"network": {"inter_node": {"sigma": 0.17}}},
+    }
+    job = merge_config(build_job("llama3-8b", 256), over)
     r = sensitivity(job, classes=["gemm", "allgather", "reduce_scatter"])
     top = r.ranking("p95_drop_without_variability_s")
     assert set(top[:2]) == {"allgather", "reduce_scatter"}

@@ -117,12 +117,16 @@ cv = 0.0
 slow_fraction = 0.0
 [variability.temporal]
 kernel_cv = 0.0
+step_jitter_rel = 0.0
 [variability.network.intra_node]
 sigma = 0.0
+tail_prob = 0.0
 [variability.network.inter_node]
 sigma = 0.0
+tail_prob = 0.0
 [variability.network.cross_dc]
 sigma = 0.0
+tail_prob = 0.0
 [variability.hiccups]
 probability = 0.0
 """

@@ -154,6 +154,7 @@ def _job(probability: float):
     overlay = {
         "variability": {
             "spatial": {"cv": 0.0, "slow_fraction": 0.0},
+            "temporal": {"step_jitter_rel": 0.0},
             "hiccups": {"probability": probability, "size_s": S},
         }
     }

@@ -24,7 +24,12 @@ def _job(inter: dict):
     # no persistent GPU speed spread: the builder's replica speed factor multiplies the whole
     # pipeline body, exposed communication included (a slow GPU would scale the shift by 1.1)
     spatial = {"cv": 0.0, "slow_fraction": 0.0}
-    over = {"variability": {"network": net, "spatial": spatial}}
+    # the whole dp reduce-scatter hideable behind the backward pass, so that exposure is the
+    # per-instance excess the test derives
+    over = {
+        "variability": {"network": net, "spatial": spatial},
+        "parallelism": {"overlap": {"dp": 1.0}},
+    }
     return merge_config(preset_job("llama3-8b", 64), over)
 
 
