@@ -180,6 +180,21 @@ def _facts_table(rows: list[dict]) -> list[str]:
     return out
 
 
+def _within_run_table(table: dict) -> list[str]:
+    """p90/p50 within runs: per-run-normalised steps against the law of one allocation."""
+    out = [
+        "| GPUs | p90/p50 within runs: measured | calibrated | uncalibrated |",
+        "|---|---|---|---|",
+    ]
+    for r in table["rows"]:
+        out.append(
+            f"| {r['gpus']} | {r['measured_within_run_p90_over_p50']:.4f} |"
+            f" {r['predicted_within_run_p90_over_p50']:.4f} |"
+            f" {r['uncalibrated_within_run_p90_over_p50']:.4f} |"
+        )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, help="write the tables as markdown here")
@@ -225,17 +240,21 @@ def _markdown(parts: list, commit: str) -> str:
         " scaling's. The same table: `prism calibrate --check --config JOB --overlay fit.toml"
         " --steps LOG... --size JOB2 LOG2...`.",
         "",
-        "Below each table, model-free facts of the steps (what could carry from the smallest"
-        f" size): within-run jitter (1.4826 MAD of step / run median), stalls (> {STALL}x the"
-        " run median; the count the smallest size's rate predicts per step and per GPU), and"
-        f" a slow mode (steps {SLOW}x-{STALL}x their run median; the commonest gap between"
+        "Beside each table, p90/p50 within runs (steps over their run's median against the"
+        " law of one allocation, what `prism calibrate --check` compares; the calibration"
+        " fits its jitter there, under the shape the steps choose, so the in-sample row can"
+        " differ from the pooled one), then model-free facts of the steps (what could carry"
+        " from the smallest size): within-run jitter (1.4826 MAD of step / run median),"
+        f" stalls (> {STALL}x the run median; the count the smallest size's rate predicts"
+        " per step and per GPU), and a slow mode"
+        f" (steps {SLOW}x-{STALL}x their run median; the commonest gap between"
         " them, 1 = consecutive).",
         "",
     ]
     for name, sizes, table, facts in parts:
         lines += [f"## {name}", "", "```", transfer_text(table), "```", ""]
         lines += [f"Overlay fitted at {sizes[0].gpus} GPUs: `{_overlay_text(table['overlay'])}`"]
-        lines += ["", *_facts_table(facts), ""]
+        lines += ["", *_within_run_table(table), "", *_facts_table(facts), ""]
     lines += FINDINGS
     return "\n".join(lines) + "\n"
 
