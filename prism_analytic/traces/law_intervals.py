@@ -83,11 +83,12 @@ def law_intervals(model, *, level: float = 0.9, resamples: int = 200, rng=0) -> 
     Returns
     -------
     dict
-        Parameter name -> ``{"estimate", "low", "high"}``. Names: ``"mean <optype>"``
-        (compute op mean duration, ranks not flagged slow), ``"noise log-sd <optype>"``
-        (per-microbatch compute), ``"step factor log-sd"``, ``"microbatch factor log-sd"``,
-        ``"transfer mean <optype>"`` (communication), ``"slowdown rank <r>"`` (every rank with
-        per-microbatch work: its work over the median of its stage's other ranks).
+        Parameter name -> ``{"estimate", "low", "high"}``. Names:
+        ``"mean <optype> @ stage <s>"`` (compute op mean duration on the stage's ranks not
+        flagged slow), ``"noise log-sd <optype>"`` (per-microbatch compute),
+        ``"step factor log-sd"``, ``"microbatch factor log-sd"``, ``"transfer mean <optype>"``
+        (communication), ``"slowdown rank <r>"`` (every rank with per-microbatch work: its
+        work over the median of its stage's other ranks).
     """
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
@@ -115,12 +116,15 @@ def law_intervals(model, *, level: float = 0.9, resamples: int = 200, rng=0) -> 
     first = np.array([s.units[u][0] for u in model.op_units])
     op_names = np.array([_unit_optype(s, u) for u in model.op_units], dtype=object)
     normal = ~np.isin(s.ranks[first], list(slow))
+    stages = s.stage[first]
     for name in sorted(set(op_names)):
         if not name.endswith("compute") and name != "optimizer":
             continue
-        cols = model.op_units[(op_names == name) & normal]
-        if cols.size:
-            add_mean(f"mean {name}", dur[:, cols].mean(axis=1))
+        # per stage: stages may do different work (the last one the loss and output layer)
+        for st in np.unique(stages):
+            cols = model.op_units[(op_names == name) & normal & (stages == st)]
+            if cols.size:
+                add_mean(f"mean {name} @ stage {int(st)}", dur[:, cols].mean(axis=1))
     d = model.decomposition
     if d:
         e, a, b = d["e"], d["a"], d["b"]
@@ -200,7 +204,8 @@ def coverage(intervals: dict, truth: dict) -> dict:
     intervals : dict
         From :func:`law_intervals`.
     truth : dict
-        ``SynthTrace.truth`` (``laws``, ``slow_ranks``, ``step_factor``, ``mb_factor``).
+        ``SynthTrace.truth`` (``laws``, ``slow_ranks``, ``stage_scale``, ``step_factor``,
+        ``mb_factor``).
 
     Returns
     -------
@@ -211,11 +216,16 @@ def coverage(intervals: dict, truth: dict) -> dict:
     """
     laws = truth["laws"]
     step_f, mb_f = truth["step_factor"], truth["mb_factor"]
+    stage_scale = {int(k): float(v) for k, v in truth.get("stage_scale", {}).items()}
     expected = {}
     for name, law in laws.items():
         if name.endswith("compute") or name == "optimizer":
             factor = step_f["mean"] * (mb_f["mean"] if name != "optimizer" else 1.0)
-            expected[f"mean {name}"] = law["mean"] * factor
+            prefix = f"mean {name} @ stage "
+            for key in intervals:
+                if key.startswith(prefix):
+                    st = int(key[len(prefix) :])
+                    expected[key] = law["mean"] * factor * stage_scale.get(st, 1.0)
             if name != "optimizer":
                 expected[f"noise log-sd {name}"] = true_log_sd(law)
         else:
