@@ -47,6 +47,7 @@ __all__ = [
     "BWD_GEMM_FACTOR",
     "BWD_ATTENTION_FACTOR",
     "BWD_MEMORY_FACTOR",
+    "OUTPUT_LAYER_OPS",
 ]
 
 #: Backward/forward FLOP ratio of a linear layer (input grad + weight grad).
@@ -55,6 +56,10 @@ BWD_GEMM_FACTOR = 2.0
 BWD_ATTENTION_FACTOR = 2.5
 #: Backward/forward HBM-bytes ratio of memory-bound ops.
 BWD_MEMORY_FACTOR = 2.0
+
+#: Ops of the output layer: low-precision training keeps them in BF16 unless told otherwise
+#: (``training.logits_precision``).
+OUTPUT_LAYER_OPS = ("logits",)
 
 _ACT_BYTES = 2  # BF16 activations and weights
 _OP_CLASSES = ("gemm", "attention", "memory")

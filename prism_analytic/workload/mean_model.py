@@ -12,7 +12,7 @@ Cost model (one GPU of the slowest pipeline stage):
 * compute op: ``max(flops / (peak * eff_class), bytes / (hbm * eff_memory))`` — a
   roofline with achieved efficiencies per op class; GEMMs use the training precision's
   peak (FP8 or BF16), attention the peak of ``training.attention_precision`` (BF16 unless
-  FP8 attention is set).
+  FP8 attention is set), the logits GEMM BF16's unless ``training.logits_precision`` is "same".
 * communication: alpha-beta times of :mod:`.collectives` on the tier(s) the group
   spans; exposed part ``max(0, c - f * w)`` with overlap efficiency ``f`` from
   ``parallelism.overlap`` and window ``w`` = the compute it can hide behind: the
@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass
 from . import collectives as coll
 from .config import JobConfig, Layout, LayoutWarning, validate_layout
 from .flops import (
+    OUTPUT_LAYER_OPS,
     OpCost,
     embedding_ops,
     head_ops,
@@ -216,6 +217,8 @@ def _compute(job: JobConfig, op: OpCost, phase: str) -> OpMean:
     mem_s = nbytes / (hw.hbm_bandwidth * eff.memory)
     if op.op_class == "gemm":
         prec = job.training.precision
+        if op.name in OUTPUT_LAYER_OPS and job.training.logits_precision == "bf16":
+            prec = "bf16"  # the output layer sits outside the FP8/FP4 autocast
         flop_s = flops / (hw.peak_flops.for_dtype(prec) * eff.for_precision(prec))
     elif op.op_class == "attention":
         flop_s = flops / (hw.peak_flops.for_dtype(job.training.attention_precision) * eff.attention)

@@ -70,3 +70,26 @@ def test_fp8_attention_on_a_gpu_without_fp8_is_refused_by_name():
     job = preset_job("llama3-8b", 8, hardware="a100-sxm-80gb")
     with pytest.raises(ConfigError, match="training.attention_precision"):
         merge_config(job, {"training": {"attention_precision": "fp8"}})
+
+
+def test_logits_gemm_stays_bf16_under_low_precision_unless_told_same():
+    from prism_analytic.workload.jobs import merge_config
+
+    job = preset_job("llama3-8b", 8, hardware="gb200-nvl72")
+
+    def logits_s(j):
+        return next(o.seconds for o in op_means(j).head_fwd if o.name == "logits")
+
+    def qkv_s(j):
+        return next(o.seconds for o in op_means(j).layer_fwd if o.name == "qkv_proj")
+
+    fp8 = merge_config(job, {"training": {"precision": "fp8"}})
+    same = merge_config(job, {"training": {"precision": "fp8", "logits_precision": "same"}})
+    assert fp8.training.logits_precision == "bf16"
+    assert logits_s(fp8) == pytest.approx(logits_s(job))  # BF16 whatever the precision
+    assert qkv_s(fp8) < qkv_s(job)  # the layers' GEMMs do speed up
+    hw, eff = job.hardware, job.hardware.efficiency
+    ratio = (hw.peak_flops.bf16 * eff.gemm) / (hw.peak_flops.fp8 * eff.gemm_fp8)
+    assert logits_s(same) == pytest.approx(logits_s(job) * ratio)
+    with pytest.raises(ConfigError, match="training.logits_precision"):
+        merge_config(job, {"training": {"logits_precision": "fp8"}})

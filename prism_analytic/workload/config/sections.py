@@ -104,12 +104,12 @@ class ModelConfig(_Section):
 # --------------------------------------------------------------------------------------
 # Parallelism
 # --------------------------------------------------------------------------------------
-#: Data-parallel overlap efficiency (``parallelism.overlap.dp``): fitted 0.144
-#: (leave-one-system-out 0.141-0.207) by ``python -m validation.fit_defaults`` on the 17
+#: Data-parallel overlap efficiency (``parallelism.overlap.dp``): fitted 0.145
+#: (leave-one-system-out 0.141-0.229) by ``python -m validation.fit_defaults`` on the 17
 #: public MLPerf cases (sources above GEMM_EFFICIENCY_FP8). The Llama 3.1 8B jobs set it: one
 #: microbatch per step, where gradient reduce-scatter and parameter all-gather are a large
 #: part of the step; in the 405B jobs (32-144 microbatches) it barely matters.
-DP_OVERLAP = 0.144
+DP_OVERLAP = 0.145
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ class OverlapConfig(_Section):
     (0); context-parallel ring attention overlaps the KV exchange with the attention
     kernel (1); MoE all-to-all blocks (0); ``overlap_grad_reduce``/``overlap_param_gather``
     hide data-parallel traffic behind backward/forward, but the dp default
-    (:data:`DP_OVERLAP`, 0.144) is fitted on public MLPerf step logs: in one-microbatch Llama
+    (:data:`DP_OVERLAP`, 0.145) is fitted on public MLPerf step logs: in one-microbatch Llama
     3.1 8B steps most of the gradient and parameter traffic shows; ``overlap_p2p_comm``
     hides steady-state pipeline sends (1; fill and drain hops are never hidden).
     """
@@ -299,14 +299,15 @@ TE_GEMM_FP8 = round(_TE_LAYER_TFLOP / 8.507e-3 / 4.5e3, 3)  # 0.501
 # step, each system x benchmark weighted equally; the interval is the range of the four
 # leave-one-system-out fits. Results and held-out errors: validation/results/fit_defaults.md.
 #: Achieved FP8/MXFP8 GEMM efficiency (fraction of the FP8 dense peak), quantization included:
-#: fitted 0.446 (leave-one-system-out 0.433-0.456).
-GEMM_EFFICIENCY_FP8 = 0.446
-#: Achieved NVFP4 GEMM efficiency (fraction of the FP4 dense peak): fitted 0.365 (0.347-0.420;
+#: fitted 0.450 (leave-one-system-out 0.435-0.460), the logits GEMM kept in BF16
+#: (``training.logits_precision``).
+GEMM_EFFICIENCY_FP8 = 0.450
+#: Achieved NVFP4 GEMM efficiency (fraction of the FP4 dense peak): fitted 0.388 (0.372-0.441;
 #: only Tyche GB200 and Theia GB300 ran NVFP4).
-GEMM_EFFICIENCY_FP4 = 0.365
+GEMM_EFFICIENCY_FP4 = 0.388
 #: Achieved BF16 GEMM efficiency (fraction of the BF16 dense peak). The public set has no BF16
 #: GEMM: the fitted FP8 fraction times the benchmark's BF16/FP8 ratio (0.697 / 0.501).
-GEMM_EFFICIENCY = round(GEMM_EFFICIENCY_FP8 * TE_GEMM_BF16 / TE_GEMM_FP8, 3)  # 0.620
+GEMM_EFFICIENCY = round(GEMM_EFFICIENCY_FP8 * TE_GEMM_BF16 / TE_GEMM_FP8, 3)  # 0.626
 
 
 @dataclass(frozen=True)
@@ -314,11 +315,11 @@ class Efficiency(_Section):
     """Achieved fraction of peak, per op class.
 
     gemm : fraction of the BF16 tensor peak reached by the model's BF16 GEMMs (default
-        :data:`GEMM_EFFICIENCY`, 0.620: the fitted FP8 fraction times Transformer Engine's
+        :data:`GEMM_EFFICIENCY`, 0.626: the fitted FP8 fraction times Transformer Engine's
         benchmark BF16/FP8 ratio; the public MLPerf set has no BF16 job).
     gemm_fp8, gemm_fp4 : fractions of their own peaks reached by FP8/MXFP8 and NVFP4 GEMMs,
-        quantization kernels included (defaults :data:`GEMM_EFFICIENCY_FP8` 0.446 and
-        :data:`GEMM_EFFICIENCY_FP4` 0.365, fitted by ``validation/fit_defaults.py`` on the
+        quantization kernels included (defaults :data:`GEMM_EFFICIENCY_FP8` 0.450 and
+        :data:`GEMM_EFFICIENCY_FP4` 0.388, fitted by ``validation/fit_defaults.py`` on the
         public MLPerf step logs); ``None`` (Python API) falls back to ``gemm``.
         Low-precision GEMMs reach a smaller fraction of their (higher) peak.
         ``prism calibrate`` fits the key of the job's precision.
@@ -427,6 +428,15 @@ class TrainingConfig(_Section):
         Dtype of the fused attention kernel: BF16 (Transformer Engine's default) or FP8
         (TE ``fp8_dpa``, NeMo ``FP8_DPA=True``, as the MLPerf v5.1 Llama 3.1 8B configs set),
         which runs at the FP8 peak times ``hardware.efficiency.attention``.
+    logits_precision : {"bf16", "same"}
+        Dtype of the output-layer (logits) GEMM. "bf16" (default): it stays in BF16 whatever
+        ``precision`` is, at the BF16 peak times ``hardware.efficiency.gemm``: Megatron-Core's
+        output layer is ``tensor_parallel.ColumnParallelLinear`` (its GPT model file
+        ``megatron/core/models/gpt/gpt_model.py``), a plain matmul outside Transformer
+        Engine's FP8/FP4 autocast, and torchtitan's float8 conversion leaves the ``output``
+        layer out. "same": it runs in
+        ``precision`` like the other GEMMs. Matters for small models: 7% of Llama 3 8B's GEMM
+        FLOPs, 0.5% of 405B's.
     recompute : {"none", "selective", "full"}
         Activation recomputation. "selective" recomputes only the attention core,
         which flash attention does anyway, so it costs the same as "none"; "full"
@@ -471,6 +481,7 @@ class TrainingConfig(_Section):
     _SECTION: ClassVar[str] = "training"
     precision: str = _f("bf16", kind="str", choices=tuple(PRECISION_PEAK))
     attention_precision: str = _f("bf16", kind="str", choices=("bf16", "fp8"))
+    logits_precision: str = _f("bf16", kind="str", choices=("bf16", "same"))
     recompute: str = _f("selective", kind="str", choices=("none", "selective", "full"))
     grad_reduce_bytes: int = _f(4, kind="int", choices=(2, 4))
     param_gather_bytes: int = _f(2, kind="int", choices=(1, 2))
