@@ -1,6 +1,6 @@
 """Benchmark: branch and bound vs exhaustive layout search, and one process vs dask.
 
-``issue`` (issue #26's 512 candidates): llama3-405b on 16,384 GPUs, tp {4, 8} x pp {4, 8, 16,
+``exhaustive`` (issue #26's 512 candidates): llama3-405b on 16,384 GPUs, tp {4, 8} x pp {4, 8, 16,
 32} x vpp {1, 2, 4, 8} x cp {1, 2, 4, 8} x mbs {1, 2} x recompute {selective, full}. In one
 process, one after the other on the same executor kind:
 
@@ -13,28 +13,31 @@ proof (its guaranteed lower bound above the threshold, the holder's guaranteed u
 and that the exhaustive table agrees with every proof (each eliminated candidate's full-engine
 p95 above the winner's).
 
-``knobs`` (>= 10,000 candidates over the added knobs: hardware, rank order, global batch, ep,
-sharding besides the layout axes): the branch-and-bound search in one process, then on a dask
-``LocalCluster`` of 2 single-threaded workers; the winner, tie set, threshold and every proof
-must be identical.
+``scaling``: the branch-and-bound search in one process, then on a dask ``LocalCluster`` of
+2 single-threaded workers; the winner, tie set, threshold and every proof must be identical.
+``--grid knobs`` is the >= 10,000-candidate search over the added knobs (rank order, global
+batch, micro-batch size 4, recompute none, tp 1-2 and pp 2 besides the issue's axes).
 
 The machine's load average is printed before and after every run: on a shared machine the
 wall times are contended, and only ratios measured in the same run mean anything.
 
 Usage::
 
-    python validation/bench_optimize.py issue --workers 2
-    python validation/bench_optimize.py knobs
+    python validation/bench_optimize.py exhaustive --workers 2        # 512: exhaustive vs bnb
+    python validation/bench_optimize.py scaling --grid issue          # one process vs dask
+    python validation/bench_optimize.py scaling --grid knobs --runs dask
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import time
 from typing import Any
 
+from prism_analytic.progress import Progress
 from prism_analytic.sweep import EvalSettings
 from prism_analytic.sweep.executor import open_executor
 from prism_analytic.sweep.layouts import LayoutSpace, layout_spec
@@ -48,18 +51,19 @@ ISSUE = LayoutSpace(
     micro_batch_size=(1, 2),
     recompute=("selective", "full"),
 )
+# 11,520 candidates: 2,328 global batches that do not split, 4,458 invalid, 3,098 over memory,
+# 1,636 valid (counted by the screen)
 KNOBS = LayoutSpace(
-    tp=(2, 4, 8),
-    pp=(4, 8, 16, 32),
+    tp=(1, 2, 4, 8),
+    pp=(2, 4, 8, 16, 32),
     vpp=(1, 2, 4, 8),
     cp=(1, 2, 4, 8),
-    micro_batch_size=(1, 2),
-    recompute=("selective", "full"),
-    sharding=("zero1", "fsdp"),
+    micro_batch_size=(1, 2, 4),
+    recompute=("none", "selective", "full"),
     rank_order=("tp-cp-dp-pp", "tp-cp-pp-dp"),
     global_batch=(1024, 2048),
-    hardware=("h100-sxm-80gb", "h200-sxm-141gb"),
 )
+GRIDS = {"issue": ISSUE, "knobs": KNOBS}
 
 
 def _load() -> str:
@@ -102,7 +106,15 @@ def bench_issue(workers: int) -> dict[str, Any]:
         out["exhaustive_s"] = time.perf_counter() - t
         out["load_before_bnb"] = _load()
         t = time.perf_counter()
-        bnb = search("llama3-405b", 16384, "p95", ISSUE, settings=settings, executor=ex)
+        bnb = search(
+            "llama3-405b",
+            16384,
+            "p95",
+            ISSUE,
+            settings=settings,
+            executor=ex,
+            progress=Progress("bnb", every_s=30),
+        )
         out["bnb_s"] = time.perf_counter() - t
         out["load_after"] = _load()
     table = base.table.set_index("index")
@@ -114,6 +126,7 @@ def bench_issue(workers: int) -> dict[str, Any]:
     out["threshold_s"] = bnb.threshold
     out["counts"] = bnb.counts
     out["stages"] = bnb.stages
+    out["exhaustive_work_s"] = float(base.table["compute_time_s"].sum())
     out["eliminated"] = len(bnb.eliminated)
     out["proofs_complete"] = _check_proofs(bnb)
     # the exhaustive table agrees with every proof: each eliminated p95 is above the winner's
@@ -125,21 +138,33 @@ def bench_issue(workers: int) -> dict[str, Any]:
     return out
 
 
-def bench_knobs(workers: int) -> dict[str, Any]:
-    """The >= 10,000-candidate search in one process, then on a 2-worker dask cluster."""
-    spec, counts = layout_spec("llama3-405b", 16384, KNOBS)
-    out: dict[str, Any] = {"candidates": counts["candidates"], "points": len(spec.points)}
-    runs = {}
-    for name, scheduler, n in (("one process", "local", 1), ("dask", "dask", workers)):
+def bench_scaling(grid: str, runs: list[str], workers: int) -> dict[str, Any]:
+    """The branch-and-bound search in one process and/or on a dask ``LocalCluster``."""
+    space = GRIDS[grid]
+    spec, counts = layout_spec("llama3-405b", 16384, space)
+    out: dict[str, Any] = {"grid": grid, "candidates": counts["candidates"]}
+    results = {}
+    plan = {"one": ("local", 1), "dask": ("dask", workers)}
+    for name in runs:
+        scheduler, n = plan[name]
         with open_executor(scheduler, n) as ex:
             out[f"load_before_{name}"] = _load()
             t = time.perf_counter()
-            runs[name] = search("llama3-405b", 16384, "p95", KNOBS, executor=ex)
+            results[name] = search(
+                "llama3-405b", 16384, "p95", space, executor=ex, progress=Progress(name, every_s=30)
+            )
             out[f"{name}_s"] = time.perf_counter() - t
     out["load_after"] = _load()
-    one, dask = runs["one process"], runs["dask"]
-    out["identical"] = _signature(one) == _signature(dask)
-    out["speedup"] = out["one process_s"] / out["dask_s"]
+    one = results[runs[0]]
+    if len(results) == 2:
+        out["identical"] = _signature(results["one"]) == _signature(results["dask"])
+        out["speedup"] = out["one_s"] / out["dask_s"]
+    out["signature_sha256"] = {
+        name: hashlib.sha256(
+            json.dumps(_signature(r), sort_keys=True, default=str).encode()
+        ).hexdigest()
+        for name, r in results.items()
+    }
     out["winner"] = one._entry(one.winner)
     out["tie_set"] = sorted(c.index for c in one.tie_set)
     out["threshold_s"] = one.threshold
@@ -153,11 +178,18 @@ def bench_knobs(workers: int) -> dict[str, Any]:
 def main() -> None:
     """Run one benchmark and print its JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("which", choices=("issue", "knobs"))
+    ap.add_argument("which", choices=("exhaustive", "scaling"))
+    ap.add_argument("--grid", choices=tuple(GRIDS), default="issue", help="for scaling")
+    ap.add_argument("--runs", default="one,dask", help="for scaling: one, dask or both")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
-    os.environ.setdefault("PRISM_PROGRESS", "1")
-    res = bench_issue(args.workers) if args.which == "issue" else bench_knobs(args.workers)
+    runs = [r.strip() for r in args.runs.split(",")]
+    if not runs or any(r not in ("one", "dask") for r in runs):
+        ap.error(f"--runs: a comma-separated list of one and dask, got {args.runs!r}")
+    if args.which == "exhaustive":
+        res = bench_issue(args.workers)
+    else:
+        res = bench_scaling(args.grid, runs, args.workers)
     print(json.dumps(res, indent=2, default=str))
 
 

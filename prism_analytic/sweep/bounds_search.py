@@ -52,6 +52,13 @@ from .spec import SweepError, SweepPoint, SweepSpec
 __all__ = ["Candidate", "SearchResult", "branch_and_bound", "exhaustive_search", "GRIDS"]
 
 GRIDS = {g.name: g for g in (COARSE, FINE)}
+
+
+def _column(objective: str) -> str:
+    """The sweep table's column of a quantile objective (``"p95"`` -> ``"p95_s"``)."""
+    return f"{objective}_s"
+
+
 _SCREEN_BATCH = 64  # cheap screening tasks are sent in batches (one task ~0.1-0.5 s)
 
 
@@ -186,9 +193,7 @@ class SearchResult:
 
     def column(self) -> str:
         """The full engine's column of the objective."""
-        from .optimize import OBJECTIVES
-
-        return OBJECTIVES[self.objective]
+        return _column(self.objective)
 
     def _layout(self, c: Candidate) -> dict[str, Any]:
         from .evaluate import LAYOUT_COLUMNS
@@ -488,9 +493,7 @@ class _Search:
         return lost
 
     def result(self, mode: str, lost: list[str]) -> SearchResult:
-        from .optimize import OBJECTIVES
-
-        col = OBJECTIVES[self.objective]
+        col = _column(self.objective)
         survivors = self.live()
         scored = [
             c
@@ -630,9 +633,7 @@ def exhaustive_search(
     s.eliminate()
     lost = s.full(s.candidates)
     # the winner over every candidate; an eliminated winner means the engine left its bracket
-    from .optimize import OBJECTIVES
-
-    col = OBJECTIVES[objective]
+    col = _column(objective)
     scored = [c for c in s.candidates if (c.full or {}).get(col) is not None]
     result = s.result("exhaustive", lost)
     if scored:
