@@ -228,23 +228,24 @@ def test_frequent_stalls_transfer_as_a_fraction_of_the_step(tmp_path):
 # --------------------------------------------------------------------------------------
 # The public MLPerf logs (slow: a calibration and two predictions per size)
 # --------------------------------------------------------------------------------------
-#: Sizes where the calibration's median misses by more than ratio scaling's + 0.5 points,
-#: measured (validation/results/calibration_transfer.md): the uncalibrated model is 9.8% too
-#: slow at 8 GPUs and 6.7% at 512, so the one ratio happens to carry, while the GEMM
-#: efficiency fitted at 8 GPUs moves a 512-GPU step that is mostly not GEMMs. Listed so that
-#: a change of the defaults that fixes (or adds) a miss shows here.
-KNOWN_MISSES = {("Tyche GB200 llama31_8b (v5.1)", 512)}
+#: Sizes exempt from the ratio-scaling bound, and why. Llama 3.1 8B on Tyche at 512 GPUs:
+#: the uncalibrated model errs by about the same fraction at 8 and 512 GPUs (and the other
+#: way at 72), so ratio scaling lands close by accident, while the GEMM efficiency fitted at 8
+#: GPUs moves a 512-GPU step that is mostly not GEMMs; as the defaults moved during their fit
+#: the calibration stood 0.1 to 1.1 points beyond ratio scaling there
+#: (validation/results/calibration_transfer.md).
+EXEMPT = {("Tyche GB200 llama31_8b (v5.1)", 512)}
 
 
 @pytest.mark.slow
 def test_mlperf_calibration_never_worse_than_ratio_scaling(shared_data, monkeypatch):
     """Calibrated at each system's smallest size: the median no worse than ratio scaling.
 
-    Every other size of every multi-size system: the calibrated median error at most 0.5
-    points above ratio scaling's, except the measured :data:`KNOWN_MISSES`, which must
-    still miss. The 3% / 0.01 targets are measured, not asserted here (where the
-    uncalibrated model misses a size or a slow mode appears only at the larger sizes, no
-    fit at one size can know it): ``validation/results/calibration_transfer.md``.
+    Every other size of every multi-size system but the :data:`EXEMPT` ones: the calibrated
+    median error at most 0.5 points above ratio scaling's. The 3% / 0.01 targets are
+    measured, not asserted here (where the uncalibrated model misses a size or a slow mode
+    appears only at the larger sizes, no fit at one size can know it):
+    ``validation/results/calibration_transfer.md``.
     """
     import sys
 
@@ -254,13 +255,15 @@ def test_mlperf_calibration_never_worse_than_ratio_scaling(shared_data, monkeypa
     monkeypatch.setattr(study, "DATA", shared_data)
     systems = study.multi_size_systems()
     assert len(systems) >= 5, f"multi-size systems found: {sorted(systems)}"
-    misses = set()
+    checked = 0
     for name, sizes in systems.items():
         table = study.system_table(sizes)
         ref, *others = table["rows"]
         assert abs(ref["median_error"]) < 1e-3, name  # the fit itself
         for row in others:
+            if (name, row["gpus"]) in EXEMPT:
+                continue
             worse = abs(row["median_error"]) - abs(row["ratio_median_error"])
-            if worse > 0.005:
-                misses.add((name, row["gpus"]))
-    assert misses == KNOWN_MISSES
+            assert worse <= 0.005, f"{name} at {row['gpus']} GPUs: {worse:+.2%}"
+            checked += 1
+    assert checked >= 7  # Carina 4, Tyche 405B 1, HiPerGator 1, Tyche 8B 1, Theia 8B 2
