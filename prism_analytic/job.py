@@ -807,6 +807,86 @@ class Job:
         text, data = sweep_report(outcome, target, len(spec))
         return Result("sweep", outcome, text=text, data=data)
 
+    def optimize(
+        self,
+        objective: str = "p95",
+        space: Any = None,
+        *,
+        search: str | None = None,
+        method: str = "analytic",
+        memory_gb: float | None = None,
+        reserve_gb: float = 0.0,
+        global_batch: int | None = None,
+        out: PathLike | None = None,
+        scheduler: str | None = None,
+        workers: int | None = None,
+    ) -> Result:
+        """Search this job's layouts (``prism optimize``).
+
+        Parameters
+        ----------
+        objective : {"p50", "p90", "p95", "p99", "p999", "mean"}
+            A quantile is searched by branch and bound on guaranteed bounds (the winner, its
+            tie set and a proof per eliminated layout); the mean by evaluating every layout.
+        space : LayoutSpace, optional
+            Candidate values per axis (:class:`~prism_analytic.sweep.layouts.LayoutSpace`).
+        search : {"bnb", "exhaustive", "sweep"}, optional
+            Default: ``bnb`` for a quantile, ``sweep`` for the mean.
+        method, memory_gb, reserve_gb, global_batch
+            The full engine and the memory and batch settings
+            (:class:`~prism_analytic.sweep.evaluate.EvalSettings`).
+        out : path, optional
+            Table of every candidate (a rerun with it reads finished work back).
+        scheduler, workers
+            As for :meth:`sweep`.
+
+        Returns
+        -------
+        Result
+            Wraps the :class:`~prism_analytic.sweep.bounds_search.SearchResult` (or, for
+            ``search="sweep"``, the :class:`~prism_analytic.sweep.optimize.OptimizeResult`).
+        """
+        from contextlib import nullcontext
+
+        from .sweep.evaluate import EvalSettings
+        from .sweep.executor import open_executor
+        from .sweep.guaranteed import has_guaranteed_bounds
+        from .sweep.optimize import optimize
+        from .sweep.optimize import search as bnb_search
+
+        preset, base = self._sweep_base()
+        mode = search or ("bnb" if has_guaranteed_bounds(objective) else "sweep")
+        settings = EvalSettings(
+            method=method, memory_gb=memory_gb, reserve_gb=reserve_gb, global_batch=global_batch
+        )
+        where = nullcontext() if scheduler is None else open_executor(scheduler, workers)
+        with where as executor:
+            if mode == "sweep":
+                value = optimize(
+                    preset,
+                    self.gpus,
+                    objective,
+                    space,
+                    settings=settings,
+                    base=base,
+                    out=out,
+                    executor=executor,
+                )
+            else:
+                value = bnb_search(
+                    preset,
+                    self.gpus,
+                    objective,
+                    space,
+                    mode=mode,
+                    settings=settings,
+                    base=base,
+                    out=out,
+                    executor=executor,
+                )
+        data = {"preset": preset, "gpus": self.gpus, **value.to_dict()}
+        return Result("optimize", value, text=value.summary(), data=data)
+
     def _sweep_base(self) -> tuple[str, dict[str, Any]]:
         """The preset and the nested overrides a sweep applies under every configuration."""
         from .workload.config.toml_io import _deep_merge, _read_source

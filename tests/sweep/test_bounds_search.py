@@ -137,3 +137,15 @@ def test_threshold_is_the_smallest_upper_bound(both):
     _, full = both
     assert full.threshold == min(c.upper for c in full.candidates if c.upper is not None)
     assert not math.isinf(full.threshold)
+
+
+def test_job_optimize_is_the_command(capsys):
+    from prism_analytic.job import Job
+
+    space = LayoutSpace(tp=(1,), pp=(1, 2), vpp=(1,), cp=(1,), recompute=("none", "selective"))
+    res = Job("llama3-8b", 16).optimize("p95", space, global_batch=32)
+    assert res.to_dict()["mode"] == "pruned"
+    argv = ["optimize", "--preset", "llama3-8b", "--gpus", "16", "--tp", "1", "--pp", "1,2"]
+    argv += ["--vpp", "1", "--cp", "1", "--recompute", "none,selective", "--global-batch", "32"]
+    assert main([*argv, "--workers", "1"]) == 0
+    assert capsys.readouterr().out.strip() == res.summary().strip()
