@@ -163,7 +163,8 @@ HARDWARE: dict[str, HardwareConfig] = {
     # the 72-GPU rack; compute trays of 4 GPUs with one 800 Gb/s ConnectX-8 per GPU (as on
     # the MLPerf "Theia" system: 4x ConnectX-8 IB XDR 800 Gb/s per tray), 90 GB/s achieved
     # by the same ~90%-of-nominal rule as the 400 Gb/s NICs above. The doubled attention
-    # exponent throughput (SFU) is not modelled: attention efficiency is shared.
+    # exponent throughput (SFU) is not modelled: attention efficiency is shared (examined as
+    # `python -m validation.fit_defaults --variant sfu`: 3% on GB200's FP8-attention 8B jobs).
     "gb300-nvl72": replace(
         _H100,
         name="gb300-nvl72",

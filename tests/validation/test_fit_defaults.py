@@ -95,7 +95,8 @@ def test_the_shipped_defaults_are_the_fit_on_all_systems(shared_data):
 
 
 def test_variants_change_only_their_mechanism_and_restore_the_model():
-    """``--variant sfu`` slows GB200's FP8 attention (exp-bound) but not GB300's (doubled SFU)."""
+    """``--variant sfu`` slows GB200's FP8 attention (exp-bound) but not GB300's (doubled SFU);
+    ``same_logits`` (the previous model) runs the logits at the FP8/FP4 rate."""
     fd = _load("fit_defaults")
     from prism_analytic.workload.step_estimate import step_time
 
@@ -113,3 +114,7 @@ def test_variants_change_only_their_mechanism_and_restore_the_model():
     assert sfu[1] == pytest.approx(before[1], rel=1e-9)  # GB300: tensor and exp bounds equal
     assert chunk[:2] == before[:2]  # pp 1: untouched
     assert chunk[2] < before[2]  # interleaved pp 8: dp exposure capped at 1/vpp
+    with fd.VARIANTS["same_logits"]():
+        same = [step_time(j).step_s for j in (ty, th, big)]
+    assert all(a < b for a, b in zip(same, before, strict=True))  # FP8/FP4 logits: faster
+    assert step_time(ty).step_s == before[0]
