@@ -29,7 +29,11 @@ Scaling rules (fitted at size ``G0``, applied at ``G``)
   training state after evaluation does not scale with the per-GPU work.
 * A stall is one GPU (or its node) holding the synchronous step: the per-GPU rate
   ``q1 = 1 - (1 - q)^(1/G0)`` gives the per-step rate ``1 - (1 - q1)^G`` at ``G``; the size
-  is seconds, ``s * m0``.
+  is seconds, ``s * m0``. The public logs do not all agree: on Llama 3.1 8B (Tyche and
+  Theia: 3 stalls in 1,053 steps at 8 GPUs, none at 72 and 512) this rule loses to a rate
+  per step by about 70 in Poisson log-likelihood, while on Carina's 405B sizes it fits a
+  little better (``validation/results/calibration_transfer.md``); the ``prism calibrate``
+  overlay carries the rate per step and the size as a fraction of the step.
 
 The step body (jitter, within-run drift, trend, warm-up) is fitted beside the events by a
 state-space model (:mod:`.step_body`) on the steps that are not stalls, and the clustering
