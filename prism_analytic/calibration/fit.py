@@ -18,12 +18,14 @@ The fitted parameters (each reported with an interval, or as not identified):
     independent: autocorrelation would widen it); for a published MFU, its rounding
     interval (+- half a unit of the last quoted digit). A percentile interval maps exactly
     through a monotone function, so no refit per resample is needed.
-``variability.hiccups.probability`` and ``size_s``
-    Rare stalls: steps above ``stall_threshold`` times their run's median. Rate: count over
-    steps, with the exact (Garwood) Poisson interval; size: median excess in seconds over
-    the run median, with a percentile-bootstrap interval (>= 3 stalls) or the observed
-    range. No stall observed: not identified (only an upper bound on the rate is reported),
-    unless the job's own rate is above that bound: then the estimate, 0, is written.
+``variability.hiccups.probability`` and ``size_s`` / ``size_rel``
+    Rare stalls: steps above ``stall_threshold`` times their run's median. Rate (per step):
+    count over steps, with the exact (Garwood) Poisson interval; size: median excess in
+    seconds over the run median, with a percentile-bootstrap interval (>= 3 stalls) or an
+    exact chi-square interval (1-2 stalls), reported, and written as ``size_rel``, its
+    fraction of the deterministic step, which carries across sizes. No stall observed:
+    not identified (only an upper bound on the rate is reported), unless the job's own rate
+    is above that bound: then the estimate, 0, is written.
 Body dispersion (``variability.temporal.kernel_cv``)
     Identified only when moving it moves the predicted p90/p50 by more than the
     measured p90/p50's bootstrap interval; otherwise reported as not identified.
