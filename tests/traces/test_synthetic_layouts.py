@@ -32,8 +32,13 @@ STUDY = _study()
 @pytest.fixture(scope="module")
 def small_rows():
     suite = STUDY.jobs()
+    # each job with its own seed, as the study runs it (its place in the suite); 40 steps, so
+    # 20 fit steps: with 10, the fit steps' own step factors can be far from their law (dp2-pp4
+    # at seed 3: sd 1.74x the true, a 0.1% event) and the p95 target is missed by the sample,
+    # not the model (validation/results/traces_synthetic.md)
     return [
-        STUDY.run_layout(suite[n], steps=20, seed=0, mc=2000, samples=2000) for n in STUDY.SMALL
+        STUDY.run_layout(suite[n], steps=40, seed=list(suite).index(n), mc=2000, samples=2000)
+        for n in STUDY.SMALL
     ]
 
 
@@ -104,8 +109,8 @@ def test_lone_communication_ops_are_not_drawn_independently():
 @pytest.mark.slow
 def test_every_layout_meets_every_target():
     missed = {}
-    for name, job in STUDY.jobs().items():
-        row = STUDY.run_layout(job)
+    for i, (name, job) in enumerate(STUDY.jobs().items()):
+        row = STUDY.run_layout(job, steps=40, seed=i)
         bad = [k for k, ok in STUDY.checks(row).items() if not ok]
         if bad:
             missed[name] = bad
