@@ -37,6 +37,13 @@ import os
 import time
 from typing import Any
 
+# the tasks' modules load now: a run that starts later in the same process (one process after
+# dask) must evaluate the same model as the workers, whatever changes on disk meanwhile
+import prism_analytic.engines.predict  # noqa: F401
+import prism_analytic.workload.builder  # noqa: F401
+import prism_analytic.workload.jobs  # noqa: F401
+import prism_analytic.workload.prediction  # noqa: F401
+import prism_analytic.workload.step_estimate  # noqa: F401
 from prism_analytic.progress import Progress
 from prism_analytic.sweep import EvalSettings
 from prism_analytic.sweep.executor import open_executor
