@@ -64,7 +64,7 @@ def _commit() -> str:
         return "unknown"
 
 
-def run_layout(job, *, steps: int = 20, seed: int = 0, mc: int = 4000, samples: int = 4000) -> dict:
+def run_layout(job, *, steps: int = 40, seed: int = 0, mc: int = 4000, samples: int = 4000) -> dict:
     """Simulate one job, recover, replay, fit on the first half and predict.
 
     Parameters
@@ -191,7 +191,7 @@ def main(argv=None) -> int:
     """Run the layouts; write the results file (all layouts) and exit 1 when a target is missed."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", help="comma-separated layout names (prints; writes nothing)")
-    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--steps", type=int, default=40, help="steps per trace (fit on the first half)")
     p.add_argument("--mc", type=int, default=4000)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
