@@ -147,7 +147,8 @@ def pipeline_bound_grids(
     up_pmf = np.diff(np.maximum(np.cumsum(up_pmf) - above, 0.0), prepend=0.0)
     upper = GridDistribution(h, k0, up_pmf, up_pmf, 0.0, above, policy)
     # ----- lower: the minimum CDF of a few dominant paths, latencies rounded down ------------
-    mean = np.array([float(spec.laws[keys[j]].mean()) for j in li])
+    # one mean per distinct law (scipy's mean() is slow), spread over the ops
+    mean = np.array([float(spec.laws[k].mean()) for k in keys])[li]
     lower = _paths_lower(arr, mean, ops, paths, h, tail, policy)
     return lower, upper
 

@@ -43,13 +43,16 @@ __all__ = [
 ]
 
 #: HBM per GPU in GB (1e9 bytes), by hardware preset (vendor datasheets: H100 SXM5 80 GB,
-#: H200 SXM 141 GB, GB200 NVL72 13.4 TB HBM3e over 72 GPUs = 186 GB, A100 SXM 80 GB).
+#: H200 SXM 141 GB, GB200 NVL72 13.4 TB HBM3e over 72 GPUs = 186 GB, A100 SXM 80 GB, DGX B200
+#: 1,440 GB over 8 GPUs = 180 GB, GB300 NVL72 20.7 TB over 72 GPUs = 288 GB).
 HBM_GB: dict[str, float] = {
     "h100-sxm-80gb": 80.0,
     "h200-sxm-141gb": 141.0,
     "gb200-nvl72": 186.0,
     "a100-sxm-80gb": 80.0,
     "h100-2dc": 80.0,
+    "b200-sxm-180gb": 180.0,
+    "gb300-nvl72": 288.0,
 }
 
 _WEIGHT_BYTES = 2.0  # BF16 weights

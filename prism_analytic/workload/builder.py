@@ -58,6 +58,7 @@ per-stage (rather than per-replica) persistent speeds, load imbalance between Mo
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -162,24 +163,30 @@ class _Moments:
         self.var += times * var
 
 
+@functools.lru_cache(maxsize=4096)
+def _lognormal_max_moments(mean: float, var: float, n: int) -> tuple[float, float]:
+    """(mean, variance) of the slowest of ``n`` lognormal segments.
+
+    Kept across jobs: a layout search builds many jobs with the same segments, and each costs
+    a quadrature.
+    """
+    d = iid_max(lognormal(mean, math.sqrt(var)), n)
+    return float(d.mean()), float(d.var())
+
+
 @dataclass
 class _Ctx:
     job: JobConfig
     om: OpMeans
     width: int  # GPUs in lockstep between synchronising collectives (tp * cp)
     cv: float  # temporal kernel CV
-    max_cache: dict[tuple[float, float, int], tuple[float, float]]
     scale: ScaleEvents = field(default_factory=ScaleEvents)  # variability.scale's events
 
     def seg_max(self, mean: float, var: float) -> tuple[float, float]:
         """Moments of the slowest of ``width`` GPUs running one segment of kernels."""
         if self.width <= 1 or var <= 0 or mean <= 0:
             return mean, var
-        key = (mean, var, self.width)
-        if key not in self.max_cache:
-            d = iid_max(lognormal(mean, math.sqrt(var)), self.width)
-            self.max_cache[key] = (float(d.mean()), float(d.var()))
-        return self.max_cache[key]
+        return _lognormal_max_moments(mean, var, self.width)
 
     def comm(self, o: OpMean) -> tuple[float, float]:
         """(mean, variance) of one comm op's exposed part, ``count`` executions.
@@ -381,7 +388,7 @@ def build_step_graph(
     job = apply_scale_variability(job)
     om = means if means is not None else op_means(job)
     p, var, t = job.parallelism, job.variability, job.training
-    ctx = _Ctx(job, om, p.tp * p.cp, var.temporal.kernel_cv, {}, events)
+    ctx = _Ctx(job, om, p.tp * p.cp, var.temporal.kernel_cv, events)
     laws = _chunk_laws(ctx)
     v = _pipeline_vpp(job)
 
