@@ -1,6 +1,6 @@
 """The small GB200 FP4 job the calibration-consistency and shape-choice tests fit.
 
-Its true GEMM efficiency is :data:`TRUE_EFF` (the preset's ``gemm_fp4`` default is 0.331: the
+Its true GEMM efficiency is :data:`TRUE_EFF` (the preset's ``gemm_fp4`` default is 0.388: the
 fit has something to find), as in ``validation/results/calibration_consistency.md``.
 """
 

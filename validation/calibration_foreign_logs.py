@@ -2,7 +2,7 @@
 
 An H100 BF16 Llama 3 70B job (tp 8, pp 4, vpp 5, global batch 1,024 sequences) at 256, 1,024
 and 4,096 GPUs (128, 32 and 8 microbatches per rank): one run per size (40, 60 and 80
-steps) drawn from the model itself at a GEMM efficiency of 0.62 (the preset's is 0.697), one
+steps) drawn from the model itself at a GEMM efficiency of 0.62 (the preset's is 0.626), one
 allocation per run (the within-run law scaled to the full law's median), one 1.8x stall per
 run, evaluation pauses every 16 steps at 256 and every 20 at 4,096 (the next step 1.4x
 slower) and none at 1,024, ``metadata.step`` counting samples at 256 / 1,024 and steps at
