@@ -186,7 +186,12 @@ def read_layout_meta(path) -> Layout:
     ValueError
         Missing sizes, non-integer sizes, or a ``world_size`` that is not the product.
     """
-    import yaml
+    try:
+        import yaml
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "reading meta-*.yaml layouts needs pyyaml: pip install 'prism_analytic[traces]'"
+        ) from None
 
     path = Path(path)
     try:
