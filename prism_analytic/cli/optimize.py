@@ -121,17 +121,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         )
     if plot is not None:
         _plot(result, plot)
-    if args.json:
-        payload = {"preset": args.preset, "gpus": args.gpus, **result.to_dict()}
-        payload["out"] = str(out) if out else None
-        print(json.dumps(jsonable(payload), indent=2))
-        return 0
-    print(result.summary(top=args.top))
-    if out is not None:
-        print(f"every candidate written to {out}")
-    if plot is not None:
-        print(f"plot written to {plot}")
-    return 0
+    return _report(args, result, out, plot)
 
 
 def _run_search(args, mode, space, settings, hardware, base, out) -> int:
@@ -153,6 +143,11 @@ def _run_search(args, mode, space, settings, hardware, base, out) -> int:
             executor=executor,
             progress=progress_printer("optimize", "tasks"),
         )
+    return _report(args, result, out)
+
+
+def _report(args, result, out, plot=None) -> int:
+    """Print a search's result: its JSON with ``--json``, else its summary and what was written."""
     if args.json:
         payload = {"preset": args.preset, "gpus": args.gpus, **result.to_dict()}
         payload["out"] = str(out) if out else None
@@ -161,6 +156,8 @@ def _run_search(args, mode, space, settings, hardware, base, out) -> int:
     print(result.summary(top=args.top))
     if out is not None:
         print(f"every candidate written to {out}")
+    if plot is not None:
+        print(f"plot written to {plot}")
     return 0
 
 
