@@ -848,9 +848,9 @@ class Job:
         """
         from contextlib import nullcontext
 
+        from .engines.lower_bounds import has_guaranteed_bounds
         from .sweep.evaluate import EvalSettings
         from .sweep.executor import open_executor
-        from .sweep.guaranteed import has_guaranteed_bounds
         from .sweep.optimize import optimize
         from .sweep.optimize import search as bnb_search
 

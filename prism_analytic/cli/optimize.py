@@ -53,7 +53,7 @@ def _plot(result, target) -> None:
 
 def _search_mode(args: argparse.Namespace) -> str:
     """``--search``, defaulted and checked against the objective."""
-    from ..sweep.guaranteed import has_guaranteed_bounds
+    from ..engines.lower_bounds import has_guaranteed_bounds
 
     bounded = has_guaranteed_bounds(args.objective)
     mode = args.search or ("bnb" if bounded else "sweep")

@@ -45,8 +45,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engines.lower_bounds import (
+    COARSE,
+    FINE,
+    Grid,
+    bound_laws,
+    lower_law,
+    objective_lower,
+    objective_upper,
+)
 from .evaluate import EvalSettings, evaluate_point, screen_point
-from .guaranteed import COARSE, FINE, Grid, bound_laws, lower_law, objective_lower, objective_upper
 from .spec import SweepError, SweepPoint, SweepSpec
 
 __all__ = ["Candidate", "SearchResult", "branch_and_bound", "exhaustive_search", "GRIDS"]
@@ -539,7 +547,7 @@ class _Search:
 def _prepare(spec: SweepSpec, settings: EvalSettings, objective: str) -> tuple[EvalSettings, str]:
     from dataclasses import replace
 
-    from .guaranteed import has_guaranteed_bounds
+    from ..engines.lower_bounds import has_guaranteed_bounds
 
     if not has_guaranteed_bounds(objective):
         raise SweepError(

@@ -8,9 +8,7 @@ rounded outwards), so a coarse grid gives cheaper, looser, still guaranteed boun
 The search needs the *lower* bound of every candidate but the *upper* bound of only a few
 (the incumbents), and the upper side is by far the dearer one (a pass over every pipeline op).
 :func:`lower_law` therefore evaluates the lower side alone: the engine's own lower path (the
-same functions, the same guarantee) without the upper pass. It also computes each pipeline
-law's mean once per distinct law, where the engine's pipeline bound asks scipy once per op
-(5 s of a 6.8 s lower bound on a 32-stage interleaved pipeline of 32,768 ops).
+same functions, the same guarantee) without the upper pass.
 
 Only quantile objectives have guaranteed bounds here: the upper law keeps an atom at +inf
 (trimmed tails, at least 1e-18), so it bounds no mean, and the run-time model has no bounds.
@@ -68,8 +66,8 @@ class Grid:
         guaranteed, so a lower bound on a coarse lattice may skip it: an overflow is then an
         error, and that candidate is kept without a bound).
         """
-        from ..engines.resolution import resolve_policy
         from ..policy import DEFAULT_POLICY
+        from .resolution import resolve_policy
 
         policy = replace(DEFAULT_POLICY, rel_width=self.rel_width)
         if resolve:
@@ -96,8 +94,8 @@ def has_guaranteed_bounds(objective: str) -> bool:
 
 def _pipeline_lower(spec: Any, h: float, policy: Any, paths: int) -> Any:
     """The lower side of :func:`~prism_analytic.engines.pipeline_bounds.pipeline_bound_grids`."""
-    from ..engines.pipeline_bounds import _op_pmfs, _paths_lower
     from ..graph import GraphError
+    from .pipeline_bounds import _op_pmfs, _paths_lower
 
     if spec.microbatch_factor is not None or spec.stage_factor is not None:
         raise GraphError("bounds: pipelines with shared factors are not supported")
@@ -124,8 +122,8 @@ class _Lazy:
 
 
 def _lower_evaluator(policy: Any, paths: int) -> Any:
-    from ..engines.bounds import _Bounds
     from ..graph import PIPELINE
+    from .bounds import _Bounds
 
     class _LowerOnly(_Bounds):
         """The engine's evaluator, with a pipeline's lower side computed without its upper."""
@@ -149,8 +147,8 @@ def lower_law(graph: Any, grid: Grid) -> Any:
     ``lower``) at ``grid``, without computing the upper one.
     """
     from ..distributions.grid import mix_grids
-    from ..engines.blas_threads import single_blas_thread
-    from ..engines.predict import check_grid_size
+    from .blas_threads import single_blas_thread
+    from .predict import check_grid_size
 
     graph.validate()
     check_grid_size(graph, "bounds")
@@ -167,9 +165,9 @@ def lower_law(graph: Any, grid: Grid) -> Any:
 
 def bound_laws(graph: Any, grid: Grid) -> tuple[Any, Any]:
     """(lower, upper): the bounds engine at ``grid`` (both guaranteed)."""
-    from ..engines.blas_threads import single_blas_thread
-    from ..engines.bounds import bound_distributions
-    from ..engines.predict import check_grid_size
+    from .blas_threads import single_blas_thread
+    from .bounds import bound_distributions
+    from .predict import check_grid_size
 
     graph.validate()
     check_grid_size(graph, "bounds")
